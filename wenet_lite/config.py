@@ -1,0 +1,433 @@
+"""Typed, strict experiment configuration.
+
+One frozen dataclass per component, composed into :class:`ExperimentConfig`. YAML is read with
+``yaml.safe_load``; an unknown key, a wrong type or inconsistent settings raise
+:class:`ConfigError` naming the dotted key path (``encoder.num_heads: ...``). Overrides use the
+same paths: ``--set encoder.num_blocks=6``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterable, Literal, Tuple
+
+import yaml
+
+__all__ = [
+    "ConfigError",
+    "FeatureConfig",
+    "SpecAugConfig",
+    "ChunkConfig",
+    "EncoderConfig",
+    "TokenizerConfig",
+    "DataConfig",
+    "TrainConfig",
+    "DecodeConfig",
+    "ExperimentConfig",
+    "load_config",
+    "config_from_dict",
+    "config_to_dict",
+    "save_config",
+    "apply_overrides",
+]
+
+
+class ConfigError(ValueError):
+    """A config value is unknown, mistyped or inconsistent; the message starts with its key path."""
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        self.message = message
+        super().__init__(f"{path}: {message}" if path else message)
+
+
+@dataclass(frozen=True)
+class FeatureConfig:
+    """Kaldi-compatible log-mel filterbank (kaldi-native-fbank), identical in train and decode."""
+
+    sample_rate: int = 16000
+    """Hz; every input is resampled to this rate."""
+    num_mel_bins: int = 80
+    frame_length_ms: float = 25.0
+    frame_shift_ms: float = 10.0
+    dither: float = 1.0
+    """Gaussian dither on int16-scaled samples, training only (decoding always uses 0)."""
+    snip_edges: bool = False
+
+    def __post_init__(self) -> None:
+        _require(self.sample_rate > 0, "sample_rate", f"must be positive, got {self.sample_rate}")
+        _require(
+            self.num_mel_bins > 0, "num_mel_bins", f"must be positive, got {self.num_mel_bins}"
+        )
+        _require(self.frame_shift_ms > 0, "frame_shift_ms", "must be positive")
+        _require(
+            self.frame_length_ms >= self.frame_shift_ms,
+            "frame_length_ms",
+            f"({self.frame_length_ms}) is shorter than frame_shift_ms ({self.frame_shift_ms})",
+        )
+        _require(self.dither >= 0, "dither", f"must be >= 0, got {self.dither}")
+
+
+@dataclass(frozen=True)
+class SpecAugConfig:
+    """SpecAugment on fbank features during training."""
+
+    enabled: bool = True
+    num_freq_masks: int = 2
+    max_freq_width: int = 10
+    """mel bins"""
+    num_time_masks: int = 2
+    max_time_width: int = 40
+    """fbank frames (10 ms each)"""
+    start_step: int = 0
+    """optimizer step from which masks are applied (early steps learn faster without them)"""
+
+    def __post_init__(self) -> None:
+        for name in ("num_freq_masks", "max_freq_width", "num_time_masks", "max_time_width"):
+            _require(getattr(self, name) >= 0, name, f"must be >= 0, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class ChunkConfig:
+    """Which frames a query may attend to: the one switch between full context and streaming.
+
+    Sizes count encoder frames (after subsampling).
+    """
+
+    mode: Literal["full", "static", "dynamic"] = "full"
+    """full: whole utterance; static: always chunks of `size`; dynamic: random chunk per batch"""
+    size: int = 16
+    """chunk size for static training, and the default for chunked decoding"""
+    left_chunks: int = -1
+    """chunks of history each chunk sees (-1: all)"""
+    full_prob: float = 0.5
+    """dynamic: probability that a batch trains with full context"""
+    max_size: int = 25
+    """dynamic: chunk size drawn uniformly from 1..max_size"""
+    random_left_chunks: bool = False
+    """dynamic: also draw the left-chunk count uniformly from 0..max_left_chunks"""
+    max_left_chunks: int = 8
+
+    def __post_init__(self) -> None:
+        _require(self.size > 0, "size", f"must be positive, got {self.size}")
+        _require(self.left_chunks >= -1, "left_chunks", f"must be >= -1, got {self.left_chunks}")
+        _require(
+            0.0 <= self.full_prob <= 1.0, "full_prob", f"must be in [0, 1], got {self.full_prob}"
+        )
+        _require(self.max_size > 0, "max_size", f"must be positive, got {self.max_size}")
+        _require(self.max_left_chunks >= 0, "max_left_chunks", "must be >= 0")
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """Conformer encoder dimensions; all sizes in encoder frames unless stated."""
+
+    d_model: int = 256
+    num_heads: int = 4
+    ffn_dim: int = 2048
+    num_blocks: int = 12
+    subsampling_rate: int = 4
+    """conv2d front-end: 4, 6 or 8 input frames per encoder frame"""
+    conv_kernel: int = 15
+    causal_conv: bool = True
+    """left-only depthwise conv; required for chunked (streaming) attention"""
+    conv_norm: Literal["layer_norm", "batch_norm"] = "layer_norm"
+    pos_enc: Literal["xl", "shaw"] = "xl"
+    """xl: sinusoid of the signed distance + projection (Transformer-XL); shaw: learned table"""
+    max_rel_dist: int = 0
+    """clipping radius Z for relative distances (0: no clipping; shaw needs Z > 0)"""
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    chunk: ChunkConfig = field(default_factory=ChunkConfig)
+
+    def __post_init__(self) -> None:
+        for name in ("d_model", "num_heads", "ffn_dim", "num_blocks", "conv_kernel"):
+            _require(getattr(self, name) > 0, name, f"must be positive, got {getattr(self, name)}")
+        _require(
+            self.d_model % self.num_heads == 0,
+            "d_model",
+            f"({self.d_model}) is not divisible by encoder.num_heads ({self.num_heads})",
+        )
+        _require(
+            self.d_model % 2 == 0, "d_model", f"must be even for sinusoids, got {self.d_model}"
+        )
+        _require(
+            self.subsampling_rate in (4, 6, 8),
+            "subsampling_rate",
+            f"must be 4, 6 or 8, got {self.subsampling_rate}",
+        )
+        _require(
+            self.causal_conv or self.conv_kernel % 2 == 1,
+            "conv_kernel",
+            f"must be odd for a non-causal conv, got {self.conv_kernel}",
+        )
+        _require(
+            self.causal_conv or self.chunk.mode == "full",
+            "causal_conv",
+            f"is false but encoder.chunk.mode is {self.chunk.mode!r}: a non-causal conv sees "
+            "future frames, so streaming would not match training",
+        )
+        _require(
+            self.pos_enc != "shaw" or self.max_rel_dist > 0,
+            "max_rel_dist",
+            "must be > 0 with pos_enc 'shaw' (the size of its learned table)",
+        )
+        _require(self.max_rel_dist >= 0, "max_rel_dist", f"must be >= 0, got {self.max_rel_dist}")
+        for name in ("dropout", "attention_dropout"):
+            _require(0.0 <= getattr(self, name) < 1.0, name, "must be in [0, 1)")
+
+
+@dataclass(frozen=True)
+class TokenizerConfig:
+    """sentencepiece model trained on the training transcripts; id 0 is the CTC blank."""
+
+    model_type: Literal["unigram", "bpe", "char"] = "unigram"
+    vocab_size: int = 256
+    """including the blank and <unk>"""
+
+    def __post_init__(self) -> None:
+        _require(self.vocab_size >= 3, "vocab_size", f"must be >= 3, got {self.vocab_size}")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """How utterances become batches."""
+
+    max_batch_seconds: float = 200.0
+    """total audio seconds per batch (before padding)"""
+    min_duration: float = 0.3
+    """seconds; shorter utterances are skipped and counted"""
+    max_duration: float = 20.0
+    """seconds; longer utterances are skipped and counted"""
+    num_buckets: int = 10
+    speed_perturb: Tuple[float, ...] = (1.0,)
+    """speed factors drawn uniformly per utterance, e.g. [0.9, 1.0, 1.1]"""
+    num_workers: int = 1
+    shuffle: bool = True
+
+    def __post_init__(self) -> None:
+        _require(self.max_batch_seconds > 0, "max_batch_seconds", "must be positive")
+        _require(
+            0 <= self.min_duration < self.max_duration,
+            "min_duration",
+            "must be in [0, max_duration)",
+        )
+        _require(
+            self.max_duration <= self.max_batch_seconds,
+            "max_duration",
+            f"({self.max_duration}) exceeds data.max_batch_seconds ({self.max_batch_seconds})",
+        )
+        _require(self.num_buckets > 0, "num_buckets", "must be positive")
+        _require(
+            len(self.speed_perturb) > 0 and all(s > 0 for s in self.speed_perturb),
+            "speed_perturb",
+            f"must be a non-empty list of positive factors, got {self.speed_perturb}",
+        )
+        _require(self.num_workers >= 0, "num_workers", "must be >= 0")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation, checkpoints and logging."""
+
+    optimizer: Literal["adam", "adamw"] = "adam"
+    lr: float = 1e-3
+    """peak learning rate, reached at the end of warmup"""
+    warmup_steps: int = 25000
+    weight_decay: float = 1e-6
+    max_epochs: int = 100
+    max_steps: int = 0
+    """stop after this many optimizer steps (0: no limit)"""
+    grad_clip: float = 5.0
+    accum_grad: int = 1
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    """autocast dtype on CUDA; CPU always trains in fp32"""
+    seed: int = 777
+    log_interval: int = 10
+    checkpoint_interval: int = 0
+    """save a checkpoint every N optimizer steps (0: only at epoch ends)"""
+    keep_checkpoints: int = 5
+
+    def __post_init__(self) -> None:
+        _require(self.lr > 0, "lr", f"must be positive, got {self.lr}")
+        _require(self.warmup_steps >= 0, "warmup_steps", "must be >= 0")
+        _require(self.max_epochs > 0, "max_epochs", "must be positive")
+        _require(self.max_steps >= 0, "max_steps", "must be >= 0")
+        _require(self.grad_clip > 0, "grad_clip", "must be positive")
+        _require(self.accum_grad >= 1, "accum_grad", "must be >= 1")
+        _require(self.log_interval >= 1, "log_interval", "must be >= 1")
+        _require(self.checkpoint_interval >= 0, "checkpoint_interval", "must be >= 0")
+        _require(self.keep_checkpoints >= 1, "keep_checkpoints", "must be >= 1")
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """Search defaults; flags of `wenet-lite decode` / `stream` override them."""
+
+    beam_size: int = 10
+    nbest: int = 1
+
+    def __post_init__(self) -> None:
+        _require(self.beam_size >= 1, "beam_size", "must be >= 1")
+        _require(1 <= self.nbest <= self.beam_size, "nbest", "must be in 1..beam_size")
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    features: FeatureConfig = field(default_factory=FeatureConfig)
+    specaug: SpecAugConfig = field(default_factory=SpecAugConfig)
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+
+class _FieldError(Exception):
+    """Raised inside a dataclass's __post_init__; the loader prefixes the section path."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name = name
+        self.message = message
+
+
+def _require(ok: bool, name: str, message: str) -> None:
+    if not ok:
+        raise _FieldError(name, message)
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def _convert(value: Any, tp: Any, path: str) -> Any:
+    """Check ``value`` against the type hint ``tp`` and return it in canonical form."""
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, path)
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Union:
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _convert(value, inner[0], path)
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(path, f"must be one of {list(args)}, got {value!r}")
+        return value
+    if origin in (tuple, list):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(path, f"must be a list, got {type(value).__name__} {value!r}")
+        item = args[0] if args else Any
+        items = [_convert(v, item, f"{path}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(path, f"must be true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(path, f"must be an integer, got {type(value).__name__} {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(path, f"must be a number, got {type(value).__name__} {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(path, f"must be a string, got {type(value).__name__} {value!r}")
+        return value
+    return value
+
+
+def _build(cls: Any, data: Any, prefix: str) -> Any:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        where = prefix or "config"
+        raise ConfigError(prefix, f"{where} must be a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ConfigError(
+            _join(prefix, str(unknown[0])), f"unknown key (valid keys: {', '.join(sorted(names))})"
+        )
+    kwargs = {k: _convert(v, hints[k], _join(prefix, k)) for k, v in data.items()}
+    try:
+        return cls(**kwargs)
+    except _FieldError as e:
+        raise ConfigError(_join(prefix, e.name), e.message) from None
+
+
+def config_from_dict(data: Dict[str, Any]) -> ExperimentConfig:
+    """Build and validate an :class:`ExperimentConfig` from plain nested dicts."""
+    return _build(ExperimentConfig, data, "")
+
+
+def config_to_dict(cfg: ExperimentConfig) -> Dict[str, Any]:
+    """Plain nested dicts (tuples as lists) that :func:`config_from_dict` reads back."""
+
+    def plain(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [plain(x) for x in v]
+        return v
+
+    return plain(dataclasses.asdict(cfg))
+
+
+def apply_overrides(data: Dict[str, Any], overrides: Iterable[str]) -> Dict[str, Any]:
+    """Apply ``a.b.c=value`` overrides (value parsed as YAML) to nested dicts, returning a copy."""
+    import copy
+
+    out = copy.deepcopy(data)
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError("", f"override {item!r} is not of the form key.path=value")
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError as e:
+            raise ConfigError(key, f"cannot parse override value {raw!r}: {e}") from None
+        node = out
+        parts = key.split(".")
+        for i, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise ConfigError(".".join(parts[: i + 1]), "is a value, not a section")
+            node = child
+        node[parts[-1]] = value
+    return out
+
+
+def load_config(path: str | Path, overrides: Iterable[str] = ()) -> ExperimentConfig:
+    """Read a YAML experiment config, apply ``key.path=value`` overrides and validate."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"config file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError("", f"{path} is not valid YAML: {e}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError("", f"{path} must hold a mapping of sections, got {type(data).__name__}")
+    try:
+        return config_from_dict(apply_overrides(data, overrides))
+    except ConfigError as e:
+        raise ConfigError(e.path, f"{e.message} (in {path})") from None
+
+
+def save_config(cfg: ExperimentConfig, path: str | Path) -> None:
+    """Write the resolved config as YAML (readable back with :func:`load_config`)."""
+    Path(path).write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
