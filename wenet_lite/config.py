@@ -9,6 +9,7 @@ same paths: ``--set encoder.num_blocks=6``.
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,9 @@ __all__ = [
     "save_config",
     "apply_overrides",
 ]
+
+
+_SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
 
 class ConfigError(ValueError):
@@ -334,6 +338,9 @@ def _convert(value: Any, tp: Any, path: str) -> Any:
             raise ConfigError(path, f"must be an integer, got {type(value).__name__} {value!r}")
         return value
     if tp is float:
+        # PyYAML (YAML 1.1) reads 1e-3 without a dot as a string; accept that spelling.
+        if isinstance(value, str) and _SCIENTIFIC.fullmatch(value.strip()):
+            return float(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(path, f"must be a number, got {type(value).__name__} {value!r}")
         return float(value)

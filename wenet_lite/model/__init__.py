@@ -1,0 +1,7 @@
+"""Model components: masks, subsampling, relative positions, attention, conv, Conformer, CTC."""
+
+from wenet_lite.model.asr import ASRModel, build_model
+from wenet_lite.model.conformer import ConformerEncoder
+from wenet_lite.model.ctc import CTCHead
+
+__all__ = ["ASRModel", "build_model", "ConformerEncoder", "CTCHead"]

@@ -1,0 +1,117 @@
+"""Strict config: unknown keys, wrong types and inconsistent settings name the key path."""
+
+from pathlib import Path
+
+import pytest
+
+from wenet_lite.config import (
+    ConfigError,
+    config_from_dict,
+    config_to_dict,
+    load_config,
+    save_config,
+)
+from wenet_lite.model import build_model
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    "yaml_text,key,words",
+    [
+        ("encoder:\n  d_model: 250\n  num_heads: 4\n", "encoder.d_model", "not divisible"),
+        ("encoder:\n  num_blockz: 3\n", "encoder.num_blockz", "unknown key"),
+        ("traine:\n  lr: 1\n", "traine", "unknown key"),
+        ("encoder:\n  num_blocks: six\n", "encoder.num_blocks", "must be an integer"),
+        ("encoder:\n  causal_conv: 1\n", "encoder.causal_conv", "true or false"),
+        ("train:\n  lr: fast\n", "train.lr", "must be a number"),
+        ("encoder:\n  chunk:\n    mode: sometimes\n", "encoder.chunk.mode", "must be one of"),
+        ("encoder:\n  chunk:\n    size: 0\n", "encoder.chunk.size", "positive"),
+        (
+            "encoder:\n  causal_conv: false\n  chunk:\n    mode: dynamic\n",
+            "encoder.causal_conv",
+            "streaming would not match",
+        ),
+        (
+            "encoder:\n  causal_conv: false\n  chunk:\n    mode: static\n",
+            "encoder.causal_conv",
+            "streaming would not match",
+        ),
+        ("encoder:\n  pos_enc: shaw\n", "encoder.max_rel_dist", "shaw"),
+        ("encoder:\n  subsampling_rate: 5\n", "encoder.subsampling_rate", "4, 6 or 8"),
+        ("data:\n  speed_perturb: [0.9, -1]\n", "data.speed_perturb", "positive"),
+        ("encoder: 3\n", "encoder", "mapping"),
+    ],
+)
+def test_bad_config_names_key_path(tmp_path: Path, yaml_text: str, key: str, words: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(_write(tmp_path, yaml_text))
+    assert err.value.path == key
+    assert str(err.value).startswith(key + ":")
+    assert words in str(err.value)
+
+
+def test_overrides(tmp_path: Path) -> None:
+    cfg = load_config(
+        CONF / "conformer_u2.yaml",
+        [
+            "encoder.num_blocks=6",
+            "encoder.chunk.mode=full",
+            "train.lr=5e-4",
+            "data.speed_perturb=[1.0]",
+        ],
+    )
+    assert cfg.encoder.num_blocks == 6
+    assert cfg.encoder.chunk.mode == "full"
+    assert cfg.train.lr == 5e-4
+    assert cfg.data.speed_perturb == (1.0,)
+    with pytest.raises(ConfigError, match="encoder.num_blockz: unknown key"):
+        load_config(CONF / "conformer_u2.yaml", ["encoder.num_blockz=6"])
+    with pytest.raises(ConfigError, match="not of the form"):
+        load_config(CONF / "conformer_u2.yaml", ["encoder.num_blocks"])
+
+
+def test_missing_and_malformed_files(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="nope.yaml"):
+        load_config(tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(_write(tmp_path, "encoder: [unclosed\n"))
+
+
+def test_round_trip_through_dict_and_yaml(tmp_path: Path) -> None:
+    cfg = load_config(CONF / "conformer_u2.yaml", ["encoder.num_blocks=3"])
+    assert config_from_dict(config_to_dict(cfg)) == cfg
+    save_config(cfg, tmp_path / "resolved.yaml")
+    assert load_config(tmp_path / "resolved.yaml") == cfg
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in CONF.glob("*.yaml")))
+def test_shipped_configs_load_and_build(name: str) -> None:
+    cfg = load_config(CONF / name, ["encoder.num_blocks=1"])  # one block keeps the test quick
+    model = build_model(cfg, cfg.tokenizer.vocab_size)
+    assert model.ctc.proj.out_features == cfg.tokenizer.vocab_size
+
+
+def test_main_configs_have_the_documented_dims() -> None:
+    u2 = load_config(CONF / "conformer_u2.yaml")
+    full = load_config(CONF / "conformer_full.yaml")
+    c16 = load_config(CONF / "conformer_chunk16.yaml")
+    for cfg in (u2, full, c16):
+        e = cfg.encoder
+        assert (e.num_blocks, e.d_model, e.num_heads, e.ffn_dim, e.conv_kernel) == (
+            12,
+            256,
+            4,
+            2048,
+            15,
+        )
+        assert (e.subsampling_rate, cfg.features.num_mel_bins) == (4, 80)
+    assert (u2.encoder.chunk.mode, u2.encoder.causal_conv) == ("dynamic", True)
+    assert (full.encoder.chunk.mode, full.encoder.causal_conv) == ("full", False)
+    assert (c16.encoder.chunk.mode, c16.encoder.chunk.size) == ("static", 16)

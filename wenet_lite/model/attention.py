@@ -1,0 +1,103 @@
+"""Multi-head self-attention with relative positions over a chunk and its cached left context.
+
+Shapes: B batch, C query frames (a chunk, or the whole utterance), M cached frames,
+L = M + C keys, W = L + C - 1 distinct distances, D model dim, H heads, d_k = D / H.
+
+Per head, query i against key j (Transformer-XL, Dai et al. 2019, eq. 4 with terms (a)-(d)):
+
+    score(i, j) = [(q_i + u) . k_j + (q_i + v) . p(i - j)] / sqrt(d_k)
+
+The position term is one product of the queries with all W distance embeddings followed by a
+shift (row i moves left by C-1-i); the content term and the softmax run in
+scaled_dot_product_attention with the position term as an additive bias. Full-context,
+chunk-masked and cached streaming attention all run through this one path.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["RelPositionAttention", "position_scores"]
+
+
+def _rel_shift(x: torch.Tensor, num_keys: int) -> torch.Tensor:
+    """Select out[..., i, j] = x[..., i, j + C-1-i] without indexing.
+
+    Padding each row by one column makes the flattened rows W+1 long, so the wanted element
+    of row i sits at flat offset (C-1) + i*W + j: drop C-1 leading elements and view rows of W.
+    Only pad, reshape and slice: exportable to ONNX and TorchScript.
+    """
+    b, h, c, w = x.size()  # w = L + C - 1
+    x = F.pad(x, (0, 1)).reshape(b, h, c * (w + 1))  # (B, H, C*(W+1))
+    x = x[:, :, c - 1 : c - 1 + c * w].reshape(b, h, c, w)  # (B, H, C, W)
+    return x[:, :, :, :num_keys]  # (B, H, C, L)
+
+
+def position_scores(q_v: torch.Tensor, pos: torch.Tensor, num_keys: int) -> torch.Tensor:
+    """(q_i + v) . p(i - j) for all query/key pairs.
+
+    Args:
+        q_v: queries plus the position bias v, (B, H, C, d_k); queries are the last C of the
+            ``num_keys`` frames.
+        pos: p(r) for r = L-1 down to -(C-1), (H, W, d_k).
+    Returns:
+        (B, H, C, L) unscaled position scores.
+    """
+    scores = torch.matmul(q_v, pos.transpose(1, 2))  # (B, H, C, W)
+    return _rel_shift(scores, num_keys)
+
+
+class RelPositionAttention(nn.Module):
+    """Relative-position MHSA with learned per-head biases u, v and one fused QKV projection."""
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        if d_model % num_heads != 0:
+            raise ValueError(f"d_model ({d_model}) is not a multiple of num_heads ({num_heads})")
+        self.num_heads = num_heads
+        self.head_dim = d_model // num_heads
+        self.dropout = dropout
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+        self.pos_bias_u = nn.Parameter(torch.zeros(num_heads, self.head_dim))
+        self.pos_bias_v = nn.Parameter(torch.zeros(num_heads, self.head_dim))
+        nn.init.xavier_uniform_(self.pos_bias_u)
+        nn.init.xavier_uniform_(self.pos_bias_v)
+
+    def forward(
+        self, x: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor, cache: torch.Tensor
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Attend from C new frames to M cached frames and themselves.
+
+        Args:
+            x: new frames (B, C, D).
+            pos: p(r) for r = M+C-1 down to -(C-1), (H, W, d_k).
+            mask: True where query i may attend key j, (B, C, M+C).
+            cache: projected keys then values of the M previous frames, (B, H, M, 2*d_k).
+        Returns:
+            out (B, C, D) and the keys/values of all M+C frames (B, H, M+C, 2*d_k).
+        """
+        b, c, _ = x.size()
+        qkv = self.qkv(x).view(b, c, 3, self.num_heads, self.head_dim)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, H, C, d_k)
+        kv = torch.cat([cache, torch.cat([k, v], dim=-1)], dim=2)  # (B, H, L, 2*d_k)
+        k_all, v_all = kv.split(self.head_dim, dim=-1)  # each (B, H, L, d_k)
+        num_keys = kv.size(2)
+
+        bias = position_scores(q + self.pos_bias_v.unsqueeze(1), pos, num_keys)  # (B, H, C, L)
+        bias = bias * (1.0 / math.sqrt(self.head_dim))
+        bias = bias.masked_fill(~mask.unsqueeze(1), float("-inf"))
+        out = F.scaled_dot_product_attention(
+            q + self.pos_bias_u.unsqueeze(1),
+            k_all,
+            v_all,
+            attn_mask=bias,
+            dropout_p=self.dropout if self.training else 0.0,
+        )  # (B, H, C, d_k)
+        out = out.transpose(1, 2).reshape(b, c, -1)  # (B, C, D)
+        return self.out(out), kv

@@ -1,0 +1,310 @@
+"""Conformer block and the streaming Conformer encoder.
+
+Shapes: B batch, T_in input frames, F feature dim, T encoder frames, D model dim, H heads,
+d_k head dim, C chunk frames, M cached frames, L layers (blocks), K conv kernel.
+
+Streaming state is data: ``(att_cache (L, B, H, M, 2*d_k), conv_cache (L, B, D, K-1),
+cache_len (B,), cache_limit (1,))``. ``cache_len`` counts the valid (right-aligned) frames in
+the attention cache, so a zero-filled fixed-size cache works from the first chunk;
+``cache_limit`` is C*N frames kept, or -1 to keep all history (the cache then grows).
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+import torch
+from torch import nn
+
+from wenet_lite.model.attention import RelPositionAttention
+from wenet_lite.model.convolution import ConvModule
+from wenet_lite.model.mask import attention_mask, valid_mask
+from wenet_lite.model.posenc import ShawRelPosition, XLRelPosition, window_distances
+from wenet_lite.model.subsampling import Conv2dSubsampling
+
+__all__ = ["GlobalCMVN", "ConformerBlock", "ConformerEncoder"]
+
+State = Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+class GlobalCMVN(nn.Module):
+    """(x - mean) * istd with dataset statistics held as buffers (saved with the model)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(dim))
+        self.register_buffer("istd", torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x - self.mean) * self.istd
+
+
+class FeedForward(nn.Sequential):
+    def __init__(self, d_model: int, ffn_dim: int, dropout: float) -> None:
+        super().__init__(
+            nn.Linear(d_model, ffn_dim), nn.SiLU(), nn.Dropout(dropout), nn.Linear(ffn_dim, d_model)
+        )
+
+
+class ConformerBlock(nn.Module):
+    """Macaron FFN/2, relative MHSA, conv module, FFN/2, final LayerNorm; pre-norm residuals."""
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        ffn_dim: int,
+        conv_kernel: int,
+        causal_conv: bool,
+        conv_norm: str,
+        pos_enc: str,
+        max_rel_dist: int,
+        dropout: float,
+        attention_dropout: float,
+    ) -> None:
+        super().__init__()
+        self.ff1 = FeedForward(d_model, ffn_dim, dropout)
+        self.attn = RelPositionAttention(d_model, num_heads, attention_dropout)
+        if pos_enc == "xl":
+            self.rel_pos = XLRelPosition(d_model, num_heads, max_rel_dist)
+        elif pos_enc == "shaw":
+            self.rel_pos = ShawRelPosition(d_model, num_heads, max_rel_dist)
+        else:
+            raise ValueError(f"pos_enc must be 'xl' or 'shaw', got {pos_enc!r}")
+        self.conv = ConvModule(d_model, conv_kernel, causal_conv, conv_norm)
+        self.ff2 = FeedForward(d_model, ffn_dim, dropout)
+        self.norm_ff1 = nn.LayerNorm(d_model)
+        self.norm_attn = nn.LayerNorm(d_model)
+        self.norm_conv = nn.LayerNorm(d_model)
+        self.norm_ff2 = nn.LayerNorm(d_model)
+        self.norm_out = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        pos: torch.Tensor,
+        mask: torch.Tensor,
+        valid: torch.Tensor,
+        att_cache: torch.Tensor,
+        conv_cache: torch.Tensor,
+    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Args: x (B, C, D), pos (H, W, d_k), mask (B, C, M+C), valid (B, C),
+        att_cache (B, H, M, 2*d_k), conv_cache (B, D, K-1).
+        Returns: x (B, C, D), keys/values (B, H, M+C, 2*d_k), conv cache (B, D, K-1)."""
+        x = x + 0.5 * self.dropout(self.ff1(self.norm_ff1(x)))
+        a, kv = self.attn(self.norm_attn(x), pos, mask, att_cache)
+        x = x + self.dropout(a)
+        c, new_conv = self.conv(self.norm_conv(x), valid, conv_cache)
+        x = x + self.dropout(c)
+        x = x + 0.5 * self.dropout(self.ff2(self.norm_ff2(x)))
+        return self.norm_out(x), kv, new_conv
+
+
+class ConformerEncoder(nn.Module):
+    """CMVN -> conv2d subsampling -> Conformer blocks, full-context, chunk-masked or streamed."""
+
+    def __init__(
+        self,
+        input_dim: int,
+        d_model: int = 256,
+        num_heads: int = 4,
+        ffn_dim: int = 2048,
+        num_blocks: int = 12,
+        subsampling_rate: int = 4,
+        conv_kernel: int = 15,
+        causal_conv: bool = True,
+        conv_norm: str = "layer_norm",
+        pos_enc: str = "xl",
+        max_rel_dist: int = 0,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.num_blocks = num_blocks
+        self.conv_kernel = conv_kernel
+        self.causal_conv = causal_conv
+        self.cmvn = GlobalCMVN(input_dim)
+        self.subsampling = Conv2dSubsampling(input_dim, d_model, subsampling_rate)
+        self.dropout = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(
+            [
+                ConformerBlock(
+                    d_model, num_heads, ffn_dim, conv_kernel, causal_conv, conv_norm,
+                    pos_enc, max_rel_dist, dropout, attention_dropout,
+                )
+                for _ in range(num_blocks)
+            ]
+        )  # fmt: skip
+
+    def forward(
+        self,
+        feats: torch.Tensor,
+        feats_lens: torch.Tensor,
+        chunk_size: int = 0,
+        num_left_chunks: int = -1,
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Encode whole utterances, optionally with the chunk mask used in streaming.
+
+        Args:
+            feats: (B, T_in, F) fbank features; feats_lens: (B,) valid input frames.
+            chunk_size: encoder frames per chunk, <= 0 for full context.
+            num_left_chunks: chunks of history each chunk sees, -1 for all.
+        Returns:
+            out (B, T, D) and out_lens (B,).
+        """
+        x, lens = self.subsampling(self.cmvn(feats), feats_lens)  # (B, T, D)
+        x = self.dropout(x)
+        b, t, _ = x.size()
+        mask = attention_mask(lens, t, chunk_size, num_left_chunks)  # (B, T, T)
+        valid = valid_mask(lens, t)  # (B, T)
+        pos = self.position_tables(t, t)
+        att_cache = x.new_zeros(b, self.num_heads, 0, 2 * (self.d_model // self.num_heads))
+        conv_cache = x.new_zeros(b, self.d_model, self._conv_cache_size())
+        for i, block in enumerate(self.blocks):
+            x, _, _ = block(x, pos[i], mask, valid, att_cache, conv_cache)
+        return x, lens
+
+    @torch.jit.export
+    def position_tables(self, num_queries: int, num_keys: int) -> List[torch.Tensor]:
+        """Each block's p(r) for C queries that are the last of L keys: [(H, L+C-1, d_k)] * L.
+
+        They depend only on the window shape, so a caller streaming many chunks of one shape
+        computes them once and passes them to :meth:`forward_chunk`.
+        """
+        distances = window_distances(num_queries, num_keys, self.cmvn.mean.device)
+        return [block.rel_pos(distances) for block in self.blocks]
+
+    @torch.jit.export
+    def init_state(self, batch_size: int, chunk_size: int = 0, num_left_chunks: int = -1) -> State:
+        """Zero state for ``batch_size`` new streams.
+
+        With ``num_left_chunks >= 0`` the attention cache has a fixed size of
+        chunk_size * num_left_chunks frames (every shape static, e.g. for ONNX); with -1 it
+        starts empty and grows with the stream.
+        """
+        if num_left_chunks >= 0 and chunk_size <= 0:
+            raise ValueError(
+                f"a fixed cache of {num_left_chunks} left chunks needs chunk_size > 0, "
+                f"got {chunk_size}"
+            )
+        cached = chunk_size * num_left_chunks if num_left_chunks >= 0 else 0
+        limit = cached if num_left_chunks >= 0 else -1
+        ref = self.cmvn.mean
+        head_dim = self.d_model // self.num_heads
+        att_cache = ref.new_zeros(self.num_blocks, batch_size, self.num_heads, cached, 2 * head_dim)
+        conv_cache = ref.new_zeros(
+            self.num_blocks, batch_size, self.d_model, self._conv_cache_size()
+        )
+        cache_len = torch.zeros(batch_size, dtype=torch.long, device=ref.device)
+        cache_limit = torch.full([1], limit, dtype=torch.long, device=ref.device)
+        return att_cache, conv_cache, cache_len, cache_limit
+
+    @torch.jit.export
+    def forward_chunk(
+        self,
+        feats_window: torch.Tensor,
+        state: State,
+        window_lens: Optional[torch.Tensor] = None,
+        pos: Optional[List[torch.Tensor]] = None,
+    ) -> Tuple[torch.Tensor, State]:
+        """Encode one chunk of a stream; pure: returns a new state, never writes its input.
+
+        Args:
+            feats_window: (B, W_in, F) with W_in = (C-1)*rate + right_context + 1 input frames
+                (windows of consecutive chunks overlap by right_context + 1 - rate frames).
+            state: from :meth:`init_state` or the previous call.
+            window_lens: (B,) valid input frames per window, for a batch whose streams end
+                inside this chunk (such a stream's state is not meant to be used afterwards).
+            pos: optional :meth:`position_tables` for this window shape.
+        Returns:
+            out (B, C, D) and the new state.
+        """
+        if not self.causal_conv:
+            raise RuntimeError(
+                "forward_chunk needs a causal conv: this encoder's conv sees future frames, "
+                "so chunk-by-chunk output would not match any training condition"
+            )
+        att_cache, conv_cache, cache_len, cache_limit = state
+        b, w_in, _ = feats_window.size()
+        if window_lens is None:
+            window_lens = torch.full([b], w_in, dtype=torch.long, device=feats_window.device)
+        x, chunk_lens = self.subsampling(self.cmvn(feats_window), window_lens)  # (B, C, D)
+        c = x.size(1)
+        m = att_cache.size(3)
+        if pos is None:
+            pos = self.position_tables(c, m + c)
+        mask = self._chunk_mask(cache_len, chunk_lens, m, c)  # (B, C, M+C)
+        valid = valid_mask(chunk_lens, c)  # (B, C)
+        limit = int(cache_limit.item())
+        new_att: List[torch.Tensor] = []
+        new_conv: List[torch.Tensor] = []
+        for i, block in enumerate(self.blocks):
+            x, kv, cv = block(x, pos[i], mask, valid, att_cache[i], conv_cache[i])
+            new_att.append(kv if limit < 0 else kv[:, :, kv.size(2) - limit :])
+            new_conv.append(cv)
+        kept = m + c if limit < 0 else limit
+        new_len = torch.clamp(cache_len + c, max=kept)
+        return x, (torch.stack(new_att), torch.stack(new_conv), new_len, cache_limit)
+
+    @torch.jit.export
+    def forward_chunk_by_chunk(
+        self,
+        feats: torch.Tensor,
+        chunk_size: int,
+        num_left_chunks: int = -1,
+        feats_lens: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor:
+        """Stream whole utterances through :meth:`forward_chunk`, chunk by chunk.
+
+        Equals ``forward(feats, feats_lens, chunk_size, num_left_chunks)`` on valid frames.
+
+        Args:
+            feats: (B, T_in, F); feats_lens: (B,) valid frames (default: all).
+        Returns:
+            out (B, T, D).
+        """
+        if chunk_size <= 0:
+            raise ValueError(f"chunk_size must be positive for streaming, got {chunk_size}")
+        b, t_in, _ = feats.size()
+        if feats_lens is None:
+            feats_lens = torch.full([b], t_in, dtype=torch.long, device=feats.device)
+        sub = self.subsampling
+        total = int(sub.output_lengths(torch.tensor(t_in)).item())
+        num_chunks = (total + chunk_size - 1) // chunk_size
+        state = self.init_state(b, chunk_size, num_left_chunks)
+        # One set of position tables covers every chunk: a window's distances are a
+        # contiguous slice of those of the largest window.
+        max_cached = chunk_size * num_left_chunks if num_left_chunks >= 0 else 0
+        if num_left_chunks < 0:
+            max_cached = (num_chunks - 1) * chunk_size
+        max_keys = max_cached + chunk_size
+        tables = self.position_tables(chunk_size, max_keys)
+        outs: List[torch.Tensor] = [feats.new_zeros(b, 0, self.d_model)]
+        window = sub.window_size(chunk_size)
+        for k in range(num_chunks):
+            start = k * chunk_size * sub.rate
+            c = min(chunk_size, total - k * chunk_size)
+            keys = state[0].size(3) + c
+            pos = [p[:, max_keys - keys : max_keys + c - 1] for p in tables]
+            lens = torch.clamp(feats_lens - start, 0, window)
+            out, state = self.forward_chunk(feats[:, start : start + window], state, lens, pos)
+            outs.append(out)
+        return torch.cat(outs, dim=1)
+
+    def _conv_cache_size(self) -> int:
+        return self.conv_kernel - 1 if self.causal_conv else 0
+
+    def _chunk_mask(
+        self, cache_len: torch.Tensor, chunk_lens: torch.Tensor, m: int, c: int
+    ) -> torch.Tensor:
+        """(B, C, M+C): valid cached frames (right-aligned), valid chunk frames, and self."""
+        slots = torch.arange(m, device=cache_len.device)
+        cached = slots.unsqueeze(0) >= (m - cache_len).unsqueeze(1)  # (B, M)
+        current = valid_mask(chunk_lens, c)  # (B, C)
+        keys = torch.cat([cached, current], dim=1).unsqueeze(1).expand(-1, c, -1)  # (B, C, M+C)
+        eye = torch.eye(c, dtype=torch.bool, device=cache_len.device)
+        self_seen = torch.cat([torch.zeros(c, m, dtype=torch.bool, device=eye.device), eye], 1)
+        return keys | self_seen.unsqueeze(0)  # (B, C, M+C)

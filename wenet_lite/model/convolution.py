@@ -1,0 +1,63 @@
+"""Conformer convolution module with a causal (streamable) or centred depthwise conv.
+
+Shapes: B batch, T frames, D model dim, K kernel size.
+"""
+
+from __future__ import annotations
+
+from typing import Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["ConvModule"]
+
+
+class ConvModule(nn.Module):
+    """pointwise -> GLU -> depthwise -> norm -> SiLU -> pointwise (Gulati et al. 2020, fig. 2).
+
+    A causal depthwise conv looks only at the current and K-1 previous frames; in streaming
+    those previous frames come from a cache, in a full forward from zero padding, so both agree.
+    """
+
+    def __init__(self, d_model: int, kernel_size: int, causal: bool, norm: str) -> None:
+        super().__init__()
+        if norm not in ("layer_norm", "batch_norm"):
+            raise ValueError(f"conv norm must be 'layer_norm' or 'batch_norm', got {norm!r}")
+        if not causal and kernel_size % 2 == 0:
+            raise ValueError(f"a centred conv needs an odd kernel_size, got {kernel_size}")
+        self.causal = causal
+        self.kernel_size = kernel_size
+        self.use_layer_norm = norm == "layer_norm"
+        # Pointwise convs are linears on (B, T, D): no transposes around them.
+        self.pointwise_in = nn.Linear(d_model, 2 * d_model)
+        self.depthwise = nn.Conv1d(d_model, d_model, kernel_size, groups=d_model)
+        self.norm = nn.LayerNorm(d_model) if self.use_layer_norm else nn.BatchNorm1d(d_model)
+        self.pointwise_out = nn.Linear(d_model, d_model)
+
+    def forward(
+        self, x: torch.Tensor, valid: torch.Tensor, cache: torch.Tensor
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Args:
+            x: (B, T, D); valid: False at padded frames, (B, T);
+            cache: the last K-1 depthwise inputs before x, (B, D, K-1) (causal only).
+        Returns:
+            out (B, T, D) and the new cache (B, D, K-1).
+        """
+        x = F.glu(self.pointwise_in(x), dim=-1)  # (B, T, D)
+        # Zero padded frames so a batch sees the same conv input as each utterance alone.
+        x = x.masked_fill(~valid.unsqueeze(-1), 0.0).transpose(1, 2)  # (B, D, T)
+        if self.causal:
+            x = torch.cat([cache, x], dim=2)  # (B, D, K-1+T)
+            new_cache = x[:, :, x.size(2) - (self.kernel_size - 1) :]  # (B, D, K-1)
+        else:
+            half = (self.kernel_size - 1) // 2
+            x = F.pad(x, (half, half))
+            new_cache = cache
+        x = self.depthwise(x)  # (B, D, T)
+        if self.use_layer_norm:
+            x = self.norm(x.transpose(1, 2))  # (B, T, D)
+        else:
+            x = self.norm(x).transpose(1, 2)  # (B, T, D)
+        return self.pointwise_out(F.silu(x)), new_cache

@@ -1,0 +1,40 @@
+"""CTC head: a linear projection to the vocabulary and log-softmax (id 0 is the blank).
+
+Shapes: B batch, T encoder frames, D model dim, V vocabulary, U target tokens.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["CTCHead"]
+
+
+class CTCHead(nn.Module):
+    def __init__(self, d_model: int, vocab_size: int) -> None:
+        super().__init__()
+        self.proj = nn.Linear(d_model, vocab_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Args: x (B, T, D). Returns: log-probabilities (B, T, V)."""
+        return F.log_softmax(self.proj(x), dim=-1)
+
+    def loss(
+        self,
+        x: torch.Tensor,
+        lens: torch.Tensor,
+        targets: torch.Tensor,
+        target_lens: torch.Tensor,
+    ) -> torch.Tensor:
+        """CTC loss summed over the batch and divided by the batch size.
+
+        Args: x (B, T, D), lens (B,), targets (B, U) padded, target_lens (B,).
+        """
+        # cuDNN/CPU CTC want (T, B, V) and float32 log-probs even under autocast.
+        log_probs = self.forward(x).float().transpose(0, 1)  # (T, B, V)
+        loss = F.ctc_loss(
+            log_probs, targets, lens, target_lens, blank=0, reduction="sum", zero_infinity=True
+        )
+        return loss / x.size(0)

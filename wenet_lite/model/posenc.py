@@ -1,0 +1,73 @@
+"""Relative position embeddings p(r) for signed distances r = i - j (query minus key).
+
+Shapes: W distinct distances, D model dim, H heads, d_k head dim.
+
+No absolute-position table exists: embeddings are computed for whatever distances a window
+needs, so a stream has no length limit and its outputs do not depend on its offset.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+__all__ = ["window_distances", "rel_sinusoid", "XLRelPosition", "ShawRelPosition"]
+
+
+def window_distances(num_queries: int, num_keys: int, device: torch.device) -> torch.Tensor:
+    """Distances for C queries that are the last C of L keys: L-1 down to -(C-1), (W,).
+
+    Query i (stream position L-C+i) against key j gives r = L-C+i-j; listing the W = L+C-1
+    distinct values in descending order makes row i of the score matrix a left shift by C-1-i
+    of one shared row (see attention._rel_shift).
+    """
+    return torch.arange(num_keys - 1, -num_queries, -1, device=device)  # (W,)
+
+
+def rel_sinusoid(distances: torch.Tensor, dim: int) -> torch.Tensor:
+    """R(r)[2m] = sin(r / 10000^(2m/D)), R(r)[2m+1] = cos(r / 10000^(2m/D)): (W,) -> (W, D)."""
+    freqs = torch.exp(
+        torch.arange(0, dim, 2, device=distances.device, dtype=torch.float32)
+        * (-math.log(10000.0) / dim)
+    )  # (D/2,)
+    angles = distances.to(torch.float32).unsqueeze(1) * freqs  # (W, D/2)
+    return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)  # (W, D)
+
+
+class XLRelPosition(nn.Module):
+    """p(r) = W_R R(clip(r, -Z, Z)): sinusoid of the signed distance, projected without bias
+    (Transformer-XL). Z = 0 disables clipping."""
+
+    def __init__(self, d_model: int, num_heads: int, max_rel_dist: int = 0) -> None:
+        super().__init__()
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.max_rel_dist = max_rel_dist
+        self.proj = nn.Linear(d_model, d_model, bias=False)
+
+    def forward(self, distances: torch.Tensor) -> torch.Tensor:
+        """Args: distances (W,). Returns: p (H, W, d_k)."""
+        if self.max_rel_dist > 0:
+            distances = distances.clamp(-self.max_rel_dist, self.max_rel_dist)
+        p = self.proj(rel_sinusoid(distances, self.d_model))  # (W, D)
+        return p.view(p.size(0), self.num_heads, -1).transpose(0, 1)  # (H, W, d_k)
+
+
+class ShawRelPosition(nn.Module):
+    """p(r) = E[clip(r, -Z, Z) + Z]: one learned vector per clipped distance (Shaw et al. 2018)."""
+
+    def __init__(self, d_model: int, num_heads: int, max_rel_dist: int) -> None:
+        super().__init__()
+        if max_rel_dist <= 0:
+            raise ValueError(f"Shaw positions need max_rel_dist > 0, got {max_rel_dist}")
+        self.num_heads = num_heads
+        self.max_rel_dist = max_rel_dist
+        self.table = nn.Embedding(2 * max_rel_dist + 1, d_model)
+
+    def forward(self, distances: torch.Tensor) -> torch.Tensor:
+        """Args: distances (W,). Returns: p (H, W, d_k)."""
+        index = distances.clamp(-self.max_rel_dist, self.max_rel_dist) + self.max_rel_dist
+        p = self.table(index)  # (W, D)
+        return p.view(p.size(0), self.num_heads, -1).transpose(0, 1)  # (H, W, d_k)

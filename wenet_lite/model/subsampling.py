@@ -1,0 +1,68 @@
+"""Conv2d front-end that shortens the frame rate by 4, 6 or 8.
+
+Shapes: B batch, T_in input frames, F feature dim, T encoder frames, D model dim.
+Convolutions have no padding, so encoder frame t sees input frames
+[t * rate, t * rate + right_context]: a streaming chunk of C frames needs a window of
+(C - 1) * rate + right_context + 1 input frames, and consecutive windows overlap.
+"""
+
+from __future__ import annotations
+
+from typing import List, Tuple
+
+import torch
+from torch import nn
+
+__all__ = ["Conv2dSubsampling"]
+
+# (kernel, stride) of each conv layer for each rate.
+_LAYERS = {4: [(3, 2), (3, 2)], 6: [(3, 2), (5, 3)], 8: [(3, 2), (3, 2), (3, 2)]}
+
+
+class Conv2dSubsampling(nn.Module):
+    """Stacked stride-s 2-D convolutions over (time, frequency) followed by a projection."""
+
+    def __init__(self, input_dim: int, d_model: int, rate: int) -> None:
+        super().__init__()
+        if rate not in _LAYERS:
+            raise ValueError(f"subsampling rate must be 4, 6 or 8, got {rate}")
+        layers: List[nn.Module] = []
+        channels, freq, right_context, step = 1, input_dim, 0, 1
+        self.kernels: List[int] = []
+        self.strides: List[int] = []
+        for kernel, stride in _LAYERS[rate]:
+            layers += [nn.Conv2d(channels, d_model, kernel, stride), nn.ReLU()]
+            channels = d_model
+            freq = (freq - kernel) // stride + 1
+            right_context += (kernel - 1) * step
+            step *= stride
+            self.kernels.append(kernel)
+            self.strides.append(stride)
+        if freq < 1:
+            raise ValueError(f"input_dim ({input_dim}) is too small for subsampling rate {rate}")
+        self.conv = nn.Sequential(*layers)
+        self.out = nn.Linear(d_model * freq, d_model)
+        self.rate = rate
+        self.right_context = right_context
+
+    def output_lengths(self, lens: torch.Tensor) -> torch.Tensor:
+        """Encoder frames produced from ``lens`` input frames (0 when too short)."""
+        for kernel, stride in zip(self.kernels, self.strides):
+            lens = torch.div(lens - kernel, stride, rounding_mode="floor") + 1
+        return lens.clamp(min=0)
+
+    def window_size(self, chunk_size: int) -> int:
+        """Input frames needed to produce ``chunk_size`` encoder frames."""
+        return (chunk_size - 1) * self.rate + self.right_context + 1
+
+    def forward(self, x: torch.Tensor, lens: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Args: x (B, T_in, F), lens (B,). Returns: (B, T, D), lens (B,)."""
+        if x.size(1) <= self.right_context:
+            raise ValueError(
+                f"input has {x.size(1)} frames; subsampling by {self.rate} needs at least "
+                f"{self.right_context + 1}"
+            )
+        x = self.conv(x.unsqueeze(1))  # (B, D, T, F')
+        b, d, t, f = x.size()
+        x = self.out(x.transpose(1, 2).reshape(b, t, d * f))  # (B, T, D)
+        return x, self.output_lengths(lens)
