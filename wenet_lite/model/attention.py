@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from wenet_lite.model.linear import Linear
+
 __all__ = ["RelPositionAttention", "position_scores"]
 
 
@@ -62,8 +64,8 @@ class RelPositionAttention(nn.Module):
         self.num_heads = num_heads
         self.head_dim = d_model // num_heads
         self.dropout = dropout
-        self.qkv = nn.Linear(d_model, 3 * d_model)
-        self.out = nn.Linear(d_model, d_model)
+        self.qkv = Linear(d_model, 3 * d_model)
+        self.out = Linear(d_model, d_model)
         self.pos_bias_u = nn.Parameter(torch.zeros(num_heads, self.head_dim))
         self.pos_bias_v = nn.Parameter(torch.zeros(num_heads, self.head_dim))
         nn.init.xavier_uniform_(self.pos_bias_u)

@@ -18,6 +18,7 @@ from torch import nn
 
 from wenet_lite.model.attention import RelPositionAttention
 from wenet_lite.model.convolution import ConvModule
+from wenet_lite.model.linear import Linear
 from wenet_lite.model.mask import attention_mask, valid_mask
 from wenet_lite.model.posenc import ShawRelPosition, XLRelPosition, window_distances
 from wenet_lite.model.subsampling import Conv2dSubsampling
@@ -42,7 +43,7 @@ class GlobalCMVN(nn.Module):
 class FeedForward(nn.Sequential):
     def __init__(self, d_model: int, ffn_dim: int, dropout: float) -> None:
         super().__init__(
-            nn.Linear(d_model, ffn_dim), nn.SiLU(), nn.Dropout(dropout), nn.Linear(ffn_dim, d_model)
+            Linear(d_model, ffn_dim), nn.SiLU(), nn.Dropout(dropout), Linear(ffn_dim, d_model)
         )
 
 

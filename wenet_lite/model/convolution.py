@@ -11,6 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from wenet_lite.model.linear import Linear
+
 __all__ = ["ConvModule"]
 
 
@@ -31,10 +33,10 @@ class ConvModule(nn.Module):
         self.kernel_size = kernel_size
         self.use_layer_norm = norm == "layer_norm"
         # Pointwise convs are linears on (B, T, D): no transposes around them.
-        self.pointwise_in = nn.Linear(d_model, 2 * d_model)
+        self.pointwise_in = Linear(d_model, 2 * d_model)
         self.depthwise = nn.Conv1d(d_model, d_model, kernel_size, groups=d_model)
         self.norm = nn.LayerNorm(d_model) if self.use_layer_norm else nn.BatchNorm1d(d_model)
-        self.pointwise_out = nn.Linear(d_model, d_model)
+        self.pointwise_out = Linear(d_model, d_model)
 
     def forward(
         self, x: torch.Tensor, valid: torch.Tensor, cache: torch.Tensor

@@ -9,13 +9,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from wenet_lite.model.linear import Linear
+
 __all__ = ["CTCHead"]
 
 
 class CTCHead(nn.Module):
     def __init__(self, d_model: int, vocab_size: int) -> None:
         super().__init__()
-        self.proj = nn.Linear(d_model, vocab_size)
+        self.proj = Linear(d_model, vocab_size)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Args: x (B, T, D). Returns: log-probabilities (B, T, V)."""

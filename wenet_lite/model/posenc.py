@@ -13,6 +13,8 @@ import math
 import torch
 from torch import nn
 
+from wenet_lite.model.linear import Linear
+
 __all__ = ["window_distances", "rel_sinusoid", "XLRelPosition", "ShawRelPosition"]
 
 
@@ -45,13 +47,13 @@ class XLRelPosition(nn.Module):
         self.d_model = d_model
         self.num_heads = num_heads
         self.max_rel_dist = max_rel_dist
-        self.proj = nn.Linear(d_model, d_model, bias=False)
+        self.proj = Linear(d_model, d_model, bias=False)
 
     def forward(self, distances: torch.Tensor) -> torch.Tensor:
         """Args: distances (W,). Returns: p (H, W, d_k)."""
         if self.max_rel_dist > 0:
             distances = distances.clamp(-self.max_rel_dist, self.max_rel_dist)
-        p = self.proj(rel_sinusoid(distances, self.d_model))  # (W, D)
+        p = self.proj(rel_sinusoid(distances, self.d_model).to(self.proj.weight.dtype))  # (W, D)
         return p.view(p.size(0), self.num_heads, -1).transpose(0, 1)  # (H, W, d_k)
 
 

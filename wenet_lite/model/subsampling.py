@@ -13,6 +13,8 @@ from typing import List, Tuple
 import torch
 from torch import nn
 
+from wenet_lite.model.linear import Linear
+
 __all__ = ["Conv2dSubsampling"]
 
 # (kernel, stride) of each conv layer for each rate.
@@ -41,7 +43,7 @@ class Conv2dSubsampling(nn.Module):
         if freq < 1:
             raise ValueError(f"input_dim ({input_dim}) is too small for subsampling rate {rate}")
         self.conv = nn.Sequential(*layers)
-        self.out = nn.Linear(d_model * freq, d_model)
+        self.out = Linear(d_model * freq, d_model)
         self.rate = rate
         self.right_context = right_context
 
