@@ -1,0 +1,201 @@
+import itertools
+import math
+from typing import Dict, List, Tuple
+
+import pytest
+import torch
+
+from wenet_lite.decode.ctc_search import (
+    StreamingGreedySearch,
+    StreamingPrefixBeamSearch,
+    ctc_greedy_search,
+    ctc_prefix_beam_search,
+    frames_to_seconds,
+)
+
+
+def _random_log_probs(seed: int, num_frames: int, vocab: int) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(num_frames, vocab, generator=gen).mul(2).log_softmax(-1)  # (T, V)
+
+
+def _peaked_log_probs(seed: int, num_frames: int, vocab: int, min_peak: float) -> torch.Tensor:
+    """Each frame's argmax (random, blank included) has probability in [min_peak, 1)."""
+    gen = torch.Generator().manual_seed(seed)
+    frames = torch.arange(num_frames)
+    ids = torch.randint(0, vocab, (num_frames,), generator=gen)
+    peak = min_peak + (0.99 - min_peak) * torch.rand(num_frames, generator=gen)
+    rest = torch.rand(num_frames, vocab, generator=gen) + 1e-3
+    rest[frames, ids] = 0
+    probs = rest / rest.sum(-1, keepdim=True) * (1 - peak[:, None])
+    probs[frames, ids] = peak
+    return probs.log()  # (T, V)
+
+
+def _greedy(log_probs: torch.Tensor):
+    return ctc_greedy_search(log_probs[None], torch.tensor([log_probs.size(0)]))[0]
+
+
+def _brute_force(log_probs: torch.Tensor) -> Dict[Tuple[int, ...], float]:
+    """Oracle: probability of every label sequence, summed over all V**T alignments."""
+    probs = log_probs.double().exp().tolist()
+    totals: Dict[Tuple[int, ...], float] = {}
+    for path in itertools.product(range(len(probs[0])), repeat=len(probs)):
+        kept = [tok for i, tok in enumerate(path) if tok != 0 and (i == 0 or tok != path[i - 1])]
+        prob = math.prod(p[k] for p, k in zip(probs, path))
+        totals[tuple(kept)] = totals.get(tuple(kept), 0.0) + prob
+    return totals
+
+
+def _split(num_frames: int, gen: torch.Generator) -> List[int]:
+    """Random chunk sizes (some zero-length) summing to num_frames."""
+    cuts = sorted(torch.randint(0, num_frames + 1, (4,), generator=gen).tolist())
+    bounds = [0, *cuts, num_frames]
+    return [b - a for a, b in zip(bounds, bounds[1:])]
+
+
+def test_hand_checked_two_frames():
+    # V = 2 (blank, 'a'); p(a) = 0.6 then 0.3.
+    log_probs = torch.tensor([[0.4, 0.6], [0.7, 0.3]]).log()
+    hyps = ctc_prefix_beam_search(log_probs, beam_size=2, nbest=2)
+    # P('a') = p(a,a) + p(a,b) + p(b,a) = .18 + .42 + .12; P('') = p(b,b) = .28
+    assert [h.tokens for h in hyps] == [[1], []]
+    assert math.exp(hyps[0].score) == pytest.approx(0.72, abs=1e-6)
+    assert math.exp(hyps[1].score) == pytest.approx(0.28, abs=1e-6)
+
+
+def test_hand_checked_repeats_three_frames():
+    # V = 2 (blank, 'a'); p(a) = .6, .3, .8. 'a a' needs a blank between the two a's.
+    log_probs = torch.tensor([[0.4, 0.6], [0.7, 0.3], [0.2, 0.8]]).log()
+    hyps = ctc_prefix_beam_search(log_probs, beam_size=3, nbest=3)
+    # 'a':  aaa .144 + aab .036 + abb .084 + baa .096 + bab .024 + bba .224 = .608
+    # 'aa': aba .6 * .7 * .8 = .336;  '': bbb .4 * .7 * .2 = .056
+    assert [h.tokens for h in hyps] == [[1], [1, 1], []]
+    probs = [math.exp(h.score) for h in hyps]
+    assert probs == pytest.approx([0.608, 0.336, 0.056], abs=1e-6)
+    # The best single alignment of 'a' is bba (.224): 'a' is emitted at frame 2, peak .8.
+    assert hyps[0].timestamps == [2]
+    assert hyps[0].confidence == pytest.approx(0.8)
+    assert hyps[1].timestamps == [0, 2]
+    assert hyps[1].confidence == pytest.approx((0.6 + 0.8) / 2)
+    assert hyps[2].confidence == pytest.approx(0.056 ** (1 / 3))
+    # Greedy follows a, b, a and outputs 'a a': the most probable path, not the likeliest text.
+    assert _greedy(log_probs).tokens == [1, 1]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_unpruned_search_matches_brute_force(seed):
+    log_probs = _random_log_probs(seed, num_frames=4, vocab=3)
+    exact = _brute_force(log_probs)
+    # 31 possible prefixes for T=4, V=3: a beam of 64 never prunes, so the scores are exact.
+    hyps = ctc_prefix_beam_search(log_probs, beam_size=64, nbest=len(exact), token_topk=3)
+    assert {tuple(h.tokens): math.exp(h.score) for h in hyps} == pytest.approx(exact, abs=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_beam_one_is_greedy_with_default_pruning(seed):
+    # Pruning to the top beam_size tokens leaves one candidate per frame: beam 1 then follows the
+    # greedy path exactly, whatever the distribution.
+    log_probs = _random_log_probs(seed, num_frames=60, vocab=5)
+    beam, greedy = ctc_prefix_beam_search(log_probs, beam_size=1)[0], _greedy(log_probs)
+    assert beam.tokens == greedy.tokens
+    assert beam.timestamps == greedy.timestamps
+    assert beam.score == pytest.approx(greedy.score, abs=1e-9)
+    assert beam.confidence == pytest.approx(greedy.confidence)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_unpruned_beam_one_is_greedy_on_peaked_frames(seed):
+    # Without pruning a single beam compares summed prefix probabilities; it provably keeps the
+    # greedy prefix when every frame's argmax has probability >= 1/sqrt(2). We use >= 0.75.
+    log_probs = _peaked_log_probs(seed, num_frames=60, vocab=4, min_peak=0.75)
+    beam = ctc_prefix_beam_search(log_probs, beam_size=1, token_topk=4)[0]
+    greedy = _greedy(log_probs)
+    assert beam.tokens == greedy.tokens
+    assert beam.timestamps == greedy.timestamps
+
+
+def test_unpruned_beam_one_differs_from_greedy_in_general():
+    # Frame 2: 'a' stays via blank or repeat (.6*.3 + .6*.3 = .36) beats 'a b' (.6*.4 = .24).
+    log_probs = torch.tensor([[0.39, 0.6, 0.01], [0.3, 0.3, 0.4]]).log()
+    assert _greedy(log_probs).tokens == [1, 2]
+    assert ctc_prefix_beam_search(log_probs, beam_size=1, token_topk=3)[0].tokens == [1]
+
+
+def test_nbest_is_sorted_distinct_and_extends_one_best():
+    log_probs = _random_log_probs(7, num_frames=40, vocab=6)
+    hyps = ctc_prefix_beam_search(log_probs, beam_size=8, nbest=5)
+    scores = [h.score for h in hyps]
+    assert len(hyps) == 5
+    assert scores == sorted(scores, reverse=True)
+    assert len({tuple(h.tokens) for h in hyps}) == 5
+    assert hyps[0] == ctc_prefix_beam_search(log_probs, beam_size=8)[0]
+
+
+def test_timestamps_of_peaked_sequence():
+    # Per-frame winners; the run of 5s at frames 5-7 has peak .95, the second 5 follows a blank.
+    winners = [0, 0, 3, 3, 0, 5, 5, 5, 0, 0, 5, 0, 7, 7]
+    peaks = [0.9, 0.9, 0.8, 0.9, 0.9, 0.7, 0.95, 0.9, 0.9, 0.9, 0.85, 0.9, 0.9, 0.6]
+    vocab = 8
+    probs = torch.empty(len(winners), vocab)
+    for t, (tok, peak) in enumerate(zip(winners, peaks)):
+        probs[t] = (1 - peak) / (vocab - 1)
+        probs[t, tok] = peak
+    log_probs = probs.log()
+    expected_tokens, expected_frames = [3, 5, 5, 7], [2, 5, 10, 12]
+    greedy = _greedy(log_probs)
+    assert greedy.tokens == expected_tokens
+    assert greedy.timestamps == expected_frames
+    assert greedy.confidence == pytest.approx((0.9 + 0.95 + 0.85 + 0.9) / 4)
+    assert greedy.score == pytest.approx(sum(math.log(p) for p in peaks))
+    beam = ctc_prefix_beam_search(log_probs, beam_size=4)[0]
+    assert beam.tokens == expected_tokens
+    assert beam.timestamps == expected_frames
+    assert frames_to_seconds(beam.timestamps, subsampling_rate=4) == pytest.approx(
+        [0.08, 0.2, 0.4, 0.48]
+    )
+
+
+def test_greedy_batch_ignores_padding():
+    a, b = _random_log_probs(1, 30, 5), _random_log_probs(2, 18, 5)
+    batch = torch.stack([a, torch.cat([b, _random_log_probs(3, 12, 5)])])  # (2, 30, 5)
+    hyps = ctc_greedy_search(batch, torch.tensor([30, 18]))
+    assert hyps == [_greedy(a), _greedy(b)]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_streaming_greedy_equals_one_shot(seed):
+    # V = 3 makes runs that cross chunk boundaries common.
+    log_probs = _random_log_probs(seed, num_frames=50, vocab=3)
+    search = StreamingGreedySearch()
+    for chunk in torch.split(log_probs, _split(50, torch.Generator().manual_seed(seed))):
+        streamed = search.accept(chunk)
+    expected = _greedy(log_probs)
+    assert streamed.tokens == expected.tokens
+    assert streamed.timestamps == expected.timestamps
+    assert streamed.score == pytest.approx(expected.score, abs=1e-9)
+    assert streamed.confidence == pytest.approx(expected.confidence)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_streaming_beam_equals_one_shot(seed):
+    log_probs = _random_log_probs(seed, num_frames=50, vocab=6)
+    search = StreamingPrefixBeamSearch(beam_size=4, nbest=3)
+    for chunk in torch.split(log_probs, _split(50, torch.Generator().manual_seed(seed))):
+        streamed = search.accept(chunk)
+    expected = ctc_prefix_beam_search(log_probs, beam_size=4, nbest=3)
+    assert [h.tokens for h in streamed] == [h.tokens for h in expected]
+    assert [h.timestamps for h in streamed] == [h.timestamps for h in expected]
+    assert [h.score for h in streamed] == pytest.approx([h.score for h in expected], abs=1e-9)
+
+
+def test_empty_input_and_bad_arguments():
+    empty = torch.zeros(0, 4)
+    assert ctc_prefix_beam_search(empty, beam_size=3)[0].tokens == []
+    assert _greedy(empty).confidence == 1.0
+    with pytest.raises(ValueError, match="beam_size"):
+        ctc_prefix_beam_search(empty, beam_size=0)
+    with pytest.raises(ValueError, match="nbest"):
+        ctc_prefix_beam_search(empty, beam_size=2, nbest=3)
+    with pytest.raises(ValueError, match=r"\(1, 0, 4\)"):
+        ctc_prefix_beam_search(empty[None], beam_size=2)

@@ -1,0 +1,366 @@
+#!/usr/bin/env python3
+"""Generate a LibriSpeech-layout corpus of synthetic speech, offline, deterministically.
+
+Usage:
+    python tools/make_synthetic_librispeech.py --out data/synth --hours 1 --seed 0 [--jobs 4]
+
+Writes DIR/LibriSpeech/{train-clean-100,dev-clean,test-clean}/<spk>/<chapter>/ holding
+<spk>-<chapter>-<utt>.flac (16 kHz mono, 16 bit) and <spk>-<chapter>.trans.txt ("ID TEXT",
+upper case), the real corpus's layout, so one `prepare` reads both; plus LibriSpeech/
+SYNTHETIC.json (hours, counts, voices, seed). Text: sentences from Debian's fortune cookies,
+kept only where the transcript is certain (no digits, symbols, initials or acronyms), and
+disjoint across the three parts. Voices: espeak-ng and flite at 100 settings of accent,
+variant, rate and pitch; one setting is one speaker.
+
+Determinism: an utterance's text, voice and noise depend only on (seed, part, index), and a
+part is the shortest prefix of that sequence reaching its target duration, so a seed gives
+the same corpus whatever --jobs is.
+
+Needs: apt-get install espeak-ng flite fortunes-min fortunes (fortunes-min alone also works,
+with fewer sentences).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from itertools import islice
+from multiprocessing.pool import Pool
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+import soundfile as sf
+import soxr
+from tqdm import tqdm
+
+APT_HINT = "apt-get install espeak-ng flite fortunes-min fortunes"
+FORTUNE_DIR = Path("/usr/share/games/fortunes")
+SAMPLE_RATE = 16000
+PARTS = ("train-clean-100", "dev-clean", "test-clean")
+EVAL_SHARE = 0.05  # dev and test each add this fraction of the train hours
+MIN_EVAL_UTTS = 10
+EVAL_SENTENCE_SHARE = 0.05  # of the sentence pool, for dev and for test each
+MIN_EVAL_SENTENCES = 20
+MIN_WORDS, MAX_WORDS = 3, 25
+UTTS_PER_CHAPTER = 50
+FIRST_SPEAKER = 100
+NOISE_DBFS = -70.0
+# The voice table is fixed (not drawn from --seed) so a speaker id means one voice everywhere.
+VOICE_TABLE_SEED = 20240601
+ESPEAK_ACCENTS = ("en-gb", "en-us", "en-gb-scotland", "en-gb-x-gbclan", "en-gb-x-rp")
+ESPEAK_ACCENTS += ("en-gb-x-gbcwmd", "en-029", "en-us-nyc")
+ESPEAK_VARIANTS = tuple(f"m{i}" for i in range(1, 9)) + tuple(f"f{i}" for i in range(1, 6))
+ESPEAK_VARIANTS += ("klatt", "klatt2", "klatt3", "klatt4", "klatt5", "klatt6")
+ESPEAK_VOICES = 80
+# flite voice -> range of int_f0_target_mean in Hz; None where the voice ignores it (rms).
+FLITE_F0: Dict[str, Optional[Tuple[float, float]]] = {
+    "kal": (80.0, 130.0),
+    "kal16": (80.0, 130.0),
+    "awb": (85.0, 140.0),
+    "rms": None,
+    "slt": (145.0, 220.0),
+}
+FLITE_SETTINGS_PER_VOICE = 4
+
+_ALLOWED = re.compile(r"[A-Za-z ,.;:!?'\"()-]+")
+_EXPAND = ((re.compile(r"\bMr\."), "Mister"), (re.compile(r"\bMrs\."), "Missus"))
+_EXPAND += ((re.compile(r"\bDr\."), "Doctor"), (re.compile(r"\s&\s"), " and "))
+_SENTENCE = re.compile(r"[^.!?]*[.!?]+[\"')]*|[^.!?]+$")
+# A sentence ending in one of these was cut at an abbreviation, whose reading is a guess.
+_ABBREVIATIONS = set("st jr sr vs etc ie eg co inc ltd no mt ft gen col capt prof rev gov".split())
+_ABBREVIATIONS |= set("sen rep hon wm esq jan feb mar apr jun jul aug sep sept oct nov dec".split())
+
+
+@dataclass(frozen=True)
+class Voice:
+    speaker: int
+    engine: str  # "espeak-ng" or "flite"
+    name: str  # espeak-ng "accent+variant", flite voice name
+    rate: float  # espeak-ng words per minute; flite duration_stretch (> 1 is slower)
+    pitch: Optional[float]  # espeak-ng -p (0-99); flite int_f0_target_mean in Hz
+    peak_db: float  # peak level of this speaker's utterances, dBFS
+
+    def command(self, text_file: Path, wav: Path) -> List[str]:
+        if self.engine == "espeak-ng":
+            return ["espeak-ng", "-v", self.name, "-s", str(int(self.rate)), "-p",
+                    str(int(self.pitch)), "-w", str(wav), "-f", str(text_file)]  # fmt: skip
+        cmd = ["flite", "-voice", self.name, "--setf", f"duration_stretch={self.rate}"]
+        if self.pitch is not None:
+            cmd += ["--setf", f"int_f0_target_mean={self.pitch}"]
+        return cmd + ["-f", str(text_file), "-o", str(wav)]
+
+
+@dataclass(frozen=True)
+class Utterance:
+    uid: str  # <speaker>-<chapter>-<utt:04d>
+    voice: Voice
+    text: str  # what the synthesiser reads: original case and punctuation
+    transcript: str  # LibriSpeech style: A-Z, apostrophe, single spaces
+    seed: int  # drives trimming margin, level jitter and noise
+
+
+def build_voices() -> List[Voice]:
+    """The fixed table of voice settings: 80 espeak-ng and 20 flite speakers."""
+    rng = np.random.default_rng(VOICE_TABLE_SEED)
+    combos = [(a, v) for a in ESPEAK_ACCENTS for v in ESPEAK_VARIANTS]
+    voices: List[Voice] = []
+    for i in sorted(rng.choice(len(combos), ESPEAK_VOICES, replace=False)):
+        accent, variant = combos[i]
+        rate, pitch = round(rng.uniform(140, 195)), round(rng.uniform(30, 70))
+        peak = round(rng.uniform(-6, -1), 1)
+        spk = FIRST_SPEAKER + len(voices)
+        voices.append(Voice(spk, "espeak-ng", f"{accent}+{variant}", rate, pitch, peak))
+    for name, f0 in FLITE_F0.items():
+        for _ in range(FLITE_SETTINGS_PER_VOICE):
+            stretch = round(rng.uniform(0.85, 1.2), 2)
+            pitch = None if f0 is None else round(rng.uniform(*f0))
+            peak = round(rng.uniform(-6, -1), 1)
+            spk = FIRST_SPEAKER + len(voices)
+            voices.append(Voice(spk, "flite", name, stretch, pitch, peak))
+    return voices
+
+
+def clean_sentence(raw: str) -> Optional[Tuple[str, str]]:
+    """(text to speak, transcript) for one sentence, or None where the reading is uncertain."""
+    raw = " ".join(raw.split())
+    if not raw or not _ALLOWED.fullmatch(raw):
+        return None  # digits, symbols, control characters (fortunes overstrike with \b)
+    text = raw.replace("--", ", ").replace('"', "").replace("(", ", ").replace(")", ", ")
+    text = re.sub(r"\s+([,.;:!?])", r"\1", " ".join(text.split()))
+    text = re.sub(r"^[^A-Za-z]+", "", text)
+    text = re.sub(r",+", ",", text)
+    words = [w.strip("'") for w in re.split(r"[^A-Za-z']+", text)]
+    words = [w for w in words if w]
+    if not MIN_WORDS <= len(words) <= MAX_WORDS or words[-1].lower() in _ABBREVIATIONS:
+        return None
+    for w in words:
+        if len(w) == 1 and w not in ("a", "A", "I"):
+            return None  # initials and letter names are read as letters, not words
+        if len(w) > 1 and w.replace("'", "").isupper():
+            return None  # acronyms, roman numerals and shouting: spelt or read, unknown
+    return text, " ".join(w.upper() for w in words)
+
+
+def fortune_files(text_dir: Path) -> List[Path]:
+    """The text files of a fortune directory, without strfile's .dat indexes and .u8 links."""
+    if not text_dir.is_dir():
+        return []
+    return sorted(p for p in text_dir.iterdir() if p.is_file() and p.suffix not in (".dat", ".u8"))
+
+
+def load_sentences(text_dir: Path) -> List[Tuple[str, str]]:
+    """Deduplicated (text, transcript) pairs from every fortune file, sorted by transcript."""
+    by_transcript: Dict[str, str] = {}
+    for path in fortune_files(text_dir):
+        body = path.read_bytes().decode("utf-8", errors="replace")
+        for entry in re.split(r"^%$", body, flags=re.MULTILINE):
+            # "-- Author, Source" attribution lines are not part of the quote.
+            lines = [ln for ln in entry.splitlines() if not ln.strip().startswith("--")]
+            joined = " ".join(lines)
+            for pattern, repl in _EXPAND:
+                joined = pattern.sub(repl, joined)
+            for raw in _SENTENCE.findall(joined):
+                pair = clean_sentence(raw)
+                if pair is not None:
+                    by_transcript.setdefault(pair[1], pair[0])
+    return [(by_transcript[t], t) for t in sorted(by_transcript)]
+
+
+def split_sentences(sentences: List[Tuple[str, str]], seed: int) -> List[List[Tuple[str, str]]]:
+    """Disjoint sentence pools for PARTS, in order: train, dev, test."""
+    n_eval = max(MIN_EVAL_SENTENCES, round(EVAL_SENTENCE_SHARE * len(sentences)))
+    if len(sentences) < 4 * n_eval:
+        raise SystemExit(f"error: only {len(sentences)} usable sentences; install: {APT_HINT}")
+    order = np.random.default_rng([seed, 7]).permutation(len(sentences))
+    picks = [order[2 * n_eval :], order[:n_eval], order[n_eval : 2 * n_eval]]
+    return [[sentences[i] for i in sorted(p)] for p in picks]
+
+
+def plan(
+    part_index: int, sentences: List[Tuple[str, str]], voices: List[Voice], seed: int
+) -> Iterator[Utterance]:
+    """The endless utterance sequence of one part; a part is a prefix of it.
+
+    Each round gives every voice one utterance in a shuffled order, so speakers stay balanced
+    and a speaker's r-th utterance (r = round) lands in its chapter r // UTTS_PER_CHAPTER.
+    Sentences come as a fresh shuffle of the pool each cycle, so repeats are spread out.
+    """
+    k = 0
+    while True:
+        rnd, pos = divmod(k, len(voices))
+        if pos == 0:
+            voice_order = _shuffle(len(voices), seed, part_index, rnd, 0)
+        cycle, spos = divmod(k, len(sentences))
+        if spos == 0:
+            text_order = _shuffle(len(sentences), seed, part_index, cycle, 1)
+        voice = voices[voice_order[pos]]
+        chapter = (part_index + 1) * 1000 + rnd // UTTS_PER_CHAPTER
+        uid = f"{voice.speaker}-{chapter}-{rnd % UTTS_PER_CHAPTER:04d}"
+        text, transcript = sentences[text_order[spos]]
+        utt_seed = int(np.random.SeedSequence([seed, part_index, k, 2]).generate_state(1)[0])
+        yield Utterance(uid, voice, text, transcript, utt_seed)
+        k += 1
+
+
+def _shuffle(n: int, *key: int) -> np.ndarray:
+    return np.random.default_rng(list(key)).permutation(n)
+
+
+def synthesize(utt: Utterance) -> np.ndarray:
+    """Speak one utterance; returns int16 samples at SAMPLE_RATE."""
+    with tempfile.TemporaryDirectory(prefix="synth-") as tmp:
+        text_file, wav = Path(tmp) / "text.txt", Path(tmp) / "out.wav"
+        text_file.write_text(utt.text + "\n")
+        proc = subprocess.run(utt.voice.command(text_file, wav), capture_output=True, text=True)
+        if proc.returncode != 0 or not wav.exists():
+            raise RuntimeError(
+                f"{utt.voice.engine} voice {utt.voice.name} failed on {utt.text!r} "
+                f"(exit {proc.returncode}): {proc.stderr.strip()[-300:]}"
+            )
+        audio, rate = sf.read(str(wav), dtype="float64", always_2d=True)
+    audio = audio.mean(axis=1)
+    if rate != SAMPLE_RATE:  # espeak-ng writes 22,050 Hz, flite's kal 8 kHz
+        audio = soxr.resample(audio, rate, SAMPLE_RATE, quality="HQ")
+    return postprocess(audio, utt.voice.peak_db, np.random.default_rng(utt.seed), utt.uid)
+
+
+def postprocess(
+    audio: np.ndarray, peak_db: float, rng: np.random.Generator, uid: str
+) -> np.ndarray:
+    """Trim long edge silence, set the peak level, add a faint noise floor; int16 out."""
+    level = np.abs(audio)
+    loud = np.flatnonzero(level > level.max() * 10 ** (-40 / 20))
+    if loud.size == 0:
+        raise RuntimeError(f"synthesiser produced silence for {uid}")
+    margin = int(rng.uniform(0.15, 0.35) * SAMPLE_RATE)
+    audio = audio[max(0, loud[0] - margin) : loud[-1] + 1 + margin]
+    gain = 10 ** ((peak_db + rng.uniform(-1.0, 1.0)) / 20) / level.max()
+    # flite leaves exact digital zeros in pauses; log-fbank of zeros is extreme, so add a
+    # deterministic floor at NOISE_DBFS (about 10 LSB at 16 bit).
+    noise = rng.normal(0.0, 10 ** (NOISE_DBFS / 20), audio.shape)
+    return np.clip(np.round((audio * gain + noise) * 32767), -32768, 32767).astype(np.int16)
+
+
+def make_part(
+    root: Path,
+    part_index: int,
+    target_s: float,
+    min_utts: int,
+    utts: Iterator[Utterance],
+    pool: Optional[Pool],
+) -> Dict[str, object]:
+    """Synthesise the shortest prefix of `utts` reaching target_s and min_utts; write it."""
+    rows: Dict[Tuple[str, str], List[str]] = {}  # (speaker, chapter) -> transcript lines
+    total_s, count, mean_s = 0.0, 0, 3.0
+    bar = tqdm(total=round(target_s), unit="s", desc=PARTS[part_index], file=sys.stderr)
+    while total_s < target_s or count < min_utts:
+        want = max((target_s - total_s) / mean_s * 1.1, min_utts - count) + 4
+        batch = list(islice(utts, min(int(want), 1000)))
+        audios = pool.imap(synthesize, batch, chunksize=2) if pool else map(synthesize, batch)
+        for utt, audio in zip(batch, audios):
+            speaker, chapter, _ = utt.uid.split("-")
+            folder = root / PARTS[part_index] / speaker / chapter
+            folder.mkdir(parents=True, exist_ok=True)
+            sf.write(str(folder / f"{utt.uid}.flac"), audio, SAMPLE_RATE, "PCM_16", format="FLAC")
+            rows.setdefault((speaker, chapter), []).append(f"{utt.uid} {utt.transcript}")
+            total_s, count = total_s + len(audio) / SAMPLE_RATE, count + 1
+            bar.update(round(total_s) - bar.n)
+            if total_s >= target_s and count >= min_utts:
+                break
+        mean_s = total_s / count
+    bar.close()
+    for (speaker, chapter), lines in rows.items():
+        trans = root / PARTS[part_index] / speaker / chapter / f"{speaker}-{chapter}.trans.txt"
+        trans.write_text("\n".join(sorted(lines)) + "\n")
+    return {
+        "utterances": count,
+        "hours": round(total_s / 3600, 4),
+        "speakers": len({s for s, _ in rows}),
+        "chapters": len(rows),
+    }
+
+
+def check_requirements(text_dir: Path) -> None:
+    """Exit with the apt command to run when a synthesiser, a flite voice or the text is missing."""
+    missing = [tool for tool in ("espeak-ng", "flite") if shutil.which(tool) is None]
+    if missing:
+        raise SystemExit(f"error: {' and '.join(missing)} not found on PATH; install: {APT_HINT}")
+    listed = subprocess.run(["flite", "-lv"], capture_output=True, text=True).stdout.split()
+    absent = [name for name in FLITE_F0 if name not in listed]
+    if absent:
+        raise SystemExit(f"error: flite lacks voice(s) {', '.join(absent)}; install: {APT_HINT}")
+    if not fortune_files(text_dir):
+        raise SystemExit(f"error: no fortune files in {text_dir}; install: {APT_HINT}")
+
+
+def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="writes DIR/LibriSpeech")
+    p.add_argument(
+        "--hours",
+        type=float,
+        required=True,
+        metavar="H",
+        help="target hours of train-clean-100; dev-clean and test-clean are in addition, "
+        f"each {EVAL_SHARE * 100:g}%% of it and at least {MIN_EVAL_UTTS} utterances",
+    )
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="same seed, same corpus (0)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count(),
+        metavar="N",
+        help="parallel synthesisers (CPU count)",
+    )
+    p.add_argument("--text-dir", type=Path, default=FORTUNE_DIR, help="fortune files to read")
+    args = p.parse_args(argv)
+    if args.hours <= 0 or args.jobs < 1:
+        p.error(f"--hours ({args.hours}) must be > 0 and --jobs ({args.jobs}) >= 1")
+    return args
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    args = parse_args(argv)
+    check_requirements(args.text_dir)
+    root = args.out / "LibriSpeech"
+    for part in PARTS:
+        if (root / part).exists():
+            raise SystemExit(f"error: {root / part} exists; remove it or choose another --out")
+    sentences = load_sentences(args.text_dir)
+    pools = split_sentences(sentences, args.seed)
+    voices = build_voices()
+    targets = [args.hours * 3600, args.hours * 3600 * EVAL_SHARE, args.hours * 3600 * EVAL_SHARE]
+    summary: Dict[str, object] = {
+        "generator": "tools/make_synthetic_librispeech.py",
+        "seed": args.seed,
+        "hours_requested_train": args.hours,
+        "text_source": str(args.text_dir),
+        "usable_sentences": len(sentences),
+        "parts": {},
+    }
+    pool = Pool(args.jobs) if args.jobs > 1 else None
+    try:
+        for i, part in enumerate(PARTS):
+            utts = plan(i, pools[i], voices, args.seed)
+            stats = make_part(root, i, targets[i], 1 if i == 0 else MIN_EVAL_UTTS, utts, pool)
+            summary["parts"][part] = {"sentences": len(pools[i]), **stats}
+    finally:
+        if pool is not None:
+            pool.terminate()  # drops the overshoot of the last batch
+    summary["voices"] = [asdict(v) for v in voices]
+    (root / "SYNTHETIC.json").write_text(json.dumps(summary, indent=1) + "\n")
+    print(json.dumps(summary["parts"], indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,315 @@
+"""CTC search over log-probabilities: greedy and prefix beam search, one-shot and streaming.
+
+Shapes: B batch, T encoder frames, T_chunk frames of one streaming chunk, V vocabulary (id 0 is
+the blank), K tokens kept per frame by the beam search.
+
+The streaming classes carry the search state across chunks and the one-shot functions feed the
+whole utterance as a single chunk, so both run the same per-frame loop and chunking never changes
+the result.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+import torch
+
+__all__ = [
+    "BLANK",
+    "Hypothesis",
+    "StreamingGreedySearch",
+    "StreamingPrefixBeamSearch",
+    "ctc_greedy_search",
+    "ctc_prefix_beam_search",
+    "frames_to_seconds",
+]
+
+BLANK = 0
+_NEG_INF = float("-inf")
+
+
+@dataclass
+class Hypothesis:
+    """One decoded token sequence.
+
+    ``score`` is a natural-log probability: for greedy search the log-probability of the single
+    best path (sum of per-frame maxima); for prefix beam search the log-probability of the token
+    sequence summed over all its alignments that survived the beam.
+
+    ``timestamps[i]`` is the encoder frame where ``tokens[i]`` was first emitted: the first frame
+    of its run of frames on the most probable alignment of ``tokens`` (for beam search: among the
+    alignments the beam kept). ``frames_to_seconds`` maps it to seconds.
+
+    ``confidence`` is in [0, 1]: the mean over tokens of each token's peak posterior (the highest
+    probability it reaches over its run of frames on that same alignment). A hypothesis without
+    tokens has only one alignment, all blanks, and gets the geometric-mean blank posterior
+    ``exp(score / T)`` (1.0 for zero frames).
+    """
+
+    tokens: List[int]
+    score: float
+    timestamps: List[int]
+    confidence: float
+
+
+def frames_to_seconds(
+    frames: Sequence[int], subsampling_rate: int, frame_shift_s: float = 0.01
+) -> List[float]:
+    """Start time in seconds of each encoder frame index.
+
+    Encoder frame t starts at input (fbank) frame ``t * subsampling_rate``; the extra latency of
+    the subsampling receptive field (a few input frames) is ignored.
+    """
+    if subsampling_rate < 1:
+        raise ValueError(f"subsampling_rate must be >= 1, got {subsampling_rate}")
+    return [f * subsampling_rate * frame_shift_s for f in frames]
+
+
+def _log_add(a: float, b: float) -> float:
+    """log(exp(a) + exp(b)) without overflow; -inf is the log of zero."""
+    if a < b:
+        a, b = b, a
+    if b == _NEG_INF:
+        return a
+    return a + math.log1p(math.exp(b - a))
+
+
+def _confidence(peaks: Sequence[float], score: float, num_frames: int) -> float:
+    """See ``Hypothesis``: mean token peak posterior, or the blank-path geometric mean."""
+    if peaks:
+        return sum(math.exp(p) for p in peaks) / len(peaks)
+    return math.exp(score / num_frames) if num_frames > 0 else 1.0
+
+
+def _check_chunk(log_probs: torch.Tensor) -> None:
+    if log_probs.dim() != 2:
+        raise ValueError(f"expected log_probs of shape (T, V), got {tuple(log_probs.shape)}")
+
+
+class StreamingGreedySearch:
+    """Greedy CTC decoding fed chunk by chunk: argmax per frame, merge repeats, drop blanks.
+
+    The state is the previous frame's argmax (so a token run that crosses a chunk boundary is
+    not emitted twice) and the number of frames seen (the offset of the next chunk's timestamps).
+    """
+
+    def __init__(self) -> None:
+        self.num_frames = 0
+        self._prev = BLANK  # argmax of the last frame seen; blank before the first frame
+        self._score = 0.0
+        self._tokens: List[int] = []
+        self._timestamps: List[int] = []
+        self._peaks: List[float] = []  # log-prob peak of each emitted token over its run
+
+    def accept(self, log_probs: torch.Tensor) -> Hypothesis:
+        """Consume a (T_chunk, V) chunk and return the hypothesis over all frames so far."""
+        _check_chunk(log_probs)
+        best_lp, best_id = log_probs.max(dim=-1)  # (T_chunk,), (T_chunk,)
+        self._accept_best(best_id.tolist(), best_lp.tolist())
+        return self.result()
+
+    def result(self) -> Hypothesis:
+        return Hypothesis(
+            tokens=list(self._tokens),
+            score=self._score,
+            timestamps=list(self._timestamps),
+            confidence=_confidence(self._peaks, self._score, self.num_frames),
+        )
+
+    def _accept_best(self, ids: List[int], lps: List[float]) -> None:
+        """Advance over frames whose argmax ids and their log-probs are already known."""
+        for t, (tok, lp) in enumerate(zip(ids, lps), start=self.num_frames):
+            self._score += lp
+            if tok != BLANK and tok != self._prev:
+                self._tokens.append(tok)
+                self._timestamps.append(t)
+                self._peaks.append(lp)
+            elif tok != BLANK and lp > self._peaks[-1]:
+                self._peaks[-1] = lp  # same run continues: a repeat is not a new token
+            self._prev = tok
+        self.num_frames += len(ids)
+
+
+def ctc_greedy_search(log_probs: torch.Tensor, lens: torch.Tensor) -> List[Hypothesis]:
+    """Best path per utterance. Args: log_probs (B, T, V), lens (B,). Returns B hypotheses."""
+    if log_probs.dim() != 3:
+        raise ValueError(f"expected log_probs of shape (B, T, V), got {tuple(log_probs.shape)}")
+    if lens.shape != log_probs.shape[:1]:
+        raise ValueError(f"lens shape {tuple(lens.shape)} does not match batch {log_probs.size(0)}")
+    best_lp, best_id = log_probs.max(dim=-1)  # (B, T), (B, T): one reduction for the batch
+    hyps = []
+    for ids, lps, n in zip(best_id.tolist(), best_lp.tolist(), lens.tolist()):
+        search = StreamingGreedySearch()
+        search._accept_best(ids[:n], lps[:n])
+        hyps.append(search.result())
+    return hyps
+
+
+class _Path(NamedTuple):
+    """The most probable single alignment of a family: its log-prob and, per token, the frame
+    where it was emitted and its peak log-prob over its run of frames."""
+
+    logp: float
+    timestamps: Tuple[int, ...]
+    peaks: Tuple[float, ...]
+
+
+_NO_PATH = _Path(_NEG_INF, (), ())
+
+
+def _emit(path: _Path, t: int, lp: float) -> _Path:
+    """``path`` followed by a new token emitted at frame t with log-prob lp."""
+    return _Path(path.logp + lp, path.timestamps + (t,), path.peaks + (lp,))
+
+
+def _hold(path: _Path, lp: float, repeat: bool) -> _Path:
+    """``path`` plus a frame that emits nothing new: a blank or a repeat of its last token."""
+    if not repeat:
+        return _Path(path.logp + lp, path.timestamps, path.peaks)
+    return _Path(path.logp + lp, path.timestamps, path.peaks[:-1] + (max(path.peaks[-1], lp),))
+
+
+class _Prefix:
+    """Search state of one prefix (token sequence) after the frames seen so far.
+
+    ``blank``/``non_blank``: log-probability of all kept alignments of the prefix that end in a
+    blank / in its last token, and ``blank_path``/``non_blank_path`` the most probable single
+    alignment of each family (Viterbi), which supplies the timestamps and token peaks.
+    """
+
+    __slots__ = ("blank", "non_blank", "blank_path", "non_blank_path")
+
+    def __init__(self) -> None:
+        self.blank = _NEG_INF
+        self.non_blank = _NEG_INF
+        self.blank_path = _NO_PATH
+        self.non_blank_path = _NO_PATH
+
+    def total(self) -> float:
+        return _log_add(self.blank, self.non_blank)
+
+    def best_path(self) -> _Path:
+        if self.blank_path.logp >= self.non_blank_path.logp:
+            return self.blank_path
+        return self.non_blank_path
+
+
+_Beam = Dict[Tuple[int, ...], _Prefix]
+
+
+def _contribute(
+    beam: _Beam, prefix: Tuple[int, ...], value: float, ends_in_blank: bool, path: _Path
+) -> None:
+    """Add one alignment family (summed log-prob ``value``, best member ``path``) to a prefix."""
+    if value == _NEG_INF:
+        return  # an impossible path must not create a prefix that could fill an empty beam slot
+    entry = beam.get(prefix)
+    if entry is None:
+        entry = beam[prefix] = _Prefix()
+    if ends_in_blank:
+        entry.blank = _log_add(entry.blank, value)
+        if path.logp > entry.blank_path.logp:
+            entry.blank_path = path
+    else:
+        entry.non_blank = _log_add(entry.non_blank, value)
+        if path.logp > entry.non_blank_path.logp:
+            entry.non_blank_path = path
+
+
+def _extend_prefix(
+    nxt: _Beam, prefix: Tuple[int, ...], state: _Prefix, t: int, tokens: List[int], lps: List[float]
+) -> None:
+    """All ways ``prefix`` grows at frame t by one of the frame's kept tokens."""
+    total = state.total()
+    best = state.best_path()
+    last = prefix[-1] if prefix else None
+    for tok, lp in zip(tokens, lps):
+        if tok == BLANK:
+            _contribute(nxt, prefix, total + lp, True, _hold(best, lp, repeat=False))
+        elif tok != last:
+            _contribute(nxt, prefix + (tok,), total + lp, False, _emit(best, t, lp))
+        else:
+            # Repeating the last token without a blank between collapses into the same prefix;
+            # only alignments ending in a blank can start a second copy of it.
+            if state.non_blank > _NEG_INF:
+                held = _hold(state.non_blank_path, lp, repeat=True)
+                _contribute(nxt, prefix, state.non_blank + lp, False, held)
+            if state.blank > _NEG_INF:
+                new = _emit(state.blank_path, t, lp)
+                _contribute(nxt, prefix + (tok,), state.blank + lp, False, new)
+
+
+class StreamingPrefixBeamSearch:
+    """CTC prefix beam search (log domain) fed chunk by chunk.
+
+    Per frame only the ``token_topk`` most probable tokens (default: ``beam_size``; the blank is
+    one of them only if it ranks there) may extend a prefix: that bounds the work per frame at
+    beam_size * token_topk instead of beam_size * V, and tokens outside the top-k rarely enter the
+    beam anyway. A consequence is that ``beam_size=1`` (with the default top-k) is exactly greedy
+    search: each frame then has a single candidate token.
+
+    ``nbest`` (<= beam_size) is how many hypotheses ``result`` returns, best first; fewer while
+    the beam holds fewer prefixes (e.g. before the first frame).
+    """
+
+    def __init__(self, beam_size: int, nbest: int = 1, token_topk: Optional[int] = None) -> None:
+        if beam_size < 1:
+            raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+        if not 1 <= nbest <= beam_size:
+            raise ValueError(f"nbest must be in 1..beam_size ({beam_size}), got {nbest}")
+        topk = beam_size if token_topk is None else token_topk
+        if topk < 1:
+            raise ValueError(f"token_topk must be >= 1, got {token_topk}")
+        self.beam_size = beam_size
+        self.nbest = nbest
+        self.token_topk = topk
+        self.num_frames = 0
+        start = _Prefix()
+        # The empty prefix before any frame: probability 1, an alignment "ending in blank".
+        start.blank = 0.0
+        start.blank_path = _Path(0.0, (), ())
+        self._beam: _Beam = {(): start}
+
+    def accept(self, log_probs: torch.Tensor) -> List[Hypothesis]:
+        """Consume a (T_chunk, V) chunk; return the current n-best over all frames so far."""
+        _check_chunk(log_probs)
+        k = min(self.token_topk, log_probs.size(-1))
+        top_lp, top_id = log_probs.topk(k, dim=-1)  # (T_chunk, K), (T_chunk, K)
+        # Python floats (double) for the accumulation; one tensor-to-list conversion per chunk.
+        for t, (tokens, lps) in enumerate(zip(top_id.tolist(), top_lp.tolist()), self.num_frames):
+            self._step(t, tokens, lps)
+        self.num_frames += log_probs.size(0)
+        return self.result()
+
+    def result(self) -> List[Hypothesis]:
+        ranked = sorted(self._beam.items(), key=lambda item: item[1].total(), reverse=True)
+        return [self._hypothesis(prefix, state) for prefix, state in ranked[: self.nbest]]
+
+    def _step(self, t: int, tokens: List[int], lps: List[float]) -> None:
+        nxt: _Beam = {}
+        for prefix, state in self._beam.items():
+            _extend_prefix(nxt, prefix, state, t, tokens, lps)
+        ranked = sorted(nxt.items(), key=lambda item: item[1].total(), reverse=True)
+        self._beam = dict(ranked[: self.beam_size])
+
+    def _hypothesis(self, prefix: Tuple[int, ...], state: _Prefix) -> Hypothesis:
+        score, path = state.total(), state.best_path()
+        return Hypothesis(
+            tokens=list(prefix),
+            score=score,
+            timestamps=list(path.timestamps),
+            confidence=_confidence(path.peaks, score, self.num_frames),
+        )
+
+
+def ctc_prefix_beam_search(
+    log_probs: torch.Tensor, beam_size: int, nbest: int = 1, token_topk: Optional[int] = None
+) -> List[Hypothesis]:
+    """Prefix beam search over one utterance. Args: log_probs (T, V). Returns nbest, best first.
+
+    See ``StreamingPrefixBeamSearch`` for the per-frame token pruning (``token_topk``).
+    """
+    search = StreamingPrefixBeamSearch(beam_size, nbest, token_topk)
+    return search.accept(log_probs)
