@@ -1,0 +1,5 @@
+import sys
+
+from wenet_lite.cli import main
+
+sys.exit(main())
