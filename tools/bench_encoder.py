@@ -10,6 +10,9 @@ second of audio), per-chunk latency (mean and max, streaming only) and peak RSS.
 in its own process so peak RSS belongs to that row alone. Random weights: speed does not
 depend on training.
 
+Engines: eager PyTorch, TorchScript (what `wenet-lite export` ships) and torch.compile with
+frozen weights (inductor; compile time is not counted).
+
 Streaming one chunk of 16 frames reads every weight once (~130 MB in fp32 for the 12-block
 model), so on one core it is bound by memory bandwidth rather than arithmetic; bf16 weights
 halve that traffic (and use AMX/AVX512-BF16 where the CPU has them).
@@ -68,6 +71,13 @@ def _worker(args: argparse.Namespace) -> Dict[str, float]:
     enc = enc.to(dtype)
     if args.engine == "torchscript":
         enc = torch.jit.script(enc)
+    elif args.engine == "compile":
+        # Inductor with frozen weights: prepacked oneDNN GEMMs and fused elementwise ops.
+        import torch._inductor.config as inductor_config
+
+        inductor_config.freezing = True
+        enc.forward = torch.compile(enc.forward, dynamic=False)
+        enc.forward_chunk = torch.compile(enc.forward_chunk, dynamic=False)
     frames = int(round(args.seconds / FRAME_SHIFT_S))
     feats = torch.randn(1, frames, dim, dtype=dtype)
     lens = torch.tensor([frames])
@@ -113,7 +123,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="audio length")
     parser.add_argument("--chunk", type=int, default=16, help="encoder frames per chunk")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--engines", nargs="+", default=["eager", "torchscript"])
+    parser.add_argument(
+        "--engines",
+        nargs="+",
+        default=["eager", "torchscript"],
+        choices=["eager", "torchscript", "compile"],
+        help="compile = torch.compile (inductor, frozen weights; needs a C++ compiler, ~1 min)",
+    )
     parser.add_argument("--dtypes", nargs="+", default=["fp32"], choices=["fp32", "bf16"])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
