@@ -55,9 +55,301 @@ def _run_prepare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_compute_cmvn(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "compute-cmvn",
+        help="global feature mean/istd of a training set",
+        description="usage: wenet-lite compute-cmvn --config conf/conformer_u2.yaml "
+        "--data data/train-clean-100 --out data/cmvn.json\n\n"
+        "fbank as in training, without speed perturbation or dither; unusable utterances are\n"
+        "skipped and counted. `train` reads DATA/cmvn.json by default.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--config", required=True, help="experiment YAML (its features section)")
+    p.add_argument("--data", required=True, nargs="+", help="prepared part dir(s) or cuts files")
+    p.add_argument("--out", required=True, help="output JSON")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+        help="override a config value, e.g. train.max_steps=1000 (repeatable)",
+    )  # fmt: skip
+    p.add_argument("--jobs", type=int, help="DataLoader workers (default: data.num_workers)")
+    p.set_defaults(func=_run_compute_cmvn)
+
+
+def _run_compute_cmvn(args: argparse.Namespace) -> int:
+    from wenet_lite.config import load_config
+    from wenet_lite.data.compute_cmvn import compute_cmvn_file
+
+    cfg = load_config(args.config, args.overrides)
+    jobs = cfg.data.num_workers if args.jobs is None else args.jobs
+    stats, skipped = compute_cmvn_file(args.data, cfg.features, args.out, num_workers=jobs)
+    note = f", skipped {sum(skipped.values())}" if skipped else ""
+    print(f"{args.out}: {stats.count} frames{note}")
+    return 0
+
+
+def _add_train(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train a model (also under torchrun)",
+        description="usage: wenet-lite train --config conf/conformer_u2.yaml --data data "
+        "--exp exp/u2 [--set train.max_steps=1000] [--resume]\n"
+        "       torchrun --nproc_per_node 4 -m wenet_lite train --config ... (same flags)\n\n"
+        "Reads DATA/<part>/cuts.jsonl.gz for --train-part (comma-separated parts are joined)\n"
+        "and --dev-part, and DATA/cmvn.json (see compute-cmvn). Trains the tokenizer on the\n"
+        "training transcripts unless --tokenizer is given. Writes EXP/config.yaml, train.log,\n"
+        "tensorboard/, tokenizer.model, skipped.json and step_N.pt checkpoints (only rank 0).\n"
+        "--resume continues the newest checkpoint exactly (model, optimizer, sampler, RNG).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--config", required=True, help="experiment YAML")
+    p.add_argument("--data", required=True, help="prepared data dir (holding <part>/cuts...)")
+    p.add_argument("--exp", required=True, help="experiment dir for checkpoints and logs")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+        help="override a config value, e.g. train.max_steps=1000 (repeatable)",
+    )  # fmt: skip
+    p.add_argument("--train-part", default="train-clean-100", help="comma-separated parts")
+    p.add_argument("--dev-part", default="dev-clean", help="comma-separated; '' for none")
+    p.add_argument("--cmvn", help="CMVN JSON (default: DATA/cmvn.json)")
+    p.add_argument("--tokenizer", help="use this sentencepiece model instead of training one")
+    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_run_train)
+
+
+def _run_train(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from wenet_lite.train.checkpoint import CheckpointError
+    from wenet_lite.train.trainer import TrainOptions, train
+
+    def parts(text: str) -> tuple:
+        return tuple(p for p in text.split(",") if p)
+
+    if not parts(args.train_part):
+        raise _UsageError("--train-part is empty")
+    opts = TrainOptions(
+        config=Path(args.config),
+        data=Path(args.data),
+        exp=Path(args.exp),
+        overrides=tuple(args.overrides),
+        train_parts=parts(args.train_part),
+        dev_parts=parts(args.dev_part),
+        cmvn=Path(args.cmvn) if args.cmvn else None,
+        tokenizer=Path(args.tokenizer) if args.tokenizer else None,
+        resume=args.resume,
+        progress_bar=not args.no_progress,
+    )
+    try:
+        result = train(opts)
+    except CheckpointError as e:
+        raise ValueError(str(e)) from None
+    if result.is_main:
+        print(f"{args.exp}: trained to step {result.step} (epoch {result.epoch - 1} done)")
+    return 0
+
+
+def _add_average(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "average",
+        help="average checkpoints into one model file",
+        description="usage: wenet-lite average --exp exp/u2 --num 5 [--best] "
+        "[--out exp/u2/avg_5.pt]\n\n"
+        "Averages the newest N step_N.pt of EXP (--best: the N kept checkpoints with the\n"
+        "lowest dev loss) into a model file that decode, stream and export read.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--exp", required=True, help="experiment dir")
+    p.add_argument("--num", type=int, default=5, help="checkpoints to average (default 5)")
+    p.add_argument("--best", action="store_true", help="lowest dev loss instead of newest")
+    p.add_argument("--out", help="output (default EXP/avg_N.pt or EXP/avg_best_N.pt)")
+    p.set_defaults(func=_run_average)
+
+
+def _run_average(args: argparse.Namespace) -> int:
+    from wenet_lite.train.average import average_checkpoints
+    from wenet_lite.train.checkpoint import CheckpointError
+
+    try:
+        out = average_checkpoints(args.exp, args.num, args.out, best=args.best)
+    except CheckpointError as e:
+        raise ValueError(str(e)) from None
+    print(out)
+    return 0
+
+
+def _add_decode(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "decode",
+        help="decode a test set and score WER/CER",
+        description="usage: wenet-lite decode --model exp/u2/avg_5.pt --data data/test-clean "
+        "[--mode greedy|prefix_beam] [--beam 10] [--chunk-size 16 --left-chunks -1 "
+        "[--simulate-streaming]] [--out DIR]\n\n"
+        "Writes DIR/hyp.txt (id text), details.txt (alignments, token times, confidence), "
+        "summary.txt (WER, CER with S/D/I, failures, RTF) and errors.txt. --chunk-size alone "
+        "decodes with the streaming attention mask in one forward; --simulate-streaming runs "
+        "the encoder chunk by chunk with caches (what `stream` computes). Exit code 1 if some "
+        "audio could not be read (each file named; the rest is decoded).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--model", required=True, help="model file (checkpoint or averaged)")
+    p.add_argument("--data", required=True, help="dir holding cuts.jsonl.gz, or the file")
+    p.add_argument("--mode", choices=["greedy", "prefix_beam"], default="greedy")
+    p.add_argument("--beam", type=int, help="prefix beam size (default: the model's config)")
+    p.add_argument("--nbest", type=int, help="prefix_beam: write the n best to nbest.txt")
+    p.add_argument("--chunk-size", type=int, default=0, help="encoder frames, 0: full context")
+    p.add_argument("--left-chunks", type=int, default=-1, help="history chunks, -1: all")
+    p.add_argument("--simulate-streaming", action="store_true", help="chunk by chunk, cached")
+    p.add_argument("--batch-seconds", type=float, default=100.0, help="padded audio per batch")
+    p.add_argument("--out", help="output dir (default: MODEL_DIR/decode_<data>_<settings>)")
+    p.add_argument("--device", help="cpu, cuda, ... (default: cuda if available)")
+    p.set_defaults(func=_run_decode)
+
+
+def _run_decode(args: argparse.Namespace) -> int:
+    from wenet_lite.decode.recognize import DecodeOptions, decode_cuts, default_out_dir
+    from wenet_lite.train.checkpoint import CheckpointError
+
+    if args.simulate_streaming and args.chunk_size <= 0:
+        raise _UsageError("--simulate-streaming needs --chunk-size > 0")
+    try:
+        options = DecodeOptions(
+            search=args.mode, beam_size=args.beam, nbest=args.nbest, chunk_size=args.chunk_size,
+            left_chunks=args.left_chunks, simulate_streaming=args.simulate_streaming,
+            batch_seconds=args.batch_seconds,
+        )  # fmt: skip
+    except ValueError as e:
+        raise _UsageError(str(e)) from None
+    out = args.out or default_out_dir(args.model, args.data, options)
+    try:
+        report = decode_cuts(args.model, args.data, out, options, _device(args.device))
+    except CheckpointError as e:
+        raise ValueError(str(e)) from None
+    print("\n".join(report.summary_lines()))
+    print(f"results in {out}")
+    for utt, message in report.failures:
+        print(f"wenet-lite decode: error: {utt}: {message}", file=sys.stderr)
+    return 1 if report.failures else 0
+
+
+def _device(name: Optional[str]) -> str:
+    import torch
+
+    return name or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _add_stream(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "stream",
+        help="streaming recognition of audio files or live PCM on stdin",
+        description="usage: wenet-lite stream --model exp/u2/avg_5.pt [--chunk-size 16] "
+        "[--left-chunks -1] [--json] a.wav b.flac ...\n"
+        "       arecord -t raw -f S16_LE -r 16000 -c 1 - | wenet-lite stream --model M -\n\n"
+        "Files: WAV/FLAC/... at any sample rate, mono or stereo, read piece by piece. '-': raw "
+        "16-bit little-endian mono PCM on stdin at --sample-rate. Partial hypotheses go to "
+        "stderr as they change, final segments (split by endpointing) with word times to "
+        "stdout; --json prints JSON lines of type partial/final/error instead. Exit code 1 if "
+        "an input failed (each named; the others are decoded).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("inputs", nargs="+", metavar="AUDIO", help="audio files, or - for stdin")
+    p.add_argument("--model", required=True, help="model file (checkpoint or averaged)")
+    p.add_argument("--chunk-size", type=int, default=16, help="encoder frames per chunk (16)")
+    p.add_argument("--left-chunks", type=int, default=-1, help="history chunks, -1: all (-1)")
+    p.add_argument("--mode", choices=["greedy", "prefix_beam"], default="greedy")
+    p.add_argument("--beam", type=int, help="prefix beam size (default: the model's config)")
+    p.add_argument("--json", action="store_true", help="JSON lines on stdout")
+    p.add_argument("--no-endpoint", action="store_true", help="one segment per input")
+    p.add_argument("--rule1-silence", type=float, default=2.4, help="s, nothing decoded (2.4)")
+    p.add_argument("--rule2-silence", type=float, default=1.2, help="s, after speech (1.2)")
+    p.add_argument("--max-segment", type=float, default=20.0, help="s, rule 3 (20)")
+    p.add_argument("--sample-rate", type=int, default=16000, help="of PCM on stdin (16000)")
+    p.add_argument("--max-streams", type=int, default=1, help="inputs decoded concurrently")
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda, ...")
+    p.set_defaults(func=_run_stream)
+
+
+def _run_stream(args: argparse.Namespace) -> int:
+    from wenet_lite.decode.endpoint import EndpointConfig
+    from wenet_lite.decode.stream_files import stream_inputs
+    from wenet_lite.decode.streaming import StreamingRecognizer
+    from wenet_lite.train.checkpoint import CheckpointError
+
+    try:
+        endpoint = EndpointConfig(
+            not args.no_endpoint, args.rule1_silence, args.rule2_silence, args.max_segment
+        )
+    except ValueError as e:
+        raise _UsageError(str(e)) from None
+    try:
+        recognizer = StreamingRecognizer(
+            args.model, args.chunk_size, args.left_chunks, search=args.mode,
+            beam_size=args.beam, endpoint=endpoint, device=args.device,
+        )  # fmt: skip
+    except CheckpointError as e:
+        raise ValueError(str(e)) from None
+    failed = stream_inputs(
+        recognizer, args.inputs, json_lines=args.json, max_streams=args.max_streams,
+        sample_rate=args.sample_rate,
+    )  # fmt: skip
+    return 1 if failed else 0
+
+
+def _add_export(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export",
+        help="export for on-device inference (TorchScript, or ONNX for sherpa-onnx)",
+        description="usage: wenet-lite export --model exp/u2/avg_5.pt --format torchscript "
+        "--out exp/u2/model.ts\n"
+        "       wenet-lite export --model exp/u2/avg_5.pt --format onnx --chunk-size 16 "
+        "--left-chunks 4 --out exp/u2/onnx [--quantize int8]\n\n"
+        "torchscript: one file with init_state/forward_chunk/forward and its metadata; run it "
+        "with tools/run_exported.py (no wenet_lite needed). --chunk-size 0 exports a "
+        "full-context model for whole utterances only. onnx: DIR/model.onnx, DIR/tokens.txt "
+        "(and model.int8.onnx) for sherpa_onnx.OnlineRecognizer.from_wenet_ctc, given the same "
+        "chunk_size and num_left_chunks; needs --left-chunks >= 0.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--model", required=True, help="model file (checkpoint or averaged)")
+    p.add_argument("--format", required=True, choices=["torchscript", "onnx"])
+    p.add_argument("--out", required=True, help="torchscript: output file; onnx: output dir")
+    p.add_argument("--chunk-size", type=int, default=16, help="encoder frames per chunk (16)")
+    p.add_argument("--left-chunks", type=int, default=4, help="cached chunks, -1: all (4)")
+    p.add_argument("--quantize", choices=["int8"], help="dynamic int8 Linear/MatMul weights")
+    p.set_defaults(func=_run_export)
+
+
+def _run_export(args: argparse.Namespace) -> int:
+    from wenet_lite.train.checkpoint import CheckpointError
+
+    chunking = dict(chunk_size=args.chunk_size, left_chunks=args.left_chunks)
+    try:
+        if args.format == "torchscript":
+            from wenet_lite.export.torchscript import export_torchscript
+
+            written = [export_torchscript(args.model, args.out, **chunking, quantize=args.quantize)]
+        else:
+            from wenet_lite.export.onnx import export_onnx
+
+            paths = export_onnx(args.model, args.out, **chunking, quantize=args.quantize)
+            written = list(paths.values())
+    except CheckpointError as e:
+        raise ValueError(str(e)) from None
+    for path in written:
+        print(path)
+    return 0
+
+
 # New subcommands: add an _add_<name> above and list it here, in the order `--help` shows.
 _SUBCOMMANDS: List[Callable[[argparse._SubParsersAction], None]] = [
     _add_prepare,
+    _add_compute_cmvn,
+    _add_train,
+    _add_average,
+    _add_decode,
+    _add_stream,
+    _add_export,
 ]
 
 

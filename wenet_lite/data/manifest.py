@@ -319,7 +319,7 @@ def _load_manifest(path: Path, expected: type) -> Any:
         raise FileNotFoundError(f"lhotse manifest not found: {path}")
     try:
         manifest = load_manifest(path)
-    except (ValueError, KeyError, TypeError) as e:
+    except (ValueError, KeyError, TypeError, OSError, EOFError) as e:  # OSError: bad gzip
         raise ValueError(f"{path}: not a readable lhotse manifest ({e!r})") from None
     if not isinstance(manifest, expected):
         raise ValueError(f"{path}: expected a {expected.__name__}, got {type(manifest).__name__}")

@@ -1,0 +1,11 @@
+"""Export for on-device inference.
+
+- ``torchscript.export_torchscript``: one self-describing TorchScript file (streaming
+  ``forward_chunk``, full ``forward``, metadata and vocabulary) that ``tools/run_exported.py``
+  runs without wenet_lite; optional dynamic int8.
+- ``onnx.export_onnx``: ``model.onnx`` + ``tokens.txt`` in sherpa-onnx's streaming WeNet CTC
+  interface (``OnlineRecognizer.from_wenet_ctc``); optional ``model.int8.onnx``.
+
+Submodules are imported on use so that ``import wenet_lite.export`` needs neither onnx nor
+onnxruntime.
+"""

@@ -10,13 +10,21 @@ Shapes: N samples, Ch channels.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import BinaryIO, Tuple, Union
+from typing import BinaryIO, Iterator, Tuple, Union
 
 import numpy as np
 import soundfile as sf
 import soxr
 
-__all__ = ["AudioError", "load_audio", "resample", "speed_perturb", "pcm16_to_float", "read_pcm16"]
+__all__ = [
+    "AudioError",
+    "load_audio",
+    "read_audio_blocks",
+    "resample",
+    "speed_perturb",
+    "pcm16_to_float",
+    "read_pcm16",
+]
 
 PathLike = Union[str, Path]
 
@@ -72,6 +80,42 @@ def _read_file(path: Path) -> Tuple[np.ndarray, int]:
             f"{path}: truncated audio, decoded {data.shape[0]} of {declared} frames declared"
         )
     return data, int(rate)
+
+
+def read_audio_blocks(
+    path: PathLike, block_seconds: float = 0.1
+) -> Iterator[Tuple[np.ndarray, int]]:
+    """Decode an audio file piece by piece: (samples (N,) float32 mono, file rate) per block.
+
+    For streaming long files in constant memory. Blocks hold what :func:`load_audio` would
+    return before resampling (channels averaged the same way), and the same problems raise the
+    same AudioError, some only when the reader gets there (NaN samples, a truncated FLAC).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise AudioError(f"{path}: audio file not found")
+    try:
+        f = sf.SoundFile(str(path))
+    except (sf.SoundFileError, RuntimeError) as e:
+        raise AudioError(f"{path}: cannot decode audio ({e})") from None
+    with f:
+        declared, rate, done = f.frames, int(f.samplerate), 0
+        block = max(1, int(block_seconds * rate))
+        while True:
+            try:
+                data = f.read(block, dtype="float32", always_2d=True)  # (N, Ch)
+            except (sf.SoundFileError, RuntimeError) as e:
+                raise AudioError(f"{path}: cannot decode audio ({e})") from None
+            if data.shape[0] == 0:
+                break
+            if not np.all(np.isfinite(data)):
+                raise AudioError(f"{path}: audio contains non-finite samples (NaN or inf)")
+            done += data.shape[0]
+            yield (data.mean(axis=1, dtype=np.float32) if data.shape[1] > 1 else data[:, 0]), rate
+    if done == 0:
+        raise AudioError(f"{path}: audio file contains no samples")
+    if done < declared:
+        raise AudioError(f"{path}: truncated audio, decoded {done} of {declared} frames declared")
 
 
 def resample(samples: np.ndarray, orig_rate: float, target_rate: float) -> np.ndarray:

@@ -306,6 +306,8 @@ class ConformerEncoder(nn.Module):
         cached = slots.unsqueeze(0) >= (m - cache_len).unsqueeze(1)  # (B, M)
         current = valid_mask(chunk_lens, c)  # (B, C)
         keys = torch.cat([cached, current], dim=1).unsqueeze(1).expand(-1, c, -1)  # (B, C, M+C)
-        eye = torch.eye(c, dtype=torch.bool, device=cache_len.device)
+        # arange == arange rather than torch.eye: ONNX Runtime has no bool EyeLike kernel.
+        frames = torch.arange(c, device=cache_len.device)
+        eye = frames.unsqueeze(1) == frames.unsqueeze(0)  # (C, C)
         self_seen = torch.cat([torch.zeros(c, m, dtype=torch.bool, device=eye.device), eye], 1)
         return keys | self_seen.unsqueeze(0)  # (B, C, M+C)

@@ -15,6 +15,8 @@ from typing import Any, Dict, List
 
 import torch
 
+from wenet_lite.config import ConfigError
+
 __all__ = [
     "CheckpointError",
     "save_checkpoint",
@@ -22,7 +24,12 @@ __all__ = [
     "list_checkpoints",
     "prune_checkpoints",
     "average_state_dicts",
+    "check_same_model",
+    "MODEL_SECTIONS",
 ]
+
+MODEL_SECTIONS = ("features", "encoder", "tokenizer")
+"""Config sections that define the model: a resumed or averaged checkpoint must agree on them."""
 
 _NAME = re.compile(r"^step_(\d+)\.pt$")
 
@@ -88,3 +95,22 @@ def average_state_dicts(states: List[Dict[str, torch.Tensor]]) -> Dict[str, torc
         else:
             avg[key] = last.clone()
     return avg
+
+
+def check_same_model(saved: Dict[str, Any], now: Dict[str, Any], where: str) -> None:
+    """ConfigError naming the first model-defining key that differs from a checkpoint's."""
+    for section in MODEL_SECTIONS:
+        for key, value in _flatten(now.get(section, {}), section).items():
+            old = _flatten(saved.get(section, {}), section).get(key)
+            if old != value:
+                raise ConfigError(key, f"is {value!r} but {where} was trained with {old!r}")
+
+
+def _flatten(d: Dict[str, Any], prefix: str) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}.{k}"))
+        else:
+            out[f"{prefix}.{k}"] = list(v) if isinstance(v, tuple) else v
+    return out

@@ -1,0 +1,188 @@
+"""`wenet-lite decode` and `wenet-lite stream` end to end: they agree with each other, on any
+sample rate and channel count, from files and from stdin, and report bad inputs."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+import numpy as np
+import pytest
+import soundfile as sf
+import soxr
+
+from wenet_lite.cli import build_parser, main
+from wenet_lite.data.manifest import load_cuts, prepare_cuts
+from wenet_lite.decode.endpoint import EndpointConfig
+from wenet_lite.decode.stream_files import stream_inputs
+from wenet_lite.decode.streaming import StreamingRecognizer
+
+
+def _hyps(out: Path) -> Dict[str, str]:
+    lines = (out / "hyp.txt").read_text().splitlines()
+    return {utt: text for utt, _, text in (line.partition(" ") for line in lines)}
+
+
+def _finals(stdout: str) -> Dict[str, List[dict]]:
+    finals: Dict[str, List[dict]] = {}
+    for line in stdout.splitlines():
+        obj = json.loads(line)
+        if obj["type"] == "final":
+            finals.setdefault(obj["file"], []).append(obj)
+    return finals
+
+
+@pytest.fixture(scope="module")
+def mixed_rates(corpus: Path, test_audio, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three utterances: 16 kHz mono WAV, 44.1 kHz stereo FLAC, 22.05 kHz mono FLAC, with cuts."""
+    folder = tmp_path_factory.mktemp("rates")
+    texts = [c.supervisions[0].text for c in load_cuts(corpus / "test-clean")]
+    sf.write(folder / "a.wav", test_audio[1], 16000)
+    stereo = np.stack([test_audio[2], 0.3 * test_audio[2]], 1)
+    sf.write(folder / "b.flac", soxr.resample(stereo, 16000, 44100), 44100)
+    sf.write(folder / "c.flac", soxr.resample(test_audio[3], 16000, 22050), 22050)
+    with open(folder / "data.list", "w") as f:
+        for name, text in zip("abc", texts[1:4]):
+            path = folder / (name + (".wav" if name == "a" else ".flac"))
+            f.write(json.dumps({"key": name, "wav": str(path), "txt": text}) + "\n")
+    prepare_cuts(folder / "data.list", folder / "data")
+    return folder
+
+
+def test_stream_equals_decode_at_any_rate(mixed_rates: Path, tiny, tmp_path: Path, capsys) -> None:
+    chunking = ["--chunk-size", "4", "--left-chunks", "2"]
+    hyps = []
+    for extra in (["--simulate-streaming"], []):
+        out = tmp_path / f"out{len(hyps)}"
+        args = ["decode", "--model", str(tiny.path), "--data", str(mixed_rates / "data")]
+        assert main([*args, *chunking, *extra, "--out", str(out)]) == 0
+        hyps.append(_hyps(out))
+    files = {k: str(mixed_rates / f"{k}.{'wav' if k == 'a' else 'flac'}") for k in "abc"}
+    for max_streams in ("1", "3"):
+        capsys.readouterr()
+        args = ["stream", "--model", str(tiny.path), *chunking, "--json", "--no-endpoint"]
+        assert main([*args, "--max-streams", max_streams, *files.values()]) == 0
+        finals = _finals(capsys.readouterr().out)
+        streamed = {k: " ".join(f["text"] for f in finals[path]) for k, path in files.items()}
+        assert all(streamed.values()) and streamed == hyps[0] == hyps[1]
+
+
+def test_decode_prefix_beam_one_equals_greedy(corpus: Path, tiny, tmp_path: Path) -> None:
+    args = ["decode", "--model", str(tiny.path), "--data", str(corpus / "test-clean")]
+    assert main([*args, "--out", str(tmp_path / "greedy")]) == 0
+    beam = ["--mode", "prefix_beam", "--beam", "1", "--out", str(tmp_path / "beam")]
+    assert main([*args, *beam]) == 0
+    greedy = _hyps(tmp_path / "greedy")
+    assert all(greedy.values()) and _hyps(tmp_path / "beam") == greedy
+
+
+def test_stream_bad_inputs_named_others_decoded(
+    bad_audio: Dict[str, Path], mixed_rates: Path, tiny, capsys
+) -> None:
+    good = str(mixed_rates / "a.wav")
+    inputs = [str(p) for p in bad_audio.values()]
+    args = ["stream", "--model", str(tiny.path), "--chunk-size", "4", "--json"]
+    assert main([*args, inputs[0], good, *inputs[1:]]) == 1
+    captured = capsys.readouterr()
+    errors = [json.loads(x) for x in captured.out.splitlines() if '"error"' in x]
+    assert sorted(e["file"] for e in errors) == sorted(inputs)
+    for path in inputs:
+        assert f"wenet-lite stream: error: {path}: " in captured.err
+    assert _finals(captured.out)[good][0]["text"]
+
+
+def test_decode_bad_audio_exit_code(mixed_rates: Path, bad_audio, tiny, tmp_path: Path, capsys):
+    good, broken = tmp_path / "good.wav", tmp_path / "broken.flac"
+    good.write_bytes((mixed_rates / "a.wav").read_bytes())
+    broken.write_bytes((mixed_rates / "b.flac").read_bytes())
+    with open(tmp_path / "data.list", "w") as f:
+        for key, path in (("good", good), ("broken", broken)):
+            f.write(json.dumps({"key": key, "wav": str(path), "txt": "A B"}) + "\n")
+    prepare_cuts(tmp_path / "data.list", tmp_path / "data")
+    broken.write_bytes(bad_audio["corrupt_flac"].read_bytes())  # prepare skips unreadable files
+    out = tmp_path / "out"
+    args = [
+        "decode",
+        "--model",
+        str(tiny.path),
+        "--data",
+        str(tmp_path / "data"),
+        "--out",
+        str(out),
+    ]
+    assert main(args) == 1
+    assert f"broken: {broken}: cannot decode audio" in capsys.readouterr().err
+    assert list(_hyps(out)) == ["good"]
+
+
+def test_stream_text_output(mixed_rates: Path, tiny, capsys) -> None:
+    path = str(mixed_rates / "a.wav")
+    assert main(["stream", "--model", str(tiny.path), "--chunk-size", "4", path]) == 0
+    captured = capsys.readouterr()
+    partials = [x for x in captured.err.splitlines() if x.startswith(f"{path} ... ")]
+    assert len(partials) >= 2  # shown as they change
+    first, words = captured.out.splitlines()[:2]
+    assert first.startswith(f"{path} 0.00-") and partials[-1].endswith(first.split(" ", 2)[2])
+    assert words.startswith("    ") and words.split()[1].count("-") == 1
+
+
+def test_stream_stdin_pcm_equals_file(mixed_rates: Path, tiny) -> None:
+    """`arecord ... | wenet-lite stream --model M -`, with the console script's real stdin."""
+    path = mixed_rates / "a.wav"
+    pcm = sf.read(path, dtype="int16")[0].astype("<i2").tobytes()
+    cmd = [sys.executable, "-m", "wenet_lite", "stream", "--model", str(tiny.path)]
+    cmd += ["--chunk-size", "4", "--json", "--no-endpoint", "-", str(path)]
+    proc = subprocess.run(cmd, input=pcm, capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode()
+    finals = _finals(proc.stdout.decode())
+    assert finals["-"][0]["text"] and finals["-"] == [dict(f, file="-") for f in finals[str(path)]]
+
+
+def test_full_context_model_cannot_stream(corpus: Path, full_context_model: Path, capsys) -> None:
+    data = str(corpus / "test-clean")
+    sim = ["--chunk-size", "4", "--simulate-streaming"]
+    assert main(["decode", "--model", str(full_context_model), "--data", data, *sim]) == 1
+    assert main(["stream", "--model", str(full_context_model), "x.wav"]) == 1
+    err = capsys.readouterr().err
+    assert err.count(f"{full_context_model} was trained full-context") == 2
+
+
+@pytest.mark.parametrize("command", ["decode", "stream"])
+def test_help_starts_with_usage(command: str) -> None:
+    sub = build_parser()._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
+    assert sub.description.startswith(f"usage: wenet-lite {command} --model ")
+
+
+class _PipeThenCtrlC(io.RawIOBase):
+    """stdin of a live session: PCM, then the user presses Ctrl-C."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.pos = data, 0
+
+    def read(self, n: int = -1) -> bytes:
+        if self.pos >= len(self.data):
+            raise KeyboardInterrupt
+        piece = self.data[self.pos : self.pos + n]
+        self.pos += len(piece)
+        return piece
+
+
+def test_ctrl_c_finishes_live_input(mixed_rates: Path, tiny, tmp_path: Path) -> None:
+    """What arrived before Ctrl-C is decoded and printed (whole 100 ms blocks: a block being
+    read when the interrupt comes is lost)."""
+    samples = sf.read(mixed_rates / "a.wav", dtype="int16")[0]
+    samples = samples[: len(samples) // 1600 * 1600]
+    sf.write(tmp_path / "a.wav", samples, 16000)
+    rec = StreamingRecognizer(tiny.path, chunk_size=4, endpoint=EndpointConfig(enabled=False))
+    out, live = io.StringIO(), io.StringIO()
+    assert stream_inputs(rec, [str(tmp_path / "a.wav")], json_lines=True, out=out) == 0
+    pipe = _PipeThenCtrlC(samples.astype("<i2").tobytes())
+    with pytest.raises(KeyboardInterrupt):
+        stream_inputs(rec, ["-"], json_lines=True, out=live, err=io.StringIO(), stdin=pipe)
+    final = _finals(live.getvalue())["-"]
+    expected = _finals(out.getvalue())[str(tmp_path / "a.wav")]
+    assert final[0]["text"] and final == [dict(f, file="-") for f in expected]

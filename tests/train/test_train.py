@@ -1,0 +1,137 @@
+"""Training on generated speech: it learns, and an interrupted run resumes exactly."""
+
+import json
+from pathlib import Path
+from typing import Dict
+
+import pytest
+import torch
+from lhotse import CutSet
+
+from wenet_lite import load_model
+from wenet_lite.config import ConfigError
+from wenet_lite.data.dataset import ASRDataset
+from wenet_lite.data.manifest import load_cuts
+from wenet_lite.data.tokenizer import normalize_text
+from wenet_lite.decode.ctc_search import ctc_greedy_search
+from wenet_lite.decode.wer import sum_counts, word_errors
+from wenet_lite.model import ASRModel
+from wenet_lite.train.trainer import TrainOptions, TrainResult, train
+
+TINY = Path("conf/tiny_test.yaml")
+
+
+def _train(data: Path, exp: Path, *overrides: str, **kwargs) -> TrainResult:
+    kwargs.setdefault("train_parts", ("train-clean-100",))
+    kwargs.setdefault("dev_parts", ("dev-clean",))
+    return train(TrainOptions(TINY, data, exp, overrides, progress_bar=False, **kwargs))
+
+
+def test_tiny_model_learns_a_few_utterances(synthetic_corpus, make_data, tmp_path) -> None:
+    cuts = load_cuts(synthetic_corpus.data / "train-clean-100")
+    few = CutSet.from_cuts(sorted(cuts, key=lambda c: c.duration)[:6])  # ~8 s of audio
+    data = make_data({"few": few})
+    exp = tmp_path / "exp"
+    # One bucket, one batch: every step sees the same 6 utterances.
+    result = _train(
+        data, exp, "train.max_epochs=100", "data.num_buckets=1", "train.lr=0.005",
+        "train.warmup_steps=5", train_parts=("few",), dev_parts=(),
+        tokenizer=synthetic_corpus.tokenizer,
+    )  # fmt: skip
+    losses = [result.losses[s] for s in sorted(result.losses)]
+    assert len(losses) == 100 and result.nonfinite_steps == 0
+    first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
+    assert last < 0.2 * first, losses
+    # The newest checkpoint, read as a model file, transcribes what it was trained on.
+    model, tokenizer, cfg = load_model(exp / "step_100.pt")
+    layers = list(zip(model.encoder.subsampling.kernels, model.encoder.subsampling.strides))
+    batch = ASRDataset(cfg.features, cfg.data, tokenizer, layers, 0, train=False)[(1, few)]
+    with torch.no_grad():
+        log_probs, lens = model.ctc_log_probs(batch.feats, batch.feats_lens)
+    hyps = [tokenizer.decode(h.tokens) for h in ctc_greedy_search(log_probs, lens)]
+    errors = sum_counts(word_errors(normalize_text(r), h) for r, h in zip(batch.texts, hyps))
+    assert errors.rate <= 0.2, list(zip(batch.texts, hyps))
+
+
+def _state(result: TrainResult) -> Dict[str, torch.Tensor]:
+    assert result.model is not None
+    return result.model.state_dict()
+
+
+# Everything random switched on: dropout, SpecAugment, speed perturbation, dither (the tiny
+# config's default 1.0), dynamic chunks; plus gradient accumulation across the interruption.
+RANDOM = (
+    "encoder.dropout=0.1",
+    "specaug.enabled=true",
+    "specaug.max_time_width=10",
+    "data.speed_perturb=[0.9,1.0,1.1]",
+    "train.accum_grad=2",
+    "train.max_epochs=2",
+)
+
+
+def test_resume_gives_the_same_losses_as_an_uninterrupted_run(synthetic_corpus, tmp_path) -> None:
+    data = synthetic_corpus.data
+    tok = synthetic_corpus.tokenizer
+    full = _train(data, tmp_path / "full", *RANDOM, tokenizer=tok)
+    steps = sorted(full.losses)
+    assert len(steps) >= 8 and full.epoch == 3
+    exp = tmp_path / "cut"
+    # Stop mid-epoch 1, then mid-epoch 2 (with DataLoader workers, which prefetch ahead of
+    # training: the resume point must be what was trained on, not what was loaded), then finish.
+    a = _train(data, exp, *RANDOM, "train.max_steps=3", tokenizer=tok)
+    b = _train(data, exp, *RANDOM, "train.max_steps=7", "data.num_workers=2", resume=True)
+    c = _train(data, exp, *RANDOM, resume=True)
+    assert sorted(a.losses) == [1, 2, 3] and sorted(b.losses) == [4, 5, 6, 7]
+    resumed = {**a.losses, **b.losses, **c.losses}
+    assert resumed == full.losses  # exactly, step by step
+    assert c.dev_loss == full.dev_loss
+    for key, value in _state(full).items():
+        assert torch.equal(value, _state(c)[key]), key
+    assert json.loads((exp / "skipped.json").read_text()) == full.skipped
+
+
+def test_resume_refuses_a_different_model(synthetic_corpus, tmp_path) -> None:
+    data, tok = synthetic_corpus.data, synthetic_corpus.tokenizer
+    _train(data, tmp_path / "exp", "train.max_steps=1", tokenizer=tok, dev_parts=())
+    with pytest.raises(ValueError, match="already holds checkpoints"):
+        _train(data, tmp_path / "exp", tokenizer=tok)
+    with pytest.raises(ConfigError, match="encoder.num_blocks: is 3 but .*step_1.pt"):
+        _train(data, tmp_path / "exp", "encoder.num_blocks=3", resume=True)
+
+
+def test_bad_inputs_fail_at_start_naming_the_file(synthetic_corpus, tmp_path) -> None:
+    data, tok = synthetic_corpus.data, synthetic_corpus.tokenizer
+    with pytest.raises(FileNotFoundError, match="train-other-500"):
+        _train(data, tmp_path / "a", train_parts=("train-other-500",), tokenizer=tok)
+    with pytest.raises(FileNotFoundError, match="nowhere.json"):
+        _train(data, tmp_path / "b", cmvn=tmp_path / "nowhere.json")
+    bad = tmp_path / "bad" / "train-clean-100"
+    bad.mkdir(parents=True)
+    (bad / "cuts.jsonl.gz").write_bytes(b"not gzip at all")
+    with pytest.raises(Exception, match="cuts.jsonl.gz"):
+        _train(tmp_path / "bad", tmp_path / "c", dev_parts=(), tokenizer=tok)
+    with pytest.raises(ConfigError, match="train.accum_grad"):
+        _train(data, tmp_path / "d", "train.accum_grad=0")
+
+
+def test_a_non_finite_step_is_skipped_and_counted(synthetic_corpus, tmp_path, monkeypatch) -> None:
+    calls = []
+    forward = ASRModel.forward
+
+    def poisoned(self, *args, **kwargs):
+        loss, lens = forward(self, *args, **kwargs)
+        calls.append(1)
+        return (loss * float("nan") if len(calls) == 3 else loss), lens
+
+    monkeypatch.setattr(ASRModel, "forward", poisoned)
+    exp = tmp_path / "exp"
+    result = _train(
+        synthetic_corpus.data, exp, "train.max_steps=5", dev_parts=(),
+        tokenizer=synthetic_corpus.tokenizer,
+    )  # fmt: skip
+    assert result.step == 5 and result.nonfinite_steps == 1
+    assert result.losses[3] != result.losses[3]  # NaN, reported as is
+    # Had Adam taken the NaN step, its moments and then every weight would be NaN.
+    assert all(bool(torch.isfinite(p).all()) for p in _state(result).values())
+    assert "step 3: non-finite gradient norm, step skipped" in (exp / "train.log").read_text()

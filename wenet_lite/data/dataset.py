@@ -1,0 +1,308 @@
+"""Cuts to training batches: audio, speed perturbation, fbank and targets, bad items counted.
+
+Bad data never stops training. Every utterance that cannot be used is skipped and counted under
+one reason of :data:`SKIP_REASONS`:
+
+- before batching (:func:`filter_cuts`, from the manifest alone, once per run): ``too_long``
+  (> ``data.max_duration``), ``too_short`` (< ``data.min_duration``), ``empty_audio`` (a
+  duration of 0), ``empty_text`` and ``no_known_pieces`` (the transcript encodes to nothing but
+  ``<unk>`` and word boundaries);
+- while loading (:class:`ASRDataset`): ``missing_audio``, ``unreadable_audio`` (corrupt or
+  truncated), ``empty_audio`` (no samples), ``silent_audio`` (every sample exactly 0: no
+  information, and log(0) features without dither), ``too_short`` (fewer fbank frames than the
+  subsampling front-end needs) and ``too_short_for_text`` (fewer encoder frames than CTC needs
+  for the transcript: one per token plus one blank between repeated tokens).
+
+Augmentation randomness is a pure function of ``(seed, epoch, cut id)`` (:func:`utterance_seed`),
+never of global RNG state or of which worker or rank loads the cut: a resumed run or another
+``num_workers`` sees the same speed factor, dither noise and SpecAugment masks.
+
+Shapes: B batch, T fbank frames, F mel bins, U target tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import Counter
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+import soundfile as sf
+import torch
+from lhotse import CutSet
+from lhotse.cut import Cut
+
+from wenet_lite.config import DataConfig, FeatureConfig, SpecAugConfig
+from wenet_lite.data.manifest import cut_text
+from wenet_lite.data.tokenizer import Tokenizer
+from wenet_lite.features.audio import AudioError, load_audio, speed_perturb
+from wenet_lite.features.fbank import compute_fbank
+from wenet_lite.features.specaug import spec_augment
+
+__all__ = [
+    "SKIP_REASONS",
+    "Batch",
+    "SkipUtterance",
+    "ASRDataset",
+    "ctc_min_frames",
+    "encoder_frames",
+    "filter_cuts",
+    "load_features",
+    "merge_counts",
+    "spec_augment_batch",
+    "subsampling_min_frames",
+    "utterance_seed",
+]
+
+SKIP_REASONS = (
+    "missing_audio",
+    "unreadable_audio",
+    "empty_audio",
+    "silent_audio",
+    "too_short",
+    "too_short_for_text",
+    "too_long",
+    "empty_text",
+    "no_known_pieces",
+)
+"""Every reason an utterance is skipped for, in the order logs and ``skipped.json`` list them."""
+
+Layers = Sequence[Tuple[int, int]]  # (kernel, stride) of each subsampling conv along time
+
+
+class SkipUtterance(Exception):
+    """An utterance is unusable; ``reason`` is one of :data:`SKIP_REASONS`."""
+
+    def __init__(self, reason: str) -> None:
+        assert reason in SKIP_REASONS, reason
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Batch(NamedTuple):
+    """Padded features and targets of the usable utterances of one sampled batch.
+
+    B may be 0 when every utterance was skipped; ``skipped`` counts them by reason.
+    """
+
+    feats: torch.Tensor  # (B, T, F) raw log-mel (CMVN runs inside the model)
+    feats_lens: torch.Tensor  # (B,)
+    targets: torch.Tensor  # (B, U) token ids, padded with 0
+    target_lens: torch.Tensor  # (B,)
+    ids: List[str]
+    texts: List[str]
+    skipped: Dict[str, int]
+
+
+def merge_counts(total: Dict[str, int], new: Dict[str, int]) -> Dict[str, int]:
+    """Add ``new`` into ``total`` (in place) and return it."""
+    for reason, n in new.items():
+        total[reason] = total.get(reason, 0) + n
+    return total
+
+
+def utterance_seed(seed: int, epoch: int, cut_id: str, purpose: str) -> int:
+    """A 63-bit seed that depends only on its arguments (stable across processes and runs;
+    Python's ``hash`` of a string is salted per process, so it cannot serve)."""
+    key = f"{seed}\x00{epoch}\x00{cut_id}\x00{purpose}".encode()
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little") >> 1
+
+
+def encoder_frames(num_frames: int, layers: Layers) -> int:
+    """Encoder frames the conv2d subsampling makes of ``num_frames`` fbank frames."""
+    for kernel, stride in layers:
+        num_frames = (num_frames - kernel) // stride + 1
+    return max(num_frames, 0)
+
+
+def subsampling_min_frames(layers: Layers) -> int:
+    """Fewest fbank frames that give one encoder frame (the front-end's right context + 1)."""
+    context, step = 0, 1
+    for kernel, stride in layers:
+        context += (kernel - 1) * step
+        step *= stride
+    return context + 1
+
+
+def ctc_min_frames(ids: Sequence[int]) -> int:
+    """Fewest frames a CTC alignment of ``ids`` needs: a blank must separate repeated tokens."""
+    return len(ids) + sum(1 for a, b in zip(ids, ids[1:]) if a == b)
+
+
+def _cheap_reason(cut: Cut, tokenizer: Tokenizer, data: DataConfig) -> Optional[str]:
+    if cut.duration <= 0:
+        return "empty_audio"
+    if cut.duration > data.max_duration:
+        return "too_long"
+    if cut.duration < data.min_duration:
+        return "too_short"
+    text = cut_text(cut)
+    if not text.strip():
+        return "empty_text"
+    if not tokenizer.has_known_pieces(tokenizer.encode(text)):
+        return "no_known_pieces"
+    return None
+
+
+def filter_cuts(
+    cuts: CutSet, tokenizer: Tokenizer, data: DataConfig
+) -> Tuple[CutSet, Dict[str, int]]:
+    """Drop utterances unusable by their manifest entry alone; returns (kept, counts by reason)."""
+    kept, counts = [], Counter()
+    for cut in cuts:
+        reason = _cheap_reason(cut, tokenizer, data)
+        if reason is None:
+            kept.append(cut)
+        else:
+            counts[reason] += 1
+    return CutSet.from_cuts(kept), dict(counts)
+
+
+def _read_cut_audio(cut: Cut, rate: int) -> np.ndarray:
+    """(N,) float32 mono samples of the cut's span at ``rate``; SkipUtterance when unusable."""
+    if not cut.has_recording:
+        raise SkipUtterance("missing_audio")
+    sources = cut.recording.sources
+    if len(sources) != 1 or sources[0].type != "file":
+        return _read_with_lhotse(cut, rate)  # URLs, in-memory audio, one file per channel
+    path = sources[0].source
+    if not os.path.isfile(path):
+        raise SkipUtterance("missing_audio")
+    try:
+        samples = load_audio(path, rate)  # (N,)
+    except AudioError:
+        raise SkipUtterance(_audio_error_reason(path)) from None
+    if cut.start > 0 or cut.duration < cut.recording.duration:
+        # A segment of a longer recording (Kaldi ``segments``): keep only its span.
+        first = int(round(cut.start * rate))
+        samples = samples[first : first + int(round(cut.duration * rate))]
+    return samples
+
+
+def _read_with_lhotse(cut: Cut, rate: int) -> np.ndarray:
+    try:
+        audio = cut.resample(rate).load_audio()  # (Ch, N)
+    except Exception:  # lhotse raises many types for a bad source; all mean "cannot read"
+        raise SkipUtterance("unreadable_audio") from None
+    return audio.mean(axis=0).astype(np.float32)
+
+
+def _audio_error_reason(path: str) -> str:
+    """load_audio failed: an empty file has a readable header that declares 0 frames."""
+    try:
+        return "empty_audio" if sf.info(path).frames == 0 else "unreadable_audio"
+    except Exception:  # soundfile raises LibsndfileError or RuntimeError for garbage
+        return "unreadable_audio"
+
+
+def load_features(
+    cut: Cut,
+    features: FeatureConfig,
+    speed_factors: Sequence[float] = (1.0,),
+    dither: float = 0.0,
+    seed: Optional[int] = None,
+) -> torch.Tensor:
+    """(T, F) fbank of one cut, speed-perturbed and dithered when asked.
+
+    ``seed`` (see :func:`utterance_seed`) drives the speed choice and the dither noise.
+    Raises SkipUtterance for unusable audio, or for fewer than 1 frame.
+    """
+    samples = _read_cut_audio(cut, features.sample_rate)  # (N,)
+    if samples.size == 0:
+        raise SkipUtterance("empty_audio")
+    if not np.any(samples):
+        raise SkipUtterance("silent_audio")
+    rng = np.random.default_rng(seed)
+    factor = float(speed_factors[rng.integers(len(speed_factors))]) if speed_factors else 1.0
+    if factor != 1.0:
+        samples = speed_perturb(samples, features.sample_rate, factor)
+    feats = compute_fbank(samples, features.sample_rate, features, dither=dither, rng=rng)
+    if feats.size(0) == 0:
+        raise SkipUtterance("too_short")
+    return feats  # (T, F)
+
+
+class ASRDataset(torch.utils.data.Dataset):
+    """Map-style dataset whose index is a sampler request ``(epoch, CutSet)``; returns a Batch.
+
+    ``train`` enables speed perturbation and dither (decoding and CMVN use neither); SpecAugment
+    runs later in the trainer (:func:`spec_augment_batch`) because it starts at an optimizer
+    step that a DataLoader worker cannot know.
+    """
+
+    def __init__(
+        self,
+        features: FeatureConfig,
+        data: DataConfig,
+        tokenizer: Tokenizer,
+        layers: Layers,
+        seed: int,
+        train: bool,
+    ) -> None:
+        self.features = features
+        self.speed_factors = tuple(data.speed_perturb) if train else (1.0,)
+        self.dither = features.dither if train else 0.0
+        self.tokenizer = tokenizer
+        self.layers = [(int(k), int(s)) for k, s in layers]
+        self.min_frames = subsampling_min_frames(self.layers)
+        self.seed = seed
+
+    def __getitem__(self, request: Tuple[int, CutSet]) -> Batch:
+        epoch, cuts = request
+        items, skipped = [], Counter()
+        for cut in cuts:
+            try:
+                items.append(self._utterance(cut, epoch))
+            except SkipUtterance as e:
+                skipped[e.reason] += 1
+        return _collate(items, self.features.num_mel_bins, dict(skipped))
+
+    def _utterance(self, cut: Cut, epoch: int) -> Tuple[str, str, torch.Tensor, List[int]]:
+        text = cut_text(cut)
+        if not text.strip():
+            raise SkipUtterance("empty_text")
+        ids = self.tokenizer.encode(text)
+        if not self.tokenizer.has_known_pieces(ids):
+            raise SkipUtterance("no_known_pieces")
+        seed = utterance_seed(self.seed, epoch, cut.id, "audio")
+        feats = load_features(cut, self.features, self.speed_factors, self.dither, seed)
+        if feats.size(0) < self.min_frames:
+            raise SkipUtterance("too_short")
+        if encoder_frames(feats.size(0), self.layers) < ctc_min_frames(ids):
+            raise SkipUtterance("too_short_for_text")
+        return cut.id, text, feats, ids
+
+
+def _collate(
+    items: List[Tuple[str, str, torch.Tensor, List[int]]], num_bins: int, skipped: Dict[str, int]
+) -> Batch:
+    b = len(items)
+    feats_lens = torch.tensor([f.size(0) for _, _, f, _ in items], dtype=torch.long)  # (B,)
+    target_lens = torch.tensor([len(t) for _, _, _, t in items], dtype=torch.long)  # (B,)
+    t_max = int(feats_lens.max()) if b else 0
+    u_max = int(target_lens.max()) if b else 0
+    feats = torch.zeros(b, t_max, num_bins)  # (B, T, F)
+    targets = torch.zeros(b, u_max, dtype=torch.long)  # (B, U)
+    for i, (_, _, f, t) in enumerate(items):
+        feats[i, : f.size(0)] = f
+        targets[i, : len(t)] = torch.tensor(t, dtype=torch.long)
+    ids = [u for u, _, _, _ in items]
+    texts = [x for _, x, _, _ in items]
+    return Batch(feats, feats_lens, targets, target_lens, ids, texts, skipped)
+
+
+def spec_augment_batch(batch: Batch, cfg: SpecAugConfig, seed: int, epoch: int) -> Batch:
+    """SpecAugment each utterance with masks drawn from ``(seed, epoch, cut id)``."""
+    feats = batch.feats.clone()  # (B, T, F)
+    for i, (cut_id, n) in enumerate(zip(batch.ids, batch.feats_lens.tolist())):
+        gen = torch.Generator().manual_seed(utterance_seed(seed, epoch, cut_id, "specaug"))
+        feats[i, :n] = spec_augment(
+            batch.feats[i, :n],
+            gen,
+            cfg.num_freq_masks,
+            cfg.max_freq_width,
+            cfg.num_time_masks,
+            cfg.max_time_width,
+        )
+    return batch._replace(feats=feats)

@@ -1,0 +1,131 @@
+"""Duration-bucketed batches, reshuffled per epoch, sharded across DDP ranks, resumable.
+
+lhotse's ``DynamicBucketingSampler`` does the bucketing (cuts of similar duration share a batch,
+so little of it is padding), the ``max_batch_seconds`` budget (total audio before padding) and
+the DDP sharding (each rank takes every world_size-th batch; all ranks get the same number of
+batches, so none waits forever in a collective at the end of an epoch). Its shuffling only
+mixes within a buffer, so each epoch first shuffles the whole cut list with
+``Random(seed, epoch)``; the duration bins are estimated once.
+
+Resume: an epoch's batches are a pure function of (cuts, seed, epoch, world_size, rank), so the
+state is just ``{"epoch", "batches_done"}``, and resuming replays the sampler (manifest only, no
+audio) past the batches already trained on. The trainer counts ``batches_done`` itself: the
+sampler runs ahead of training by the DataLoader's prefetch, so lhotse's own ``state_dict``
+would skip the batches that were prefetched but never trained on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import warnings
+from typing import Any, Dict, Iterator, List, Tuple
+
+from lhotse import CutSet
+from lhotse.dataset.sampling import DynamicBucketingSampler
+from lhotse.dataset.sampling.dynamic_bucketing import estimate_duration_buckets
+
+__all__ = ["BucketingSampler"]
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """lhotse warns that an eager CutSet saves no memory (we hold one on purpose, to shuffle
+    it whole) and, from a buffer-size heuristic meant for lazy manifests, takes the mean of
+    an empty bin list when there is one bucket."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
+class BucketingSampler:
+    """Yields ``(epoch, CutSet)`` requests for :class:`~wenet_lite.data.dataset.ASRDataset`."""
+
+    def __init__(
+        self,
+        cuts: CutSet,
+        max_batch_seconds: float,
+        num_buckets: int,
+        shuffle: bool,
+        seed: int,
+        world_size: int = 1,
+        rank: int = 0,
+    ) -> None:
+        if len(cuts) == 0:
+            raise ValueError("cannot sample batches from an empty set of utterances")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} is outside 0..{world_size - 1}")
+        self.cuts: List = list(cuts)
+        self.max_batch_seconds = max_batch_seconds
+        self.shuffle = shuffle
+        self.seed = seed
+        self.world_size = world_size
+        self.rank = rank
+        self.epoch = 1
+        self._skip = 0
+        buckets = min(num_buckets, len(self.cuts))
+        self.duration_bins = (
+            estimate_duration_buckets(self.cuts, num_buckets=buckets) if buckets > 1 else []
+        )
+
+    def set_epoch(self, epoch: int) -> None:
+        """Choose the epoch (1-based) whose batches the next iteration yields."""
+        if epoch != self.epoch:
+            self._skip = 0
+        self.epoch = epoch
+
+    def _epoch_batches(self) -> Iterator[CutSet]:
+        order = list(self.cuts)
+        if self.shuffle:
+            random.Random(f"{self.seed}/{self.epoch}").shuffle(order)
+        with _quiet():
+            sampler = DynamicBucketingSampler(
+                CutSet.from_cuts(order),
+                max_duration=self.max_batch_seconds,
+                duration_bins=self.duration_bins,
+                shuffle=self.shuffle,
+                drop_last=False,
+                world_size=self.world_size,
+                rank=self.rank,
+                seed=self.seed,
+            )
+        sampler.set_epoch(self.epoch)
+        with _quiet():
+            iter(sampler)  # builds the bucketer (which warns too) and returns the sampler
+        # next() only: a for loop would call iter() again and rebuild it outside _quiet.
+        while True:
+            try:
+                yield next(sampler)
+            except StopIteration:
+                return
+
+    def __iter__(self) -> Iterator[Tuple[int, CutSet]]:
+        skip, self._skip = self._skip, 0
+        for i, batch in enumerate(self._epoch_batches()):
+            if i >= skip:
+                yield self.epoch, batch
+
+    def num_batches(self) -> int:
+        """Batches this rank gets in the current epoch (replays the sampler; no audio read)."""
+        return sum(1 for _ in self._epoch_batches())
+
+    def state_dict(self, batches_done: int) -> Dict[str, int]:
+        """The resume point after training on ``batches_done`` batches of the current epoch."""
+        return {
+            "epoch": self.epoch,
+            "batches_done": batches_done,
+            "num_cuts": len(self.cuts),
+            "world_size": self.world_size,
+        }
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Make the next iteration continue the saved epoch after its ``batches_done``."""
+        for key, now in (("num_cuts", len(self.cuts)), ("world_size", self.world_size)):
+            if int(state[key]) != now:
+                raise ValueError(
+                    f"cannot resume the sampler: the checkpoint was written with {key} "
+                    f"{state[key]}, this run has {now}; the batches would differ"
+                )
+        self.epoch = int(state["epoch"])
+        self._skip = int(state["batches_done"])

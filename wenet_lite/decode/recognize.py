@@ -1,0 +1,315 @@
+"""Batch decoding of a cuts manifest with WER/CER scoring: what `wenet-lite decode` runs.
+
+Utterances are sorted by duration and decoded in padded batches (little padding, so batching
+costs almost nothing and the encoder runs on large matrices). Three encoder modes:
+
+- full context (``chunk_size <= 0``);
+- chunk-masked: the whole utterance in one forward with the streaming attention mask;
+- ``simulate_streaming``: chunk by chunk with caches (``forward_chunk_by_chunk``), exactly what
+  a streaming recogniser computes; it equals the chunk-masked mode up to float rounding.
+
+An utterance whose audio cannot be read (missing, not audio, empty, truncated, NaN) is reported
+with its file named and left out of the scores; the others are still decoded.
+
+Outputs in ``out_dir``: ``hyp.txt`` (``id text``), ``details.txt`` (per utterance: WER line,
+aligned ref/hyp/op rows, confidence, tokens with start times), ``summary.txt`` (settings,
+WER, CER with S/D/I, utterance and failure counts, RTF), ``errors.txt`` for failures and, for
+prefix beam search with nbest > 1, ``nbest.txt`` (``id rank log-probability text``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+from lhotse.cut import Cut
+
+from wenet_lite.config import ExperimentConfig
+from wenet_lite.data.manifest import cut_text, load_cuts
+from wenet_lite.data.tokenizer import Tokenizer, normalize_text
+from wenet_lite.decode.ctc_search import (
+    Hypothesis,
+    ctc_greedy_search,
+    ctc_prefix_beam_search,
+    frames_to_seconds,
+)
+from wenet_lite.decode.result import spell
+from wenet_lite.decode.streaming import SearchMode, check_chunked_decoding
+from wenet_lite.decode.wer import UtteranceScore, format_details, format_summary, score_utterance
+from wenet_lite.features.audio import AudioError, load_audio
+from wenet_lite.features.fbank import compute_fbank
+from wenet_lite.model import ASRModel
+
+__all__ = [
+    "DecodeOptions",
+    "DecodeReport",
+    "UtteranceResult",
+    "decode_cuts",
+    "decode_model",
+    "default_out_dir",
+    "write_report",
+]
+
+_log = logging.getLogger(__name__)
+Pathlike = Union[str, Path]
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    search: SearchMode = "greedy"
+    beam_size: Optional[int] = None
+    """prefix beam size; None: the model config's decode.beam_size"""
+    nbest: Optional[int] = None
+    """prefix_beam: hypotheses written to nbest.txt; None: the config's decode.nbest"""
+    chunk_size: int = 0
+    """encoder frames per chunk; <= 0 for full context"""
+    left_chunks: int = -1
+    """chunks of history each chunk sees (-1: all)"""
+    simulate_streaming: bool = False
+    """run the encoder chunk by chunk with caches instead of one chunk-masked forward"""
+    batch_seconds: float = 100.0
+    """padded audio seconds per batch"""
+
+    def __post_init__(self) -> None:
+        if self.search not in ("greedy", "prefix_beam"):
+            raise ValueError(f"search must be 'greedy' or 'prefix_beam', got {self.search!r}")
+        if self.beam_size is not None and self.beam_size < 1:
+            raise ValueError(f"beam_size must be >= 1, got {self.beam_size}")
+        if self.nbest is not None and not 1 <= self.nbest <= (self.beam_size or self.nbest):
+            raise ValueError(f"nbest must be in 1..beam_size ({self.beam_size}), got {self.nbest}")
+        if self.left_chunks < -1:
+            raise ValueError(f"left_chunks must be -1 or >= 0, got {self.left_chunks}")
+        if self.simulate_streaming and self.chunk_size <= 0:
+            raise ValueError("simulate_streaming needs a chunk_size > 0")
+        if self.batch_seconds <= 0:
+            raise ValueError(f"batch_seconds must be positive, got {self.batch_seconds}")
+
+    def describe(self) -> str:
+        search = "greedy" if self.search == "greedy" else f"prefix_beam (beam {self.beam_size})"
+        if self.chunk_size <= 0:
+            return f"search {search}, full context"
+        how = "simulated streaming" if self.simulate_streaming else "chunk-masked"
+        return f"search {search}, chunk {self.chunk_size}, left {self.left_chunks}, {how}"
+
+
+@dataclass(frozen=True)
+class UtteranceResult:
+    utt_id: str
+    text: str
+    hyp: Hypothesis
+    pieces: List[str]
+    """sentencepiece pieces of ``hyp.tokens``"""
+    token_times: List[float]
+    """seconds, one per token"""
+    score: UtteranceScore
+    nbest: List[Tuple[float, str]]
+    """prefix_beam: (log-probability, text) of the n best, best first; [] for greedy"""
+
+
+@dataclass
+class DecodeReport:
+    results: List[UtteranceResult]
+    failures: List[Tuple[str, str]]
+    """(utterance id, error message naming the file)"""
+    audio_seconds: float
+    wall_seconds: float
+    options: DecodeOptions
+
+    @property
+    def rtf(self) -> float:
+        """Wall seconds (audio reading and features included) per second of decoded audio."""
+        return self.wall_seconds / max(self.audio_seconds, 1e-9)
+
+    def summary_lines(self) -> List[str]:
+        return [
+            self.options.describe(),
+            *format_summary([r.score for r in self.results]),
+            f"failed {len(self.failures)}",
+            f"audio {self.audio_seconds:.2f} s, wall {self.wall_seconds:.2f} s, RTF {self.rtf:.4f}",
+        ]
+
+
+def decode_cuts(
+    model_path: Pathlike,
+    data: Pathlike,
+    out_dir: Pathlike,
+    options: DecodeOptions,
+    device: Union[str, torch.device] = "cpu",
+) -> DecodeReport:
+    """Decode the cuts in ``data`` (a dir holding cuts.jsonl.gz, or the file) and write
+    ``hyp.txt``, ``details.txt``, ``summary.txt`` (and ``errors.txt``) to ``out_dir``."""
+    from wenet_lite.model_io import load_model
+
+    model, tokenizer, cfg = load_model(model_path, torch.device(device))
+    if options.chunk_size > 0:
+        check_chunked_decoding(cfg, options.simulate_streaming, str(model_path))
+    cuts = list(load_cuts(data))
+    report = decode_model(model, tokenizer, cfg, cuts, options)
+    header = [f"model {model_path}", f"data {data}"]
+    write_report(report, out_dir, header)
+    return report
+
+
+def decode_model(
+    model: ASRModel,
+    tokenizer: Tokenizer,
+    cfg: ExperimentConfig,
+    cuts: Sequence[Cut],
+    options: DecodeOptions,
+) -> DecodeReport:
+    """Decode lhotse cuts with a model in memory (see the module docstring)."""
+    if options.beam_size is None:
+        options = dataclasses.replace(options, beam_size=cfg.decode.beam_size)
+    if options.nbest is None:
+        options = dataclasses.replace(options, nbest=min(cfg.decode.nbest, options.beam_size))
+    results: List[UtteranceResult] = []
+    failures: List[Tuple[str, str]] = []
+    audio_seconds = 0.0
+    start = time.perf_counter()
+    was_training = model.training  # a trainer may decode mid-training: restore its mode
+    model.eval()
+    try:
+        for batch in _batches(cuts, options.batch_seconds):
+            feats, kept = [], []
+            for cut in batch:
+                try:
+                    feats.append(_cut_features(cut, cfg))
+                    kept.append(cut)
+                except AudioError as e:
+                    _log.warning("%s skipped: %s", cut.id, e)
+                    failures.append((cut.id, str(e)))
+            for cut, hyps in zip(kept, _decode_batch(model, feats, options) if kept else []):
+                results.append(_utterance_result(cut, hyps, tokenizer, model, cfg))
+                audio_seconds += cut.duration
+    finally:
+        model.train(was_training)
+    results.sort(key=lambda r: r.utt_id)
+    wall = time.perf_counter() - start
+    return DecodeReport(results, failures, audio_seconds, wall, options)
+
+
+def _batches(cuts: Sequence[Cut], batch_seconds: float) -> Iterator[List[Cut]]:
+    """Longest first (an out-of-memory batch shows up at once), at most ``batch_seconds`` of
+    padded audio each (a longer utterance gets a batch of its own)."""
+    batch: List[Cut] = []
+    for cut in sorted(cuts, key=lambda c: c.duration, reverse=True):
+        if batch and (len(batch) + 1) * batch[0].duration > batch_seconds:
+            yield batch
+            batch = []
+        batch.append(cut)
+    if batch:
+        yield batch
+
+
+def _cut_samples(cut: Cut, rate: int) -> np.ndarray:
+    """(N,) float32 samples of a cut, the whole file or a segment of it (Kaldi segments)."""
+    sources = cut.recording.sources if cut.has_recording else []
+    if len(sources) != 1 or sources[0].type != "file":
+        raise AudioError(f"{cut.id}: only cuts with a single audio file are supported")
+    path = sources[0].source
+    samples = load_audio(path, rate)
+    whole = cut.start == 0 and abs(cut.duration - cut.recording.duration) < 1e-3
+    if not whole:
+        first = int(round(cut.start * rate))
+        samples = samples[first : first + int(round(cut.duration * rate))]
+        if samples.size == 0:
+            raise AudioError(f"{path}: segment {cut.id} at {cut.start:.2f} s lies past its end")
+    return samples
+
+
+def _cut_features(cut: Cut, cfg: ExperimentConfig) -> torch.Tensor:
+    rate = cfg.features.sample_rate
+    return compute_fbank(_cut_samples(cut, rate), rate, cfg.features)  # (T_in, F)
+
+
+@torch.inference_mode()
+def _decode_batch(
+    model: ASRModel, feats: List[torch.Tensor], options: DecodeOptions
+) -> List[List[Hypothesis]]:
+    """The n best hypotheses of each utterance (one for greedy search)."""
+    encoder = model.encoder
+    device = encoder.cmvn.mean.device
+    lens = torch.tensor([f.size(0) for f in feats])
+    # Very short utterances give no encoder frame; pad so the conv front-end still runs.
+    width = max(int(lens.max()), encoder.subsampling.right_context + 1)
+    batch = feats[0].new_zeros(len(feats), width, feats[0].size(1))  # (B, T_in, F)
+    for i, f in enumerate(feats):
+        batch[i, : f.size(0)] = f
+    batch, lens = batch.to(device), lens.to(device)
+    c, n = options.chunk_size, options.left_chunks
+    if options.simulate_streaming:
+        out = encoder.forward_chunk_by_chunk(batch, c, n, lens)  # (B, T, D)
+        log_probs, out_lens = model.ctc(out), encoder.subsampling.output_lengths(lens)
+    else:
+        log_probs, out_lens = model.ctc_log_probs(batch, lens, c, n)  # (B, T, V)
+    log_probs, out_lens = log_probs.float().cpu(), out_lens.cpu()
+    if options.search == "greedy":
+        return [[hyp] for hyp in ctc_greedy_search(log_probs, out_lens)]
+    beam, nbest = options.beam_size, options.nbest
+    assert beam is not None and nbest is not None, "decode_model resolves them"
+    return [
+        ctc_prefix_beam_search(log_probs[i, :t], beam, nbest)
+        for i, t in enumerate(out_lens.tolist())
+    ]
+
+
+def _utterance_result(
+    cut: Cut, hyps: List[Hypothesis], tokenizer: Tokenizer, model: ASRModel, cfg: ExperimentConfig
+) -> UtteranceResult:
+    hyp = hyps[0]
+    text = spell(tokenizer, hyp.tokens)
+    rate = model.encoder.subsampling.rate
+    times = frames_to_seconds(hyp.timestamps, rate, cfg.features.frame_shift_ms / 1000)
+    score = score_utterance(cut.id, normalize_text(cut_text(cut)), text)
+    pieces = [tokenizer.id_to_piece(i) for i in hyp.tokens]
+    nbest = [(h.score, spell(tokenizer, h.tokens)) for h in hyps] if len(hyps) > 1 else []
+    times = [round(t, 6) for t in times]
+    return UtteranceResult(cut.id, text, hyp, pieces, times, score, nbest)
+
+
+def write_report(report: DecodeReport, out_dir: Pathlike, header: Sequence[str] = ()) -> None:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "hyp.txt", "w", encoding="utf-8") as f:
+        for r in report.results:
+            f.write(f"{r.utt_id} {r.text}".rstrip() + "\n")
+    with open(out / "details.txt", "w", encoding="utf-8") as f:
+        for r in report.results:
+            f.write("\n".join(_details(r)) + "\n\n")
+    (out / "summary.txt").write_text("\n".join([*header, *report.summary_lines()]) + "\n")
+    if any(r.nbest for r in report.results):
+        with open(out / "nbest.txt", "w", encoding="utf-8") as f:
+            for r in report.results:
+                for rank, (score, text) in enumerate(r.nbest, 1):
+                    f.write(f"{r.utt_id} {rank} {score:.4f} {text}".rstrip() + "\n")
+    errors = out / "errors.txt"
+    if report.failures:
+        errors.write_text("".join(f"{utt} {msg}\n" for utt, msg in report.failures))
+    elif errors.exists():
+        errors.unlink()  # a stale list from an earlier run would mislead
+
+
+def _details(r: UtteranceResult) -> List[str]:
+    tokens = " ".join(f"{t}@{s:.2f}" for t, s in zip(r.pieces, r.token_times))
+    return [
+        *format_details(r.score),
+        f"{r.utt_id} confidence: {r.hyp.confidence:.3f}",
+        f"{r.utt_id} token@seconds: {tokens}".rstrip(),
+    ]
+
+
+def default_out_dir(model_path: Pathlike, data: Pathlike, options: DecodeOptions) -> Path:
+    """``<model dir>/decode_<data>_<search>[_chunkC_leftN[_sim]]``."""
+    tag = f"{Path(data).name.replace('.jsonl.gz', '')}_{options.search}"
+    if options.search == "prefix_beam":
+        tag += f"{options.beam_size}"
+    if options.chunk_size > 0:
+        tag += f"_chunk{options.chunk_size}_left{options.left_chunks}"
+        tag += "_sim" if options.simulate_streaming else ""
+    return Path(model_path).parent / f"decode_{tag}"

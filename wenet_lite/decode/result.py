@@ -1,0 +1,133 @@
+"""What a recogniser returns: text, tokens and words with times in seconds, and a confidence.
+
+Token times come from CTC search (``Hypothesis.timestamps``: the first encoder frame of each
+token's run on the best alignment). CTC posteriors are spiky, so a token's time is when the
+model committed to it, usually a little after the sound starts. Words are runs of tokens split
+at sentencepiece's word-start marker '▁'; a word ends one encoder frame after its last token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Sequence
+
+from wenet_lite.data.tokenizer import Tokenizer
+from wenet_lite.decode.ctc_search import Hypothesis, frames_to_seconds
+
+__all__ = ["Word", "Result", "make_result", "merge_results", "spell"]
+
+_WORD_START = "\u2581"  # sentencepiece's '▁'
+
+
+@dataclass(frozen=True)
+class Word:
+    text: str
+    start: float
+    """seconds from the start of the stream: time of the word's first token"""
+    end: float
+    """seconds: one encoder frame after the word's last token"""
+
+
+@dataclass(frozen=True)
+class Result:
+    """A recognised segment (or a whole stream, see :func:`merge_results`)."""
+
+    text: str
+    token_ids: List[int]
+    tokens: List[str]
+    """sentencepiece pieces of ``token_ids``"""
+    timestamps: List[float]
+    """seconds from the start of the stream, one per token"""
+    words: List[Word]
+    confidence: float
+    """in [0, 1], see ``Hypothesis.confidence``"""
+    start: float
+    """seconds: where the segment starts in the stream"""
+    end: float
+    """seconds: how far the segment's decoded audio reaches"""
+    is_final: bool
+    """False for a partial result, which may still change"""
+
+
+def make_result(
+    hyp: Hypothesis,
+    tokenizer: Tokenizer,
+    first_frame: int,
+    num_frames: int,
+    subsampling_rate: int,
+    frame_shift_s: float,
+    is_final: bool,
+) -> Result:
+    """Turn a segment's hypothesis into a :class:`Result`.
+
+    Args:
+        hyp: search result over the segment's encoder frames (timestamps relative to it).
+        first_frame: index in the stream of the segment's first encoder frame.
+        num_frames: encoder frames decoded in the segment.
+    """
+    frames = [first_frame + t for t in hyp.timestamps]
+    times = _seconds(frames, subsampling_rate, frame_shift_s)
+    start, end = _seconds([first_frame, first_frame + num_frames], subsampling_rate, frame_shift_s)
+    pieces = [tokenizer.id_to_piece(i) for i in hyp.tokens]
+    frame_s = subsampling_rate * frame_shift_s
+    return Result(
+        text=spell(tokenizer, hyp.tokens),
+        token_ids=list(hyp.tokens),
+        tokens=pieces,
+        timestamps=times,
+        words=_words(hyp.tokens, pieces, times, tokenizer, frame_s),
+        confidence=hyp.confidence,
+        start=start,
+        end=end,
+        is_final=is_final,
+    )
+
+
+def spell(tokenizer: Tokenizer, ids: Sequence[int]) -> str:
+    """Text of token ids with whitespace collapsed (a hypothesis may hold a bare '▁' piece
+    next to a word-start piece, which sentencepiece spells as two spaces)."""
+    return " ".join(tokenizer.decode(ids).split())
+
+
+def _seconds(frames: Sequence[int], subsampling_rate: int, frame_shift_s: float) -> List[float]:
+    # Rounded to the microsecond so that 58 * 0.04 prints as 2.32, not 2.3200000000000003.
+    return [round(t, 6) for t in frames_to_seconds(frames, subsampling_rate, frame_shift_s)]
+
+
+def _words(
+    ids: Sequence[int],
+    pieces: Sequence[str],
+    times: Sequence[float],
+    tokenizer: Tokenizer,
+    frame_s: float,
+) -> List[Word]:
+    groups: List[List[int]] = []  # token positions of each word
+    for i, piece in enumerate(pieces):
+        if not groups or piece.startswith(_WORD_START):
+            groups.append([])
+        groups[-1].append(i)
+    words = []
+    for group in groups:
+        text = tokenizer.decode([ids[i] for i in group]).strip()
+        if text:  # a bare '▁' at the end of a char-model hypothesis spells nothing
+            words.append(Word(text, times[group[0]], round(times[group[-1]] + frame_s, 6)))
+    return words
+
+
+def merge_results(results: Sequence[Result], is_final: bool) -> Result:
+    """One result for consecutive segments of a stream: texts joined with a space."""
+    ids = [i for r in results for i in r.token_ids]
+    # Token-weighted mean; without any token, the plain mean of the blank-path confidences.
+    weights = [len(r.token_ids) if ids else 1 for r in results]
+    confidence = sum(w * r.confidence for w, r in zip(weights, results)) / max(sum(weights), 1)
+    return Result(
+        text=" ".join(r.text for r in results if r.text),
+        token_ids=ids,
+        tokens=[p for r in results for p in r.tokens],
+        timestamps=[t for r in results for t in r.timestamps],
+        words=[w for r in results for w in r.words],
+        confidence=confidence if results else 1.0,
+        start=results[0].start if results else 0.0,
+        end=results[-1].end if results else 0.0,
+        is_final=is_final,
+    )

@@ -1,0 +1,207 @@
+"""`wenet-lite stream`: audio files and stdin through a :class:`StreamingRecognizer`.
+
+Inputs are read piece by piece (constant memory for any length): audio files of any sample
+rate, mono or stereo, in chunk-sized blocks, and ``-``, raw 16-bit little-endian mono PCM on
+stdin at ``sample_rate`` in 100 ms blocks, e.g. a live microphone::
+
+    arecord -t raw -f S16_LE -r 16000 -c 1 - | wenet-lite stream --model exp/u2/avg.pt -
+
+Up to ``max_streams`` inputs are decoded concurrently, batched through one encoder call.
+
+Output, text mode: partial hypotheses on stderr whenever they change (``NAME ... TEXT``), and
+each final segment on stdout: ``NAME START-END TEXT`` then an indented line of
+``WORD START-END`` entries. With ``json_lines``: one JSON object per line on stdout, ``type``
+``partial``, ``final`` (with words, tokens, token times and confidence) or ``error``. Every input
+that is decoded ends with at least one final, empty if nothing was recognised.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from typing import IO, BinaryIO, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from wenet_lite.decode.result import Result
+from wenet_lite.decode.streaming import Stream, StreamingRecognizer
+from wenet_lite.features.audio import AudioError, read_audio_blocks, read_pcm16
+
+__all__ = ["STDIN", "stream_inputs"]
+
+STDIN = "-"
+_STDIN_BLOCK_S = 0.1  # a live source delivers audio in small pieces; latency is chunk + this
+
+
+@dataclass
+class _Active:
+    name: str
+    blocks: Iterator[Tuple[np.ndarray, int]]
+    stream: Stream
+    shown_finals: int = 0
+    last_partial: str = ""
+    finished: bool = False
+    error: Optional[str] = None
+
+
+def _pcm_blocks(stdin: BinaryIO, sample_rate: int) -> Iterator[Tuple[np.ndarray, int]]:
+    block = max(1, int(sample_rate * _STDIN_BLOCK_S))
+    while True:
+        samples = read_pcm16(stdin, block)
+        if samples.size == 0:
+            return
+        yield samples, sample_rate
+
+
+class _Printer:
+    def __init__(self, json_lines: bool, out: IO[str], err: IO[str]) -> None:
+        self.json_lines, self.out, self.err = json_lines, out, err
+
+    def partial(self, name: str, result: Result) -> None:
+        if self.json_lines:
+            self._json({"type": "partial", "file": name, "start": result.start,
+                        "text": result.text})  # fmt: skip
+        else:
+            print(f"{name} ... {result.text}", file=self.err, flush=True)
+
+    def final(self, name: str, index: int, r: Result) -> None:
+        if self.json_lines:
+            words = [{"word": w.text, "start": w.start, "end": w.end} for w in r.words]
+            self._json({
+                "type": "final", "file": name, "segment": index, "start": r.start,
+                "end": r.end, "text": r.text, "confidence": round(r.confidence, 4),
+                "words": words, "tokens": r.tokens, "timestamps": r.timestamps,
+            })  # fmt: skip
+            return
+        print(f"{name} {r.start:.2f}-{r.end:.2f} {r.text}".rstrip(), file=self.out, flush=True)
+        if r.words:
+            words = "  ".join(f"{w.text} {w.start:.2f}-{w.end:.2f}" for w in r.words)
+            print(f"    {words}", file=self.out, flush=True)
+
+    def error(self, name: str, message: str) -> None:
+        print(f"wenet-lite stream: error: {message}", file=self.err, flush=True)
+        if self.json_lines:
+            self._json({"type": "error", "file": name, "error": message})
+
+    def _json(self, obj: dict) -> None:
+        print(json.dumps(obj, ensure_ascii=False), file=self.out, flush=True)
+
+
+def stream_inputs(
+    recognizer: StreamingRecognizer,
+    inputs: Sequence[str],
+    *,
+    json_lines: bool = False,
+    max_streams: int = 1,
+    sample_rate: int = 16000,
+    out: Optional[IO[str]] = None,
+    err: Optional[IO[str]] = None,
+    stdin: Optional[BinaryIO] = None,
+) -> int:
+    """Stream every input (paths, or ``-`` for PCM on stdin); returns how many failed.
+
+    A failing input is reported (its file named) and the others are still decoded. Ctrl-C
+    (KeyboardInterrupt) ends the inputs being decoded: what arrived is decoded and printed
+    before the interrupt propagates.
+    """
+    if max_streams < 1:
+        raise ValueError(f"max_streams must be >= 1, got {max_streams}")
+    if list(inputs).count(STDIN) > 1:
+        raise ValueError("'-' (stdin) can be given only once")
+    printer = _Printer(json_lines, out or sys.stdout, err or sys.stderr)
+    session = _Session(recognizer, printer, sample_rate, stdin)
+    pending = list(inputs)[::-1]
+    try:
+        while pending or session.active:
+            while pending and len(session.active) < max_streams:
+                session.open(pending.pop())
+            session.step()
+    except KeyboardInterrupt:
+        session.finish_all()
+        raise
+    return session.failed
+
+
+class _Session:
+    """The inputs being decoded, fed and decoded in lockstep."""
+
+    def __init__(
+        self,
+        recognizer: StreamingRecognizer,
+        printer: _Printer,
+        sample_rate: int,
+        stdin: Optional[BinaryIO],
+    ) -> None:
+        self.rec, self.printer = recognizer, printer
+        self.sample_rate, self.stdin = sample_rate, stdin
+        self.active: List[_Active] = []
+        self.failed = 0
+        # Files are read a chunk at a time, so partial results appear chunk by chunk.
+        self.block_s = (
+            recognizer.chunk_size * recognizer.subsampling_rate * recognizer.frame_shift_s
+        )
+
+    def open(self, name: str) -> None:
+        if name == STDIN:
+            blocks = _pcm_blocks(self.stdin or sys.stdin.buffer, self.sample_rate)
+        else:
+            blocks = read_audio_blocks(name, block_seconds=self.block_s)
+        self.active.append(_Active(name, blocks, self.rec.create_stream()))
+
+    def step(self) -> None:
+        """Feed every input one block, decode all ready chunks, print, retire finished ones."""
+        for a in self.active:
+            _feed(a)
+        for a in [a for a in self.active if a.error is not None]:
+            self.printer.error(a.name, a.error or "")
+            self.failed += 1
+            self.active.remove(a)
+        self._decode()
+
+    def finish_all(self) -> None:
+        for a in self.active:
+            a.stream.input_finished()
+        self._decode()
+
+    def _decode(self) -> None:
+        while self.rec.decode_streams([a.stream for a in self.active]):
+            for a in self.active:
+                _show(a, self.printer)
+        for a in [a for a in self.active if a.stream.done]:
+            _show(a, self.printer)
+            if a.shown_finals == 0:  # every decoded input gets a final line, empty or not
+                self.printer.final(a.name, 0, a.stream.result())
+            self.active.remove(a)
+
+
+def _feed(a: _Active) -> None:
+    """Give a stream its next block of audio, or end its input."""
+    if a.finished:
+        return
+    try:
+        block = next(a.blocks, None)
+        if block is None:
+            a.finished = True
+            a.stream.input_finished()
+        else:
+            a.stream.accept_waveform(block[1], block[0])
+    except (AudioError, ValueError) as e:
+        # AudioError names the file; anything else from the stream gets the name added.
+        a.error = str(e) if isinstance(e, AudioError) else f"{a.name}: {e}"
+
+
+def _show(a: _Active, printer: _Printer) -> None:
+    """Print a stream's new final segments and its partial result if it changed."""
+    if a.stream.num_final_results > a.shown_finals:
+        for r in a.stream.final_results[a.shown_finals :]:
+            printer.final(a.name, a.shown_finals, r)
+            a.shown_finals += 1
+        a.last_partial = ""
+    if a.stream.done:
+        return
+    partial = a.stream.partial_result()
+    if partial.text != a.last_partial:
+        a.last_partial = partial.text
+        if partial.text:
+            printer.partial(a.name, partial)

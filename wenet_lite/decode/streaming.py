@@ -1,0 +1,399 @@
+"""Streaming recognition: online fbank, chunk-by-chunk encoding with caches, CTC search and
+endpointing, with many streams batched through one encoder call.
+
+Shapes: B streams in a batch, W_in input (fbank) frames of a chunk's window, F fbank bins,
+C encoder frames per chunk, M cached frames, L layers, H heads, d_k head dim, V vocabulary.
+
+A stream is exact: its tokens equal those of ``ConformerEncoder.forward_chunk_by_chunk`` over
+the offline features of the whole audio (and so the chunk-masked full forward), whatever sizes
+the audio arrives in, whether it is batched with other streams, and at any input sample rate
+(soxr's streaming resampler gives the same samples as resampling the whole file). The last,
+partial window at ``input_finished`` is zero-padded with its true length passed as
+``window_lens``, which masks exactly what ``forward_chunk_by_chunk``'s shorter window leaves
+out. When an endpoint closes a segment the encoder state and the search restart (as the WeNet
+and sherpa-onnx runtimes do): the next segment is decoded as if its audio started at that
+chunk, which keeps the context within what the model was trained on and bounds the attention
+cache even with unlimited left context.
+
+Memory per stream: with ``left_chunks >= 0`` the caches have a fixed size and fbank frames
+are discarded once no window needs them, so an endless stream runs in constant memory and
+time per chunk. With ``left_chunks = -1`` the attention cache grows until the next endpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import List, Literal, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import soxr
+import torch
+
+from wenet_lite.config import ExperimentConfig
+from wenet_lite.data.tokenizer import Tokenizer
+from wenet_lite.decode.ctc_search import (
+    BLANK,
+    Hypothesis,
+    StreamingGreedySearch,
+    StreamingPrefixBeamSearch,
+)
+from wenet_lite.decode.endpoint import EndpointConfig, detect_endpoint
+from wenet_lite.decode.result import Result, make_result, merge_results
+from wenet_lite.decode.stream_batch import PositionTables, State, StateBatcher
+from wenet_lite.features.fbank import OnlineFbank
+from wenet_lite.model import ASRModel
+
+__all__ = ["SearchMode", "Stream", "StreamingRecognizer", "check_chunked_decoding"]
+
+SearchMode = Literal["greedy", "prefix_beam"]
+_log = logging.getLogger(__name__)
+_SOXR_QUALITY = "HQ"  # as features.audio.load_audio, so streamed and offline samples agree
+
+
+def check_chunked_decoding(cfg: ExperimentConfig, streaming: bool, source: str) -> None:
+    """Refuse or warn about chunked decoding of a model not trained for it.
+
+    A non-causal conv sees future frames: chunk-by-chunk decoding cannot run (ValueError when
+    ``streaming``) and a chunk-masked forward runs but matches no streaming condition (warning).
+    A causal model trained only with full context streams exactly, but not accurately (warning).
+    """
+    if not cfg.encoder.causal_conv:
+        message = (
+            f"{source} was trained full-context (encoder.causal_conv: false): its convolution "
+            "sees future frames, so chunked decoding will not match streaming or its training"
+        )
+        if streaming:
+            raise ValueError(f"{message}; decode it without --chunk-size / streaming")
+        _log.warning("%s", message)
+    elif cfg.encoder.chunk.mode == "full":
+        _log.warning(
+            "%s was trained with full context only (encoder.chunk.mode: full): chunked decoding "
+            "is exact but its accuracy may be poor",
+            source,
+        )
+
+
+class Stream:
+    """One audio stream being recognised; create it with ``StreamingRecognizer.create_stream``.
+
+    Feed audio with :meth:`accept_waveform`, call :meth:`input_finished` at its end, and let
+    ``StreamingRecognizer.decode_streams`` consume it while :attr:`is_ready`. Results:
+    :meth:`partial_result` (the open segment), :attr:`final_results` (closed segments) and
+    :meth:`result` (everything). Frame bookkeeping is in fbank frames ("input frames").
+    """
+
+    def __init__(self, recognizer: StreamingRecognizer) -> None:
+        self._rec = recognizer
+        self.fbank = OnlineFbank(recognizer.cfg.features)
+        """Online features; frames before the next window are discarded as decoding goes."""
+        self._resampler: Optional[soxr.ResampleStream] = None
+        self._input_rate: Optional[int] = None
+        self._next_frame = 0  # first input frame of the next chunk's window
+        self._kept_from = 0  # fbank frames before this are discarded
+        self._closed: List[Tuple[Hypothesis, int, int]] = []  # (hyp, first frame, frames)
+        self._finals: List[Result] = []  # results of self._closed[: len(self._finals)]
+        self._done = False
+        self._start_segment()
+
+    def _start_segment(self) -> None:
+        rec = self._rec
+        self._state: State = rec.model.encoder.init_state(1, rec.chunk_size, rec.left_chunks)
+        self._search = rec._new_search()
+        self._hyp = Hypothesis([], 0.0, [], 1.0)
+        self._segment_start = self._next_frame // rec.subsampling_rate  # encoder frame
+        self._segment_frames = 0  # encoder frames decoded in this segment
+        self._trailing_blanks = 0
+
+    def accept_waveform(self, sample_rate: int, samples: np.ndarray) -> None:
+        """Append (N,) mono float samples in [-1, 1] at ``sample_rate`` Hz (any rate; it must
+        not change within a stream). Values beyond full scale are clipped, as on file input."""
+        if self.fbank.finished:
+            raise RuntimeError("accept_waveform called after input_finished")
+        x = np.asarray(samples, dtype=np.float32)
+        if x.ndim != 1:
+            raise ValueError(f"expected mono samples of shape (N,), got shape {x.shape}")
+        if not np.all(np.isfinite(x)):
+            raise ValueError("samples contain NaN or inf")
+        target = self.fbank.cfg.sample_rate
+        if self._input_rate is None:
+            self._input_rate = sample_rate
+            if sample_rate != target:
+                self._resampler = soxr.ResampleStream(
+                    sample_rate, target, 1, dtype="float32", quality=_SOXR_QUALITY
+                )
+        elif sample_rate != self._input_rate:
+            raise ValueError(
+                f"a stream's sample rate cannot change: got {sample_rate} Hz after "
+                f"{self._input_rate} Hz"
+            )
+        if self._resampler is not None:
+            x = self._resampler.resample_chunk(x)
+        self.fbank.accept_waveform(target, np.clip(x, -1.0, 1.0))
+
+    def input_finished(self) -> None:
+        """No more audio: the rest is decoded (a last partial chunk included) and closed."""
+        if self.fbank.finished:
+            return
+        if self._resampler is not None:
+            tail = self._resampler.resample_chunk(np.zeros(0, np.float32), last=True)
+            self.fbank.accept_waveform(self.fbank.cfg.sample_rate, np.clip(tail, -1.0, 1.0))
+        self.fbank.input_finished()
+        self._check_done()
+
+    @property
+    def is_ready(self) -> bool:
+        """Whether a chunk can be decoded now: a full window, or a last partial one."""
+        if self._done:
+            return False
+        available = self.fbank.num_frames_ready - self._next_frame
+        if available >= self._rec.window_size:
+            return True
+        return self.fbank.finished and available >= self._rec.min_window_size
+
+    @property
+    def done(self) -> bool:
+        """True once the input is finished and fully decoded."""
+        return self._done
+
+    @property
+    def state(self) -> State:
+        """The encoder state (att_cache, conv_cache, cache_len, cache_limit), batch of one."""
+        return self._state
+
+    @property
+    def buffered_frames(self) -> int:
+        """fbank frames held in memory."""
+        return self.fbank.num_frames_ready - self._kept_from
+
+    @property
+    def final_results(self) -> List[Result]:
+        """Closed segments that hold at least one token, in order."""
+        for closed in self._closed[len(self._finals) :]:  # spelled once, when first asked for
+            self._finals.append(self._make_result(*closed, is_final=True))
+        return list(self._finals)
+
+    @property
+    def num_final_results(self) -> int:
+        """``len(final_results)``, without building them."""
+        return len(self._closed)
+
+    def partial_result(self) -> Result:
+        """The open segment so far (empty once the stream is done)."""
+        return self._make_result(
+            self._hyp, self._segment_start, self._segment_frames, is_final=False
+        )
+
+    def _make_result(self, hyp: Hypothesis, first: int, frames: int, is_final: bool) -> Result:
+        rec = self._rec
+        tokenizer = rec._need_tokenizer()
+        return make_result(
+            hyp, tokenizer, first, frames, rec.subsampling_rate, rec.frame_shift_s, is_final
+        )
+
+    def result(self) -> Result:
+        """All closed segments and the open one, merged; final once :attr:`done`."""
+        parts = list(self.final_results)
+        if not self._done:
+            parts.append(self.partial_result())
+        return merge_results(parts, is_final=self._done)
+
+    def _window(self) -> torch.Tensor:
+        """(n, F) fbank frames of the next chunk's window, n <= W_in."""
+        available = self.fbank.num_frames_ready - self._next_frame
+        return self.fbank.get_frames(self._next_frame, min(available, self._rec.window_size))
+
+    def _advance(self, log_probs: torch.Tensor, state: State) -> None:
+        """Take one decoded chunk: (n, V) log-probs of its valid frames and the new state."""
+        rec = self._rec
+        self._state = state
+        found = self._search.accept(log_probs)
+        self._hyp = found if isinstance(found, Hypothesis) else found[0]
+        non_blank = (log_probs.argmax(dim=-1) != BLANK).nonzero()  # (K, 1)
+        n = log_probs.size(0)
+        if non_blank.numel():
+            self._trailing_blanks = n - 1 - int(non_blank[-1, 0])
+        else:
+            self._trailing_blanks += n
+        self._segment_frames += n
+        self._next_frame += rec.chunk_size * rec.subsampling_rate
+        self._kept_from = min(self._next_frame, self.fbank.num_frames_ready)
+        self.fbank.discard_before(self._kept_from)
+        frame_s = rec.subsampling_rate * rec.frame_shift_s
+        if detect_endpoint(
+            rec.endpoint,
+            bool(self._hyp.tokens),
+            self._trailing_blanks * frame_s,
+            self._segment_frames * frame_s,
+        ):
+            self._close_segment()
+            self._start_segment()
+        self._check_done()
+
+    def _close_segment(self) -> None:
+        if self._hyp.tokens:
+            self._closed.append((self._hyp, self._segment_start, self._segment_frames))
+
+    def _check_done(self) -> None:
+        if not self._done and self.fbank.finished and not self.is_ready:
+            self._close_segment()
+            self._hyp = Hypothesis([], 0.0, [], 1.0)
+            self._segment_frames = 0
+            self._done = True
+            self._state = self._rec.model.encoder.init_state(0)  # free the caches
+
+
+class StreamingRecognizer:
+    """Streams audio through a causal model chunk by chunk; batches many streams at once.
+
+    Example::
+
+        rec = StreamingRecognizer("exp/u2/avg.pt", chunk_size=16, left_chunks=4)
+        stream = rec.create_stream()
+        for samples in microphone_pieces():          # (N,) float32 at any rate
+            stream.accept_waveform(16000, samples)
+            while stream.is_ready:
+                rec.decode_streams([stream])
+            print(stream.partial_result().text)
+        stream.input_finished()
+        rec.decode_until_done([stream])
+        print(stream.result().words)
+
+    Args:
+        model_path: a model file (``wenet_lite.model_io.save_model`` or a trainer checkpoint).
+        chunk_size: C, encoder frames per chunk (C * 40 ms of audio for 10 ms frames and
+            subsampling 4); latency and accuracy grow with it.
+        left_chunks: chunks of history each chunk attends to; -1 for all (as training with
+            ``encoder.chunk.left_chunks: -1`` does), >= 0 for constant memory per stream.
+        search: "greedy" or "prefix_beam" (CTC prefix beam search with ``beam_size``, by
+            default the model config's ``decode.beam_size``).
+        endpoint: endpointing rules (default: ``EndpointConfig()``, see ``endpoint.py``);
+            ``EndpointConfig(enabled=False)`` keeps a whole stream in one segment.
+        device: where the model runs.
+    """
+
+    def __init__(
+        self,
+        model_path: Union[str, Path],
+        chunk_size: int = 16,
+        left_chunks: int = -1,
+        *,
+        search: SearchMode = "greedy",
+        beam_size: Optional[int] = None,
+        endpoint: Optional[EndpointConfig] = None,
+        device: Union[str, torch.device] = "cpu",
+    ) -> None:
+        from wenet_lite.model_io import load_model
+
+        model, tokenizer, cfg = load_model(model_path, torch.device(device))
+        self._setup(model, cfg, tokenizer, chunk_size, left_chunks, search, beam_size, endpoint)
+        check_chunked_decoding(cfg, streaming=True, source=str(model_path))
+
+    @classmethod
+    def from_model(
+        cls,
+        model: ASRModel,
+        cfg: ExperimentConfig,
+        tokenizer: Optional[Tokenizer],
+        chunk_size: int = 16,
+        left_chunks: int = -1,
+        *,
+        search: SearchMode = "greedy",
+        beam_size: Optional[int] = None,
+        endpoint: Optional[EndpointConfig] = None,
+    ) -> StreamingRecognizer:
+        """A recogniser over a model in memory. Without a tokenizer, streams decode but
+        results (which need text) cannot be read: for benchmarks."""
+        self = cls.__new__(cls)
+        self._setup(model.eval(), cfg, tokenizer, chunk_size, left_chunks, search, beam_size,
+                    endpoint)  # fmt: skip
+        check_chunked_decoding(cfg, streaming=True, source="the model")
+        return self
+
+    def _setup(
+        self,
+        model: ASRModel,
+        cfg: ExperimentConfig,
+        tokenizer: Optional[Tokenizer],
+        chunk_size: int,
+        left_chunks: int,
+        search: str,
+        beam_size: Optional[int],
+        endpoint: Optional[EndpointConfig],
+    ) -> None:
+        if chunk_size < 1:
+            raise ValueError(f"chunk_size must be >= 1 encoder frames, got {chunk_size}")
+        if left_chunks < -1:
+            raise ValueError(f"left_chunks must be -1 (all history) or >= 0, got {left_chunks}")
+        if search not in ("greedy", "prefix_beam"):
+            raise ValueError(f"search must be 'greedy' or 'prefix_beam', got {search!r}")
+        beam_size = cfg.decode.beam_size if beam_size is None else beam_size
+        if beam_size < 1:
+            raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+        self.model, self.cfg, self.tokenizer = model, cfg, tokenizer
+        self.chunk_size, self.left_chunks = chunk_size, left_chunks
+        self.search, self.beam_size = search, beam_size
+        self.endpoint = endpoint if endpoint is not None else EndpointConfig()
+        sub = model.encoder.subsampling
+        self.subsampling_rate: int = sub.rate
+        self.window_size: int = sub.window_size(chunk_size)
+        """W_in: input frames of one chunk's window"""
+        self.min_window_size: int = sub.right_context + 1
+        """input frames that give one encoder frame: a shorter final window gives nothing"""
+        self.frame_shift_s: float = cfg.features.frame_shift_ms / 1000
+        self.device = model.encoder.cmvn.mean.device
+        self.dtype = model.encoder.cmvn.mean.dtype  # e.g. a model converted to bfloat16
+        self._batcher = StateBatcher()
+        self._positions = PositionTables(model.encoder, chunk_size)
+
+    def create_stream(self) -> Stream:
+        return Stream(self)
+
+    def decode_streams(self, streams: Sequence[Stream]) -> List[Stream]:
+        """Decode one chunk of every ready stream in ONE batched encoder call.
+
+        Streams that are not ready are skipped. Each stream's result equals decoding it alone.
+        Returns the streams that were decoded.
+        """
+        ready = [s for s in streams if s.is_ready]
+        if len({id(s) for s in ready}) != len(ready):
+            raise ValueError("decode_streams got the same stream twice")
+        if not ready:
+            return []
+        for s in ready:
+            if s._rec is not self:
+                raise ValueError("a stream can only be decoded by the recognizer that created it")
+        feats, lens = self._batch_windows(ready)  # (B, W_in, F), (B,)
+        state = self._batcher.stack([s._state for s in ready])
+        pos = self._positions.get(state[0].size(3))
+        with torch.inference_mode():
+            out, new_state = self.model.encoder.forward_chunk(feats, state, lens, pos)
+            log_probs = self.model.ctc(out).float().cpu()  # (B, C, V)
+        valid = self.model.encoder.subsampling.output_lengths(lens).tolist()
+        for i, (s, own) in enumerate(zip(ready, self._batcher.unstack(new_state))):
+            s._advance(log_probs[i, : valid[i]], own)
+        return ready
+
+    def decode_until_done(self, streams: Sequence[Stream]) -> None:
+        """Decode every ready chunk of ``streams``, batched, until none is ready."""
+        while self.decode_streams(streams):
+            pass
+
+    def _new_search(self) -> Union[StreamingGreedySearch, StreamingPrefixBeamSearch]:
+        if self.search == "greedy":
+            return StreamingGreedySearch()
+        return StreamingPrefixBeamSearch(self.beam_size)
+
+    def _need_tokenizer(self) -> Tokenizer:
+        if self.tokenizer is None:
+            raise RuntimeError("this recognizer has no tokenizer: results cannot be spelled")
+        return self.tokenizer
+
+    def _batch_windows(self, streams: Sequence[Stream]) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Windows zero-padded to W_in (a last partial window is shorter), and their lengths."""
+        windows = [s._window() for s in streams]
+        feats = torch.zeros(len(windows), self.window_size, windows[0].size(1))
+        for i, w in enumerate(windows):
+            feats[i, : w.size(0)] = w
+        lens = torch.tensor([w.size(0) for w in windows], dtype=torch.long)
+        return feats.to(self.device, self.dtype), lens.to(self.device)

@@ -1,0 +1,164 @@
+"""What every export format shares: argument checks, the metadata record, Linear conversion.
+
+Metadata is a flat ``Dict[str, str]`` (the form ONNX metadata_props and a TorchScript
+``Dict[str, str]`` attribute both hold): what a runtime needs to turn audio into model input
+(fbank options), to cut the feature stream into chunk windows (subsampling, right context,
+chunk size), and the model dims. Fbank values are read from the same ``knf.FbankOptions`` that
+training uses (``features.fbank.fbank_options``), so an export cannot disagree with training.
+
+Shapes: D model dim.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from pathlib import Path
+from typing import Dict, List, Tuple, Union
+
+from torch import nn
+
+from wenet_lite.config import ExperimentConfig
+from wenet_lite.data.tokenizer import BLANK_ID, Tokenizer
+from wenet_lite.features.fbank import INT16_SCALE, fbank_options
+from wenet_lite.model import ASRModel
+from wenet_lite.model.linear import Linear
+from wenet_lite.model_io import load_model
+
+__all__ = [
+    "FORMAT_VERSION",
+    "check_chunking",
+    "load_for_export",
+    "export_metadata",
+    "to_torch_linear",
+    "vocabulary",
+]
+
+PathLike = Union[str, Path]
+FORMAT_VERSION = "1"
+"""Bumped when the meaning of a metadata key or of an exported method's arguments changes."""
+
+_log = logging.getLogger(__name__)
+
+
+def check_chunking(model: ASRModel, chunk_size: int, left_chunks: int) -> None:
+    """Refuse chunk settings the model cannot stream with; ValueError names the fix.
+
+    ``chunk_size`` 0 means a full-context (non-streaming) export; then ``left_chunks`` must be -1.
+    """
+    if chunk_size < 0:
+        raise ValueError(f"chunk_size must be >= 0 (0: full context), got {chunk_size}")
+    if left_chunks < -1:
+        raise ValueError(f"left_chunks must be >= -1 (-1: all history), got {left_chunks}")
+    if chunk_size == 0 and left_chunks != -1:
+        raise ValueError(
+            f"left_chunks ({left_chunks}) needs chunks: a full-context export (chunk_size 0) "
+            "sees the whole utterance; pass left_chunks -1"
+        )
+    if chunk_size > 0 and not model.encoder.causal_conv:
+        raise ValueError(
+            "this model is full-context (encoder.causal_conv is false: its conv sees future "
+            "frames), so it cannot stream; export it with chunk size 0 for full-utterance "
+            "decoding (TorchScript only)"
+        )
+
+
+def load_for_export(
+    model_path: PathLike, chunk_size: int, left_chunks: int
+) -> Tuple[ASRModel, Tokenizer, ExperimentConfig]:
+    """Load a model file in eval mode and check the chunk settings against it.
+
+    Raises FileNotFoundError / CheckpointError (missing / corrupt file, naming the path) and
+    ValueError (settings the model cannot stream with).
+    """
+    model, tokenizer, cfg = load_model(model_path)
+    check_chunking(model, chunk_size, left_chunks)
+    if chunk_size > 0 and cfg.encoder.chunk.mode == "full":
+        _log.warning(
+            "%s was trained with full context only (encoder.chunk.mode 'full'); chunked "
+            "decoding will be worse than its full-context accuracy",
+            model_path,
+        )
+    return model, tokenizer, cfg
+
+
+def export_metadata(
+    cfg: ExperimentConfig, model: ASRModel, chunk_size: int, left_chunks: int, quantize: str
+) -> Dict[str, str]:
+    """The metadata record shared by all formats (every value a string)."""
+    sub = model.encoder.subsampling
+    opts = fbank_options(cfg.features)
+    frame, mel = opts.frame_opts, opts.mel_opts
+    streaming = chunk_size > 0
+    meta = {
+        "format_version": FORMAT_VERSION,
+        "quantize": quantize,
+        "vocab_size": model.ctc.proj.out_features,
+        "blank_id": BLANK_ID,
+        "d_model": model.encoder.d_model,
+        "num_blocks": model.encoder.num_blocks,
+        "num_heads": model.encoder.num_heads,
+        "conv_kernel": model.encoder.conv_kernel,
+        "subsampling_rate": sub.rate,
+        "right_context": sub.right_context,
+        "chunk_size": chunk_size,
+        "left_chunks": left_chunks,
+        # Input frames per chunk window and between window starts (0: not streaming).
+        "window_size": sub.window_size(chunk_size) if streaming else 0,
+        "window_shift": chunk_size * sub.rate if streaming else 0,
+        # Kaldi fbank options (kaldi-native-fbank names) and the sample scaling before it.
+        "sample_rate": cfg.features.sample_rate,
+        "sample_scale": INT16_SCALE,
+        "num_mel_bins": mel.num_bins,
+        "frame_length_ms": frame.frame_length_ms,
+        "frame_shift_ms": frame.frame_shift_ms,
+        "snip_edges": frame.snip_edges,
+        "dither": 0.0,
+        "remove_dc_offset": frame.remove_dc_offset,
+        "preemph_coeff": frame.preemph_coeff,
+        "window_type": frame.window_type,
+        "round_to_power_of_two": frame.round_to_power_of_two,
+        "low_freq": mel.low_freq,
+        "high_freq": mel.high_freq,
+    }
+    return {k: _to_str(v) for k, v in meta.items()}
+
+
+def _to_str(value: object) -> str:
+    if isinstance(value, bool):  # "true"/"false": the same in JSON and for C++ readers
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)  # shortest round-trip form of the float32 value knf holds
+    return str(value)
+
+
+def vocabulary(tokenizer: Tokenizer) -> List[str]:
+    """Pieces in id order; refuses pieces a ``piece id`` line format could not hold."""
+    pieces = tokenizer.pieces()
+    bad = [p for p in pieces if not p or any(ch.isspace() for ch in p)]
+    if bad:
+        raise ValueError(f"tokenizer pieces {bad[:5]} are empty or hold whitespace")
+    return pieces
+
+
+def to_torch_linear(module: nn.Module) -> nn.Module:
+    """A deep copy with every wenet_lite ``Linear`` replaced by an equal ``nn.Linear``.
+
+    Our Linear stores its weight (in, out) for faster small-chunk GEMMs, but quantizers
+    (torch.ao dynamic quantization, onnxruntime's MatMul quantization after export) only
+    recognise ``nn.Linear`` / MatMul with a constant weight.
+    """
+    module = copy.deepcopy(module)
+    for parent in list(module.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, Linear):
+                setattr(parent, name, _converted(child))
+    return module
+
+
+def _converted(layer: Linear) -> nn.Linear:
+    out = nn.Linear(layer.in_features, layer.out_features, bias=layer.bias is not None)
+    out.weight.data.copy_(layer.weight.data.t())  # (in, out) -> nn.Linear's (out, in)
+    if layer.bias is not None:
+        out.bias.data.copy_(layer.bias.data)
+    return out.to(layer.weight.device).train(layer.training)

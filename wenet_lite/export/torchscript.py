@@ -1,0 +1,220 @@
+"""TorchScript export: encoder (with its CMVN) + CTC head in one scripted, self-describing file.
+
+The file is a ``torch.jit`` module whose methods are the whole runtime interface, so a runtime
+needs torch (Python or C++ libtorch) and no wenet_lite:
+
+- ``init_state(batch_size=1) -> state``: zero streaming state, a tuple of 4 tensors
+  ``(att_cache (L, B, H, M, 2*d_k), conv_cache (L, B, D, K-1), cache_len (B,), cache_limit (1,))``
+  with M = chunk_size * left_chunks (or growing from 0 when left_chunks is -1).
+- ``forward_chunk(feats_window (B, W_in, F), state, window_lens=None)
+  -> (log_probs (B, C, V), state)``: one chunk. Windows are ``window_size`` fbank frames
+  starting every ``window_shift`` frames (consecutive windows overlap); the last window of a
+  stream may be shorter (it then gives fewer than C frames) but must hold more than
+  ``right_context`` frames. Pure: the input state is not changed.
+- ``forward(feats (B, T_in, F), feats_lens (B,)) -> (log_probs (B, T, V), lens (B,))``: a whole
+  utterance with the exported chunk mask, equal to streaming it chunk by chunk.
+- ``metadata() -> Dict[str, str]``: see ``export.common.export_metadata`` (fbank options,
+  subsampling, chunking, dims); ``vocabulary() -> List[str]``: pieces in id order, 0 the blank.
+
+The same metadata and vocabulary are also stored as zip entries ``archive/extra/metadata.json``
+(``{"metadata": {...}, "vocabulary": [...]}``) and ``archive/extra/tokens.txt`` (``piece id``
+lines), for tools that read the file as a zip, or with
+``torch.jit.load(path, _extra_files={"metadata.json": ""})`` (libtorch: ``ExtraFilesMap``).
+Features are fbank of samples scaled by ``sample_scale`` (see ``features/fbank.py``); CMVN is
+inside the model. A model exported with chunk_size 0 (full context) has only ``forward``.
+
+Shapes: B batch, T_in fbank frames, W_in window frames, F mel bins, T encoder frames, C chunk,
+V vocabulary, L blocks, H heads, d_k head dim, M cached frames, D model dim, K conv kernel.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple, Union
+
+import torch
+from torch import nn
+
+from wenet_lite.config import ExperimentConfig
+from wenet_lite.export.common import (
+    check_chunking,
+    export_metadata,
+    load_for_export,
+    to_torch_linear,
+    vocabulary,
+)
+from wenet_lite.model import ASRModel
+from wenet_lite.model.conformer import ConformerEncoder
+from wenet_lite.model.ctc import CTCHead
+
+__all__ = ["StreamingCTC", "script_model", "save_scripted", "export_torchscript"]
+
+PathLike = Union[str, Path]
+State = Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+class StreamingCTC(nn.Module):
+    """Encoder + CTC for one fixed chunk setting, with its metadata: the scripted module."""
+
+    def __init__(
+        self,
+        encoder: ConformerEncoder,
+        ctc: CTCHead,
+        chunk_size: int,
+        left_chunks: int,
+        meta: Dict[str, str],
+        pieces: List[str],
+    ) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.ctc = ctc
+        self.chunk_size = chunk_size
+        self.left_chunks = left_chunks
+        self.window_size = encoder.subsampling.window_size(chunk_size) if chunk_size > 0 else 0
+        # Non-empty, so TorchScript infers Dict[str, str] and List[str] (class annotations would
+        # be strings under `from __future__ import annotations`, which it cannot resolve).
+        self.meta = dict(meta)
+        self.pieces = list(pieces)
+        # With a fixed cache every chunk attends to the same distances: compute p(r) once at
+        # export (one (W, D) x (D, D) product per block less per chunk) and slice it for a
+        # shorter last chunk.
+        self.max_keys = chunk_size * (left_chunks + 1) if chunk_size > 0 else 0
+        tables = torch.zeros(0)
+        if chunk_size > 0 and left_chunks >= 0:
+            with torch.no_grad():
+                tables = torch.stack(encoder.position_tables(chunk_size, self.max_keys))
+        self.register_buffer("pos_tables", tables)  # (L, H, max_keys + C - 1, d_k)
+
+    def forward(
+        self, feats: torch.Tensor, feats_lens: torch.Tensor
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Args: feats (B, T_in, F), feats_lens (B,). Returns: log_probs (B, T, V), lens (B,)."""
+        out, lens = self.encoder(feats, feats_lens, self.chunk_size, self.left_chunks)
+        return self.ctc(out), lens
+
+    @torch.jit.export
+    def init_state(self, batch_size: int = 1) -> State:
+        """Zero state for ``batch_size`` new streams."""
+        if self.chunk_size <= 0:
+            raise RuntimeError("this model was exported full-context (chunk_size 0): no streaming")
+        return self.encoder.init_state(batch_size, self.chunk_size, self.left_chunks)
+
+    @torch.jit.export
+    def forward_chunk(
+        self,
+        feats_window: torch.Tensor,
+        state: State,
+        window_lens: Optional[torch.Tensor] = None,
+    ) -> Tuple[torch.Tensor, State]:
+        """Encode one chunk window of each stream.
+
+        Args:
+            feats_window: (B, W_in, F) fbank frames, W_in <= window_size (shorter: a last window).
+            state: from :meth:`init_state` or the previous call.
+            window_lens: (B,) valid frames per window when streams of a batch end inside this
+                window (zero-padded; such a stream's state is not meant to be used afterwards).
+        Returns:
+            log_probs (B, C, V) (fewer frames for a short window) and the new state.
+        """
+        if self.chunk_size <= 0:
+            raise RuntimeError("this model was exported full-context (chunk_size 0): no streaming")
+        w_in = feats_window.size(1)
+        if w_in > self.window_size:
+            raise ValueError(f"a chunk window holds at most {self.window_size} frames, got {w_in}")
+        pos: Optional[List[torch.Tensor]] = None
+        if self.left_chunks >= 0:
+            lens = self.encoder.subsampling.output_lengths(torch.tensor([w_in]))
+            c = int(lens.item())
+            keys = state[0].size(3) + c
+            pos = self.pos_tables[:, :, self.max_keys - keys : self.max_keys + c - 1].unbind(0)
+        out, new_state = self.encoder.forward_chunk(feats_window, state, window_lens, pos)
+        return self.ctc(out), new_state
+
+    @torch.jit.export
+    def metadata(self) -> Dict[str, str]:
+        return self.meta
+
+    @torch.jit.export
+    def vocabulary(self) -> List[str]:
+        return self.pieces
+
+
+def script_model(
+    model: ASRModel,
+    cfg: ExperimentConfig,
+    pieces: List[str],
+    chunk_size: int,
+    left_chunks: int,
+    quantize: Optional[str] = None,
+) -> torch.jit.ScriptModule:
+    """Script an in-memory model (eval mode). ``quantize='int8'``: dynamic int8 Linear layers.
+
+    Dynamic quantization stores Linear weights as int8 (4x less memory traffic per chunk) and
+    quantizes activations per call; convolutions, norms and attention stay float32.
+    """
+    if quantize not in (None, "int8"):
+        raise ValueError(f"quantize must be None or 'int8', got {quantize!r}")
+    check_chunking(model, chunk_size, left_chunks)
+    if len(pieces) != model.ctc.proj.out_features:
+        raise ValueError(
+            f"{len(pieces)} vocabulary pieces for a CTC head of {model.ctc.proj.out_features}"
+        )
+    meta = export_metadata(cfg, model, chunk_size, left_chunks, quantize or "none")
+    module: nn.Module = StreamingCTC(
+        model.encoder, model.ctc, chunk_size, left_chunks, meta, pieces
+    ).eval()
+    if quantize == "int8":
+        module = _quantize_int8(module)
+    return torch.jit.script(module)
+
+
+def _quantize_int8(module: nn.Module) -> nn.Module:
+    module = to_torch_linear(module)
+    # Not the position projections W_R: the model reads their weight dtype, and p(r) is
+    # computed once per window shape (at export when left_chunks >= 0), so int8 saves nothing.
+    ao = torch.ao.quantization
+    spec = {
+        name: ao.default_dynamic_qconfig
+        for name, layer in module.named_modules()
+        if isinstance(layer, nn.Linear) and not name.endswith("rel_pos.proj")
+    }
+    # torch.ao's eager dynamic quantization is deprecated in favour of torchao, which has no
+    # TorchScript path; in torch 2.13 it still works, so its warnings are noise here.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", (DeprecationWarning, UserWarning))
+        return ao.quantize_dynamic(module, spec, dtype=torch.qint8)
+
+
+def save_scripted(scripted: torch.jit.ScriptModule, out_path: PathLike) -> Path:
+    """Save with the metadata and ``tokens.txt`` also as zip entries (see module docstring)."""
+    meta, pieces = dict(scripted.metadata()), list(scripted.vocabulary())
+    extra = {
+        "metadata.json": json.dumps({"metadata": meta, "vocabulary": pieces}, indent=1),
+        "tokens.txt": "".join(f"{p} {i}\n" for i, p in enumerate(pieces)),
+    }
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    with open(tmp, "wb") as f:  # a file object: zip entries are archive/..., not named after tmp
+        torch.jit.save(scripted, f, _extra_files=extra)
+    tmp.replace(out)  # never leave a half-written model under the final name
+    return out
+
+
+def export_torchscript(
+    model_path: PathLike,
+    out_path: PathLike,
+    chunk_size: int = 16,
+    left_chunks: int = 4,
+    quantize: Optional[str] = None,
+) -> Path:
+    """Export a wenet_lite model file to one TorchScript file; returns its path.
+
+    Raises FileNotFoundError / CheckpointError for a missing / corrupt model file and
+    ValueError for chunk settings the model cannot stream with.
+    """
+    model, tokenizer, cfg = load_for_export(model_path, chunk_size, left_chunks)
+    scripted = script_model(model, cfg, vocabulary(tokenizer), chunk_size, left_chunks, quantize)
+    return save_scripted(scripted, out_path)

@@ -1,0 +1,294 @@
+"""The training loop: micro-batches, gradient accumulation, optimizer steps, epoch ends.
+
+:class:`Trainer` gets everything built (see ``trainer.py``) and owns the mutable progress.
+Rules that keep DDP ranks in lockstep (a rank that skips a collective hangs the others):
+
+- every rank gets the same number of batches per epoch (the sampler guarantees it), and every
+  batch runs forward and backward through the DDP wrapper, even one whose utterances were all
+  skipped: it runs a one-frame dummy utterance with its loss multiplied by 0, so the gradient
+  all-reduce still happens and adds nothing;
+- a step is skipped when the gradient norm is not finite; gradients are all-reduced before the
+  norm is taken, so every rank sees the same norm and skips the same steps;
+- logging, dev scoring, skip counts and checkpoints run their collectives on every rank at the
+  same steps; only rank 0 writes.
+
+Shapes: B batch, T_in fbank frames, F mel bins, U target tokens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ContextManager, Dict, List, Optional, Tuple
+
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from wenet_lite.config import ExperimentConfig
+from wenet_lite.data.dataset import SKIP_REASONS, Batch, merge_counts, spec_augment_batch
+from wenet_lite.data.sampler import BucketingSampler
+from wenet_lite.data.tokenizer import Tokenizer
+from wenet_lite.model import ASRModel
+from wenet_lite.model.mask import sample_chunk
+from wenet_lite.train.dist import DistInfo, all_reduce_sum
+from wenet_lite.train.evaluate import DevResult, eval_settings, evaluate
+
+__all__ = ["Progress", "TrainParts", "Trainer"]
+
+_log = logging.getLogger("wenet_lite.train")
+
+
+@dataclass
+class Progress:
+    """Everything that changes while training; saved in checkpoints."""
+
+    step: int = 0
+    """optimizer steps taken (including skipped non-finite ones)"""
+    epoch: int = 1
+    batches_done: int = 0
+    """batches of ``epoch`` already trained on (this rank's share)"""
+    nonfinite_steps: int = 0
+    empty_batches: int = 0
+    """batches of this rank (this run) whose utterances were all skipped"""
+    load_skips: Dict[str, int] = field(default_factory=dict)
+    """utterances skipped while loading in this epoch on this rank (restored on rank 0 only)"""
+    skipped: Dict[str, Dict[str, Dict[str, int]]] = field(
+        default_factory=lambda: {"train": {}, "dev": {}}
+    )
+    """skipped.json: split -> epoch -> reason -> count"""
+    losses: Dict[int, float] = field(default_factory=dict)
+    """step -> this rank's mean loss per utterance (this run only; not saved)"""
+    dev_loss: Optional[float] = None
+
+
+@dataclass
+class TrainParts:
+    """What :class:`Trainer` needs, built by ``trainer.train``."""
+
+    cfg: ExperimentConfig
+    exp_dir: Path
+    dist: DistInfo
+    model: ASRModel
+    wrapped: nn.Module
+    """``model`` or its DistributedDataParallel wrapper"""
+    tokenizer: Tokenizer
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    scaler: Optional[Any]
+    sampler: BucketingSampler
+    train_loader: Any
+    dev_loader: Optional[Any]
+    train_filtered: Dict[str, int]
+    dev_filtered: Dict[str, int]
+    chunk_gen: torch.Generator
+    dummy: Batch
+    writer: Optional[Any]
+    save: Callable[[Trainer, bool], None]
+    progress_bar: bool = True
+
+
+@dataclass
+class _Window:
+    """Sums over the steps since the last log line."""
+
+    loss: float = 0.0
+    steps: float = 0.0
+    """steps with a finite loss"""
+    audio_seconds: float = 0.0
+    start: float = field(default_factory=time.time)
+
+
+class Trainer:
+    def __init__(self, parts: TrainParts, progress: Progress) -> None:
+        self.p = parts
+        self.state = progress
+        self.cfg = parts.cfg
+        self._window = _Window()
+
+    def run(self) -> Progress:
+        """Train until ``train.max_epochs`` or ``train.max_steps``; returns the progress."""
+        max_steps = self.cfg.train.max_steps
+        while self.state.epoch <= self.cfg.train.max_epochs:
+            if max_steps and self.state.step >= max_steps:
+                break
+            if self._train_epoch():
+                self._end_epoch()
+        return self.state
+
+    def _train_epoch(self) -> bool:
+        """One epoch (or its rest, after resume); False when max_steps stopped it early."""
+        st, p = self.state, self.p
+        p.sampler.set_epoch(st.epoch)  # keeps a resumed epoch's skip (same epoch)
+        total = p.sampler.num_batches()
+        accum = self.cfg.train.accum_grad
+        bar = tqdm(
+            total=total,
+            initial=st.batches_done,
+            desc=f"epoch {st.epoch}",
+            unit="batch",
+            disable=not (p.progress_bar and p.dist.is_main),
+            dynamic_ncols=True,
+        )
+        losses: List[float] = []
+        with bar:
+            for batch in p.train_loader:
+                st.batches_done += 1
+                last = st.batches_done == total
+                sync = st.batches_done % accum == 0 or last
+                losses.append(self._forward_backward(batch, sync, accum))
+                bar.update(1)
+                if sync:
+                    self._optimizer_step(sum(losses) / len(losses), bar)
+                    losses = []
+                    if self._stop_mid_epoch(last):
+                        return False
+        return True
+
+    def _stop_mid_epoch(self, last: bool) -> bool:
+        interval, max_steps = self.cfg.train.checkpoint_interval, self.cfg.train.max_steps
+        stop = bool(max_steps) and self.state.step >= max_steps and not last
+        if stop or (interval and self.state.step % interval == 0 and not last):
+            self.p.save(self, False)
+        return stop
+
+    def _end_epoch(self) -> None:
+        st, p = self.state, self.p
+        load = self._reduce_skips(st.load_skips)
+        self._record_skips("train", merge_counts(dict(p.train_filtered), load))
+        if p.dev_loader is not None:
+            dev = self._validate()
+            self._record_skips("dev", merge_counts(dict(p.dev_filtered), dev.skipped))
+        st.epoch += 1
+        st.batches_done = 0
+        st.load_skips = {}
+        p.sampler.set_epoch(st.epoch)
+        p.save(self, True)
+
+    def _forward_backward(self, batch: Batch, sync: bool, accum: int) -> float:
+        st, p = self.state, self.p
+        merge_counts(st.load_skips, batch.skipped)
+        chunk_size, left = sample_chunk(self.cfg.encoder.chunk, p.chunk_gen)
+        frames = float(batch.feats_lens.sum())
+        self._window.audio_seconds += frames * self.cfg.features.frame_shift_ms / 1000
+        empty = not batch.ids
+        if empty:
+            st.empty_batches += 1
+            batch = p.dummy
+        elif self.cfg.specaug.enabled and st.step >= self.cfg.specaug.start_step:
+            batch = spec_augment_batch(batch, self.cfg.specaug, self.cfg.train.seed, st.epoch)
+        dev = p.dist.device
+        no_sync = getattr(p.wrapped, "no_sync", None)
+        ctx = no_sync() if (no_sync is not None and not sync) else contextlib.nullcontext()
+        with ctx:
+            with self.autocast():
+                loss, _ = p.wrapped(
+                    batch.feats.to(dev),
+                    batch.feats_lens.to(dev),
+                    batch.targets.to(dev),
+                    batch.target_lens.to(dev),
+                    chunk_size,
+                    left,
+                )
+            if empty:
+                loss = loss * 0.0  # keeps DDP's all-reduce in step, contributes nothing
+            scaled = loss / accum
+            (p.scaler.scale(scaled) if p.scaler is not None else scaled).backward()
+        return float("nan") if empty else float(loss.detach())
+
+    def autocast(self) -> ContextManager:
+        precision, dev = self.cfg.train.precision, self.p.dist.device
+        if dev.type != "cuda" or precision == "fp32":
+            return contextlib.nullcontext()
+        dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+        return torch.autocast("cuda", dtype=dtype)
+
+    def _optimizer_step(self, loss: float, bar: tqdm) -> None:
+        st, p = self.state, self.p
+        if p.scaler is not None:
+            p.scaler.unscale_(p.optimizer)
+        norm = float(nn.utils.clip_grad_norm_(p.model.parameters(), self.cfg.train.grad_clip))
+        if math.isfinite(norm):
+            (p.scaler.step if p.scaler is not None else lambda o: o.step())(p.optimizer)
+        else:
+            st.nonfinite_steps += 1
+            _log.warning("step %d: non-finite gradient norm, step skipped", st.step + 1)
+        if p.scaler is not None:
+            p.scaler.update()
+        p.optimizer.zero_grad(set_to_none=True)
+        lr = p.optimizer.param_groups[0]["lr"]
+        p.scheduler.step()
+        st.step += 1
+        st.losses[st.step] = loss
+        if math.isfinite(loss):
+            self._window.loss += loss
+            self._window.steps += 1
+        bar.set_postfix(loss=f"{loss:.3g}", refresh=False)
+        if st.step % self.cfg.train.log_interval == 0:
+            self._log_window(lr, norm, bar)
+
+    def _log_window(self, lr: float, norm: float, bar: tqdm) -> None:
+        """Average over the last interval and all ranks (a collective on every rank)."""
+        w = self._window
+        sums = torch.tensor([w.loss, w.steps, w.audio_seconds], dtype=torch.float64)
+        loss_sum, steps, seconds = all_reduce_sum(sums.to(self.p.dist.device)).tolist()
+        # Audio seconds of all ranks per wall second; NaN loss when every step was non-finite.
+        speed = seconds / max(time.time() - w.start, 1e-9)
+        loss = loss_sum / steps if steps else float("nan")
+        self._window = _Window()
+        st = self.state
+        bar.set_postfix(loss=f"{loss:.3g}", audio_s_per_s=f"{speed:.1f}")
+        _log.info(
+            "epoch %d step %d: loss %.4f lr %.3g grad_norm %.3g audio %.1f s/s (%.1f s) "
+            "nonfinite %d",
+            st.epoch, st.step, loss, lr, norm, speed, seconds, st.nonfinite_steps,
+        )  # fmt: skip
+        tb = self.p.writer
+        if tb is not None:
+            tb.add_scalar("train/loss", loss, st.step)
+            tb.add_scalar("train/lr", lr, st.step)
+            tb.add_scalar("train/grad_norm", norm, st.step)
+            tb.add_scalar("train/audio_seconds_per_second", speed, st.step)
+            frames = speed * 1000 / self.cfg.features.frame_shift_ms
+            tb.add_scalar("train/frames_per_second", frames, st.step)
+            tb.add_scalar("train/nonfinite_steps", st.nonfinite_steps, st.step)
+
+    def _validate(self) -> DevResult:
+        p, st = self.p, self.state
+        settings = eval_settings(self.cfg.encoder.chunk)
+        dev = evaluate(p.model, p.dev_loader, p.tokenizer, settings, p.dist.device, self.autocast)
+        st.dev_loss = dev.loss
+        wers = ", ".join(f"WER[{k}] {100 * v:.2f}%" for k, v in dev.wer.items())
+        _log.info("epoch %d dev: %d utts, loss %.4f, %s", st.epoch, dev.num_utts, dev.loss, wers)
+        if p.writer is not None:
+            p.writer.add_scalar("dev/loss", dev.loss, st.step)
+            for name, wer in dev.wer.items():
+                p.writer.add_scalar(f"dev/wer_{name}", 100 * wer, st.step)
+        return dev
+
+    def _reduce_skips(self, counts: Dict[str, int]) -> Dict[str, int]:
+        local = torch.tensor([float(counts.get(r, 0)) for r in SKIP_REASONS], dtype=torch.float64)
+        total = all_reduce_sum(local.to(self.p.dist.device)).tolist()
+        return {r: int(n) for r, n in zip(SKIP_REASONS, total)}
+
+    def _record_skips(self, split: str, counts: Dict[str, int]) -> None:
+        full = {r: int(counts.get(r, 0)) for r in SKIP_REASONS}
+        self.state.skipped[split][str(self.state.epoch)] = full
+        if any(full.values()):
+            text = ", ".join(f"{n} {r}" for r, n in full.items() if n)
+            _log.warning("epoch %d %s: skipped %s", self.state.epoch, split, text)
+
+    def current_skips(self) -> Tuple[Dict[str, Dict[str, Dict[str, int]]], Dict[str, int]]:
+        """(skipped.json history including the epoch in progress, that epoch's load-time skips
+        summed over ranks); a collective."""
+        st = self.state
+        load = self._reduce_skips(st.load_skips)
+        history = {split: dict(epochs) for split, epochs in st.skipped.items()}
+        if st.batches_done:
+            counts = merge_counts(dict(self.p.train_filtered), load)
+            history["train"][str(st.epoch)] = {r: counts.get(r, 0) for r in SKIP_REASONS}
+        return history, load

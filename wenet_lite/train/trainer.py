@@ -1,0 +1,365 @@
+"""`wenet-lite train`: prepared cuts and a config in, checkpoints and logs in ``exp_dir`` out.
+
+Inputs: ``data/<part>/cuts.jsonl.gz`` for the train parts (concatenated) and the dev parts,
+and global CMVN statistics (default ``data/cmvn.json``, from `wenet-lite compute-cmvn`).
+The tokenizer is trained on the training transcripts at the start of a fresh run (rank 0,
+then broadcast) unless ``tokenizer`` names an existing model; it is written to
+``exp_dir/tokenizer.model`` and travels in every checkpoint.
+
+``exp_dir`` receives ``config.yaml`` (resolved), ``train.log``, ``tensorboard/``,
+``tokenizer.model``, ``skipped.json`` and ``step_N.pt`` checkpoints (every
+``train.checkpoint_interval`` steps and at each epoch end, the newest
+``train.keep_checkpoints`` kept). Under torchrun every rank trains and only rank 0 writes.
+
+Resume (``resume=True``) continues from the newest checkpoint: weights, optimizer, scheduler,
+grad scaler, the sampler position (epoch, batches done), the chunk-size generator, every
+rank's torch RNG (dropout) and the skip counts. Data augmentation is seeded per utterance,
+so the continued run computes exactly what an uninterrupted run would have. The model,
+features and tokenizer sections of the config must match the checkpoint's; train and data
+settings may change (e.g. a larger ``train.max_steps``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch.distributed as dist
+from lhotse import CutSet
+
+from wenet_lite.config import (
+    ExperimentConfig,
+    config_to_dict,
+    load_config,
+    save_config,
+)
+from wenet_lite.data.dataset import ASRDataset, Batch, filter_cuts, subsampling_min_frames
+from wenet_lite.data.manifest import cut_text, load_cuts
+from wenet_lite.data.sampler import BucketingSampler
+from wenet_lite.data.tokenizer import Tokenizer
+from wenet_lite.features.cmvn import load_cmvn
+from wenet_lite.model import ASRModel, build_model
+from wenet_lite.train.checkpoint import check_same_model, list_checkpoints, load_checkpoint
+from wenet_lite.train.dist import DistInfo, cleanup_distributed, init_distributed
+from wenet_lite.train.loop import Progress, Trainer, TrainParts
+from wenet_lite.train.resume import restore_training_state, save_training_checkpoint
+from wenet_lite.train.scheduler import WarmupLR
+
+__all__ = ["TrainOptions", "TrainResult", "train"]
+
+_log = logging.getLogger("wenet_lite.train")
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    config: Path
+    data: Path
+    """prepared data root holding ``<part>/cuts.jsonl.gz``"""
+    exp: Path
+    overrides: Tuple[str, ...] = ()
+    train_parts: Tuple[str, ...] = ("train-clean-100",)
+    dev_parts: Tuple[str, ...] = ("dev-clean",)
+    """empty: no validation"""
+    cmvn: Optional[Path] = None
+    """default ``data/cmvn.json``"""
+    tokenizer: Optional[Path] = None
+    """an existing tokenizer model to use instead of training one"""
+    resume: bool = False
+    progress_bar: bool = True
+
+
+@dataclass
+class TrainResult:
+    step: int
+    epoch: int
+    """the next epoch to train (max_epochs + 1 when all are done)"""
+    losses: Dict[int, float]
+    """step -> rank 0's mean training loss per utterance, for the steps of this run"""
+    nonfinite_steps: int
+    empty_batches: int
+    """this rank's batches (this run) in which every utterance was skipped"""
+    skipped: Dict[str, Dict[str, Dict[str, int]]] = field(default_factory=dict)
+    dev_loss: Optional[float] = None
+    """full-context dev loss of the last validation (None if none ran)"""
+    model: Optional[ASRModel] = None
+    """the trained model (this rank's copy; equal on every rank)"""
+    is_main: bool = True
+
+
+def train(opts: TrainOptions) -> TrainResult:
+    """Train as ``opts`` says; works alone or in every process of a torchrun job."""
+    owns_group = not dist.is_initialized()
+    info = init_distributed()
+    handler = None
+    package_log = logging.getLogger("wenet_lite")
+    level = package_log.level
+    parts: Optional[TrainParts] = None
+    try:
+        cfg, payload = _config_and_checkpoint(opts)
+        if info.is_main:
+            handler = _start_exp_dir(opts.exp, cfg)
+        else:
+            package_log.setLevel(logging.WARNING)  # rank 0 reports
+        parts, progress = _build(opts, cfg, payload, info)
+        state = Trainer(parts, progress).run()
+        return TrainResult(
+            step=state.step,
+            epoch=state.epoch,
+            losses=state.losses,
+            nonfinite_steps=state.nonfinite_steps,
+            empty_batches=state.empty_batches,
+            skipped=state.skipped,
+            dev_loss=state.dev_loss,
+            model=parts.model,
+            is_main=info.is_main,
+        )
+    finally:
+        if parts is not None and parts.writer is not None:
+            parts.writer.close()
+        if handler is not None:
+            package_log.removeHandler(handler)
+            handler.close()
+        package_log.setLevel(level)
+        if owns_group:
+            cleanup_distributed()
+
+
+def _config_and_checkpoint(opts: TrainOptions) -> Tuple[ExperimentConfig, Optional[Dict]]:
+    cfg = load_config(opts.config, opts.overrides)
+    found = list_checkpoints(opts.exp)
+    if found and not opts.resume:
+        raise ValueError(
+            f"{opts.exp} already holds checkpoints ({found[-1].name}, ...): pass --resume to "
+            "continue, or choose another --exp"
+        )
+    if not (opts.resume and found):
+        if opts.resume:
+            _log.info("--resume: no checkpoint in %s, starting from scratch", opts.exp)
+        return cfg, None
+    payload = load_checkpoint(found[-1])
+    check_same_model(payload["config"], config_to_dict(cfg), str(found[-1]))
+    _log.info("resuming from %s", found[-1])
+    return cfg, payload
+
+
+def _start_exp_dir(exp: Path, cfg: ExperimentConfig) -> logging.Handler:
+    exp.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, exp / "config.yaml")
+    handler = logging.FileHandler(exp / "train.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("wenet_lite")
+    root.addHandler(handler)
+    if root.getEffectiveLevel() > logging.INFO:
+        root.setLevel(logging.INFO)
+    return handler
+
+
+def _load_parts(data: Path, parts: Sequence[str]) -> CutSet:
+    cuts: List = []
+    for part in parts:
+        if not (data / part).is_dir():
+            raise FileNotFoundError(
+                f"{data / part}: no prepared part '{part}' (run `wenet-lite prepare` first, or "
+                "choose parts with --train-part/--dev-part)"
+            )
+        cuts.extend(load_cuts(data / part))
+    return CutSet.from_cuts(cuts)
+
+
+def _tokenizer(
+    opts: TrainOptions, cfg: ExperimentConfig, train_cuts: CutSet, info: DistInfo
+) -> Tokenizer:
+    """Rank 0 trains (or loads) it and broadcasts the bytes: no shared file system needed."""
+    proto: List[Optional[bytes]] = [None]
+    if info.is_main:
+        if opts.tokenizer is not None:
+            tokenizer = Tokenizer.load(opts.tokenizer)
+            tokenizer.save(opts.exp / "tokenizer.model")
+            if tokenizer.vocab_size != cfg.tokenizer.vocab_size:
+                _log.warning(
+                    "%s has %d pieces, not tokenizer.vocab_size %d: the model follows the file",
+                    opts.tokenizer, tokenizer.vocab_size, cfg.tokenizer.vocab_size,
+                )  # fmt: skip
+        else:
+            texts = (cut_text(c) for c in train_cuts)
+            tokenizer = Tokenizer.train(texts, cfg.tokenizer, opts.exp / "tokenizer.model")
+            _log.info("trained tokenizer %s (%d pieces)", opts.exp / "tokenizer.model",
+                      tokenizer.vocab_size)  # fmt: skip
+        proto[0] = tokenizer.to_bytes()
+    if dist.is_initialized():
+        dist.broadcast_object_list(proto, src=0)
+    return Tokenizer.from_bytes(proto[0])
+
+
+def _read_cmvn(path: Path, cfg: ExperimentConfig) -> Tuple[torch.Tensor, torch.Tensor]:
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"CMVN statistics not found: {path}; compute them first with `wenet-lite "
+            f"compute-cmvn --config CONFIG --data {path.parent}/<train-part> --out {path}` or "
+            "pass --cmvn"
+        )
+    mean, istd = load_cmvn(path)  # (F,), (F,)
+    if mean.numel() != cfg.features.num_mel_bins:
+        raise ValueError(
+            f"{path}: CMVN has {mean.numel()} bins but features.num_mel_bins is "
+            f"{cfg.features.num_mel_bins}"
+        )
+    return mean, istd
+
+
+def _build(
+    opts: TrainOptions, cfg: ExperimentConfig, payload: Optional[Dict], info: DistInfo
+) -> Tuple[TrainParts, Progress]:
+    train_cuts = _load_parts(opts.data, opts.train_parts)
+    dev_cuts = _load_parts(opts.data, opts.dev_parts) if opts.dev_parts else None
+    if payload is not None:  # the checkpoint holds CMVN (model buffers) and tokenizer
+        tokenizer = Tokenizer.from_bytes(payload["tokenizer"])
+    else:
+        mean, istd = _read_cmvn(opts.cmvn or opts.data / "cmvn.json", cfg)
+        tokenizer = _tokenizer(opts, cfg, train_cuts, info)
+    torch.manual_seed(cfg.train.seed)  # identical initial weights on every rank
+    model = build_model(cfg, tokenizer.vocab_size)
+    if payload is not None:
+        model.load_state_dict(payload["model"])
+    else:
+        model.encoder.cmvn.mean.copy_(mean)
+        model.encoder.cmvn.istd.copy_(istd)
+    model.to(info.device).train()
+    torch.manual_seed(cfg.train.seed + info.rank)  # dropout differs per rank
+    layers = list(zip(model.encoder.subsampling.kernels, model.encoder.subsampling.strides))
+    loaders = _loaders(cfg, tokenizer, layers, train_cuts, dev_cuts, info)
+    parts = _train_parts(opts, cfg, model, tokenizer, loaders, layers, info)
+    progress = Progress()
+    if payload is not None:
+        restore_training_state(parts, progress, payload)
+    return parts, progress
+
+
+def _loaders(
+    cfg: ExperimentConfig,
+    tokenizer: Tokenizer,
+    layers: List[Tuple[int, int]],
+    train_cuts: CutSet,
+    dev_cuts: Optional[CutSet],
+    info: DistInfo,
+) -> Dict[str, Any]:
+    kept, filtered = filter_cuts(train_cuts, tokenizer, cfg.data)
+    _log_filtered("train", len(train_cuts), filtered)
+    out: Dict[str, Any] = {"train_filtered": filtered, "dev_filtered": {}, "dev_loader": None}
+    out["sampler"] = _sampler(cfg, kept, True, info)
+    out["train_loader"] = _loader(cfg, tokenizer, layers, out["sampler"], True, info)
+    if dev_cuts is not None:
+        dev_kept, out["dev_filtered"] = filter_cuts(dev_cuts, tokenizer, cfg.data)
+        _log_filtered("dev", len(dev_cuts), out["dev_filtered"])
+        dev_sampler = _sampler(cfg, dev_kept, False, info)
+        out["dev_loader"] = _loader(cfg, tokenizer, layers, dev_sampler, False, info)
+    return out
+
+
+def _log_filtered(split: str, total: int, filtered: Dict[str, int]) -> None:
+    kept = total - sum(filtered.values())
+    if kept == 0:
+        raise ValueError(f"no usable {split} utterance: all {total} filtered out ({filtered})")
+    detail = ", ".join(f"{n} {r}" for r, n in filtered.items()) or "none"
+    _log.info("%s: %d utterances, %d kept; filtered before batching: %s", split, total, kept,
+              detail)  # fmt: skip
+
+
+def _sampler(cfg: ExperimentConfig, cuts: CutSet, train: bool, info: DistInfo) -> BucketingSampler:
+    return BucketingSampler(
+        cuts,
+        max_batch_seconds=cfg.data.max_batch_seconds,
+        num_buckets=cfg.data.num_buckets,
+        shuffle=train and cfg.data.shuffle,
+        seed=cfg.train.seed,
+        world_size=info.world_size,
+        rank=info.rank,
+    )
+
+
+def _identity(item: Any) -> Any:
+    return item  # the dataset already returns whole padded batches
+
+
+def _loader(
+    cfg: ExperimentConfig,
+    tokenizer: Tokenizer,
+    layers: List[Tuple[int, int]],
+    sampler: BucketingSampler,
+    train: bool,
+    info: DistInfo,
+) -> torch.utils.data.DataLoader:
+    dataset = ASRDataset(cfg.features, cfg.data, tokenizer, layers, cfg.train.seed, train)
+    return torch.utils.data.DataLoader(
+        dataset,
+        sampler=sampler,
+        batch_size=None,
+        collate_fn=_identity,
+        num_workers=cfg.data.num_workers,
+        pin_memory=info.device.type == "cuda",
+        # Its own generator: creating an iterator must not draw from the global RNG, whose
+        # state (dropout) a resumed run restores exactly.
+        generator=torch.Generator().manual_seed(cfg.train.seed),
+    )
+
+
+def _dummy_batch(cfg: ExperimentConfig, layers: List[Tuple[int, int]]) -> Batch:
+    """One all-zero utterance just long enough for one encoder frame and one token."""
+    frames = subsampling_min_frames(layers)
+    return Batch(
+        torch.zeros(1, frames, cfg.features.num_mel_bins),
+        torch.tensor([frames]),
+        torch.ones(1, 1, dtype=torch.long),
+        torch.tensor([1]),
+        ["<dummy>"],
+        [""],
+        {},
+    )
+
+
+def _train_parts(
+    opts: TrainOptions,
+    cfg: ExperimentConfig,
+    model: ASRModel,
+    tokenizer: Tokenizer,
+    loaders: Dict[str, Any],
+    layers: List[Tuple[int, int]],
+    info: DistInfo,
+) -> TrainParts:
+    tc = cfg.train
+    optim_cls = torch.optim.AdamW if tc.optimizer == "adamw" else torch.optim.Adam
+    optimizer = optim_cls(model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay)
+    use_scaler = info.device.type == "cuda" and tc.precision == "fp16"
+    wrapped: torch.nn.Module = model
+    if info.world_size > 1:
+        ids = [info.device.index] if info.device.type == "cuda" else None
+        wrapped = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+    writer = None
+    if info.is_main:
+        from torch.utils.tensorboard import SummaryWriter
+
+        writer = SummaryWriter(str(opts.exp / "tensorboard"))
+    return TrainParts(
+        cfg=cfg,
+        exp_dir=opts.exp,
+        dist=info,
+        model=model,
+        wrapped=wrapped,
+        tokenizer=tokenizer,
+        optimizer=optimizer,
+        scheduler=WarmupLR(optimizer, tc.warmup_steps),
+        scaler=torch.amp.GradScaler("cuda") if use_scaler else None,
+        sampler=loaders["sampler"],
+        train_loader=loaders["train_loader"],
+        dev_loader=loaders["dev_loader"],
+        train_filtered=loaders["train_filtered"],
+        dev_filtered=loaders["dev_filtered"],
+        chunk_gen=torch.Generator().manual_seed(tc.seed),
+        dummy=_dummy_batch(cfg, layers),
+        writer=writer,
+        save=save_training_checkpoint,
+        progress_bar=opts.progress_bar,
+    )
