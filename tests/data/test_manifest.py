@@ -124,11 +124,13 @@ def test_kaldi_dir_with_segments(tmp_path: Path) -> None:
     data = _kaldi_dir(tmp_path, [f"rec {rec}"], ["u1 FIRST", "u2 SECOND", "u3"])
     (data / "segments").write_text("u1 rec 0.0 0.4\nu2 rec 0.4 -1\nu3 rec 0.5 1.5\n")
     cuts = read_kaldi_dir(data).cuts
-    got = [(c.id, cut_text(c), c.start, c.duration) for c in cuts]
     # u3 has an empty transcript (allowed) and its end is clipped to the audio, like Kaldi does.
-    assert got == pytest.approx(
-        [("u1", "FIRST", 0, 0.4), ("u2", "SECOND", 0.4, 0.6), ("u3", "", 0.5, 0.5)]
-    )
+    assert [(c.id, cut_text(c)) for c in cuts] == [("u1", "FIRST"), ("u2", "SECOND"), ("u3", "")]
+    assert [(c.start, c.duration) for c in cuts] == [
+        pytest.approx((0, 0.4)),
+        pytest.approx((0.4, 0.6)),
+        pytest.approx((0.5, 0.5)),
+    ]
     assert cuts["u2"].load_audio().shape == (1, int(0.6 * SR))
 
 
