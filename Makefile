@@ -1,9 +1,18 @@
 PYTHON ?= python3
 
-.PHONY: test lint bench
+.PHONY: test demo smoke lint bench
 
 test:
 	$(PYTHON) -m pytest -q
+
+# Generate a synthetic LibriSpeech-layout corpus, train, decode, stream, export, print results
+# (recipes/synthetic/run.sh; ~19 min measured on 2 CPU cores). Extra recipe flags: make demo ARGS="--stage 5".
+demo:
+	bash recipes/synthetic/run.sh $(ARGS)
+
+# The same stages on 0.02 h with a tiny model (~1 min): what tests/recipes runs.
+smoke:
+	SMOKE=1 bash recipes/synthetic/run.sh $(ARGS)
 
 lint:
 	ruff check . && ruff format --check .

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# LibriSpeech streaming Conformer-CTC (conf/conformer_u2.yaml: one dynamic-chunk model serves
+# full context and every chunk size).
+#
+#   recipes/librispeech/run.sh [--stage N] [--stop-stage M] [--ngpu 8] [--dl-dir /data] ...
+#
+# Run from the repository root. Stages:
+#   0  download the parts from openslr.org (resource 12) into $dl_dir; a part that is already
+#      unpacked ($dl_dir/LibriSpeech/<part>) is skipped, so data you have is never fetched
+#   1  prepare:   wenet-lite prepare librispeech          -> $data/<part>/cuts.jsonl.gz
+#   2  CMVN:      wenet-lite compute-cmvn on the training parts -> $data/cmvn.json
+#   3  train:     torchrun --nproc_per_node $ngpu -m wenet_lite train (rank 0 first trains the
+#                 sentencepiece tokenizer on the training transcripts; --resume continues)
+#   4  average:   wenet-lite average (newest $average_num checkpoints)
+#   5  decode test-clean and test-other: full context, and chunk 16/8/4 both chunk-masked and
+#                 simulated streaming (chunk by chunk with caches)
+#   6  stream:    wenet-lite stream over both test sets at chunk 16/8/4, scored with
+#                 tools/score_stream.py and compared with simulated streaming
+#   7  export:    TorchScript and ONNX (+int8) for chunk $export_chunk, left $export_left
+#   8  results:   tools/results_table.py -> $exp/RESULTS.md, tools/plot_training.py
+# Options: --name value (dashes or underscores) or environment variables of the same name.
+#
+# Expected cost: an ESTIMATE (no GPU run of this recipe has been made), derived in README.md
+# "LibriSpeech recipe": ~7 GFLOP per trained audio-second for the 35 M-parameter model, so 80
+# epochs of 960 h are ~2e18 FLOP, roughly 5-15 hours on one H100-class GPU (1-2 h on 8) when
+# each GPU has enough data-loader CPU cores; train_set=train-clean-100 costs ~10x less.
+set -euo pipefail
+
+stage=${stage:-0}
+stop_stage=${stop_stage:-100}
+dl_dir=${dl_dir:-download}        # LibriSpeech/<part>/... lands (or already is) here
+mirror=${mirror:-https://www.openslr.org/resources/12}   # or https://us.openslr.org/resources/12
+data=${data:-data/librispeech}
+exp=${exp:-exp/librispeech_u2}
+config=${config:-conf/conformer_u2.yaml}
+overrides=${overrides:-}          # space-separated KEY=VALUE config overrides for training
+ngpu=${ngpu:-$(python3 -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)}
+nj=${nj:-8}                       # parallel header readers and CMVN loader workers
+train_set=${train_set:-train-clean-100,train-clean-360,train-other-500}
+dev_set=${dev_set:-dev-clean}
+test_sets=${test_sets:-"test-clean test-other"}
+average_num=${average_num:-5}
+chunks=${chunks:-"16 8 4"}
+stream_chunks=${stream_chunks:-"16 8 4"}
+stream_device=${stream_device:-cpu}
+export_chunk=${export_chunk:-16}
+export_left=${export_left:-4}
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --*)
+      name=${1#--}; name=${name//-/_}
+      if [ $# -lt 2 ]; then echo "$0: option $1 needs a value" >&2; exit 2; fi
+      case "$name" in
+        stage|stop_stage|dl_dir|mirror|data|exp|config|overrides|ngpu|nj|train_set|dev_set|\
+test_sets|average_num|chunks|stream_chunks|stream_device|export_chunk|export_left)
+          printf -v "$name" '%s' "$2" ;;
+        *) echo "$0: unknown option $1" >&2; exit 2 ;;
+      esac
+      shift 2 ;;
+    *) echo "$0: unexpected argument $1" >&2; exit 2 ;;
+  esac
+done
+
+model=$exp/avg_${average_num}.pt
+set_args=()
+for kv in $overrides; do set_args+=(--set "$kv"); done
+all_parts="${train_set//,/ } ${dev_set//,/ } $test_sets"
+
+log() { echo "$(date '+%H:%M:%S') [stage $1] ${*:2}"; }
+run_stage() { [ "$stage" -le "$1" ] && [ "$stop_stage" -ge "$1" ]; }
+
+if run_stage 0; then
+  mkdir -p "$dl_dir"
+  for part in $all_parts; do
+    # The archive is deleted only after it unpacked, so a leftover one means: not finished.
+    if [ -d "$dl_dir/LibriSpeech/$part" ] && [ ! -f "$dl_dir/$part.tar.gz" ]; then
+      log 0 "$dl_dir/LibriSpeech/$part exists, not downloading"
+      continue
+    fi
+    log 0 "download $mirror/$part.tar.gz"
+    wget --continue --tries 10 -O "$dl_dir/$part.tar.gz" "$mirror/$part.tar.gz"
+    tar -xzf "$dl_dir/$part.tar.gz" -C "$dl_dir"
+    rm "$dl_dir/$part.tar.gz"
+  done
+fi
+
+if run_stage 1; then
+  log 1 "prepare $all_parts"
+  parts=$(echo "$all_parts" | tr -s ' ' ',')
+  wenet-lite prepare librispeech --root "$dl_dir" --parts "$parts" --out "$data" --jobs "$nj"
+fi
+
+if run_stage 2; then
+  log 2 "CMVN of $train_set"
+  train_dirs=()
+  for part in ${train_set//,/ }; do train_dirs+=("$data/$part"); done
+  wenet-lite compute-cmvn --config "$config" --data "${train_dirs[@]}" --out "$data/cmvn.json" \
+    --jobs "$nj"
+fi
+
+if run_stage 3; then
+  args=(train --config "$config" --data "$data" --exp "$exp" --train-part "$train_set"
+        --dev-part "$dev_set" --resume --no-progress "${set_args[@]}")
+  if [ "$ngpu" -gt 0 ]; then
+    log 3 "train with torchrun, $ngpu processes (one per GPU) -> $exp"
+    torchrun --standalone --nproc_per_node "$ngpu" -m wenet_lite "${args[@]}"
+  else
+    log 3 "train on CPU (no GPU found; set --ngpu N to use GPUs) -> $exp"
+    wenet-lite "${args[@]}"
+  fi
+fi
+
+if run_stage 4; then
+  log 4 "average the newest $average_num checkpoints -> $model"
+  wenet-lite average --exp "$exp" --num "$average_num" --out "$model"
+fi
+
+if run_stage 5; then
+  for test in $test_sets; do
+    out=$exp/decode/$test
+    log 5 "decode $test: full context"
+    wenet-lite decode --model "$model" --data "$data/$test" --out "$out/full"
+    for c in $chunks; do
+      log 5 "decode $test: chunk $c, chunk-masked and simulated streaming"
+      wenet-lite decode --model "$model" --data "$data/$test" --chunk-size "$c" \
+        --out "$out/chunk$c"
+      wenet-lite decode --model "$model" --data "$data/$test" --chunk-size "$c" \
+        --simulate-streaming --out "$out/chunk${c}_sim"
+    done
+  done
+fi
+
+if run_stage 6; then
+  for test in $test_sets; do
+    out=$exp/decode/$test
+    mkdir -p "$out"
+    mapfile -t files < <(find -L "$dl_dir/LibriSpeech/$test" -name '*.flac' | sort)
+    for c in $stream_chunks; do
+      log 6 "stream ${#files[@]} files of $test, chunk $c (32 streams batched, no endpointing)"
+      wenet-lite stream --model "$model" --chunk-size "$c" --no-endpoint --json \
+        --max-streams 32 --device "$stream_device" "${files[@]}" > "$out/stream$c.jsonl"
+      compare=()
+      [ -f "$out/chunk${c}_sim/hyp.txt" ] && compare=(--compare "$out/chunk${c}_sim")
+      python3 tools/score_stream.py --stream "$out/stream$c.jsonl" --data "$data/$test" \
+        --out "$out/stream$c" "${compare[@]}"
+    done
+  done
+fi
+
+if run_stage 7; then
+  log 7 "export TorchScript and ONNX (+int8), chunk $export_chunk, left $export_left"
+  wenet-lite export --model "$model" --format torchscript --chunk-size "$export_chunk" \
+    --left-chunks "$export_left" --out "$exp/export/model.ts"
+  wenet-lite export --model "$model" --format onnx --chunk-size "$export_chunk" \
+    --left-chunks "$export_left" --quantize int8 --out "$exp/export/onnx"
+fi
+
+if run_stage 8; then
+  log 8 "results table and training curves"
+  test_args=()
+  for test in $test_sets; do test_args+=(--test "$data/$test"); done
+  for part in ${train_set//,/ }; do test_args+=(--train-data "$data/$part"); done
+  python3 tools/plot_training.py --exp "$exp"
+  python3 tools/results_table.py --exp "$exp" --model "$model" \
+    "${test_args[@]}" \
+    --note "Config: $config${overrides:+, overrides: $overrides}; train: $train_set; $ngpu GPU(s)."
+fi

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# The LibriSpeech recipe's stages on a generated LibriSpeech-layout corpus, on CPU.
+#
+#   recipes/synthetic/run.sh [--stage N] [--stop-stage M] [--hours 3] [--exp exp/synthetic] ...
+#   SMOKE=1 recipes/synthetic/run.sh        # 0.02 h, tiny model, 40 steps: end to end in ~1 min
+#
+# Run from the repository root (after `pip install -e ".[dev]"` and the apt packages of the
+# README). Stages:
+#   0  generate the corpus: tools/make_synthetic_librispeech.py (skipped when it exists)
+#   1  prepare:        wenet-lite prepare librispeech   -> $data/<part>/cuts.jsonl.gz
+#   2  CMVN:           wenet-lite compute-cmvn          -> $data/cmvn.json
+#   3  train:          wenet-lite train (trains the tokenizer first; --resume continues)
+#   4  average:        wenet-lite average               -> $exp/avg_$average_num.pt
+#   5  decode test-clean: full context, and for each chunk in $chunks the chunk-masked forward
+#                      and simulated streaming (chunk by chunk with caches)
+#   6  stream test-clean with `wenet-lite stream` for each chunk in $stream_chunks, score it
+#                      and compare with the simulated streaming transcripts; stream one file
+#                      with endpointing as a live stream would be printed
+#   7  export TorchScript and ONNX (+int8); run them with tools/run_exported.py and sherpa-onnx
+#   8  plots (training curves, CTC posteriors) and $exp/RESULTS.md
+# Every option below can be given as --name value (dashes or underscores) or set in the
+# environment beforehand. Extra training settings: --overrides "train.max_steps=3000 ...".
+set -euo pipefail
+
+stage=${stage:-0}
+stop_stage=${stop_stage:-100}
+smoke=${SMOKE:-0}
+hours=${hours:-3}                 # hours of training audio (dev and test add 5 % each)
+seed=${seed:-0}
+nj=${nj:-2}                       # parallel synthesisers / header readers
+config=${config:-conf/synthetic_small.yaml}
+overrides=${overrides:-}          # space-separated KEY=VALUE config overrides for training
+average_num=${average_num:-5}
+chunks=${chunks:-"16 8 4"}        # decoded chunk sizes (encoder frames of 40 ms)
+stream_chunks=${stream_chunks:-"16 4"}
+export_chunk=${export_chunk:-16}
+export_left=${export_left:-4}
+if [ "$smoke" = 1 ]; then
+  hours=${smoke_hours:-0.02}
+  config=conf/tiny_test.yaml
+  overrides="train.max_steps=40 train.max_epochs=100 data.max_batch_seconds=20 $overrides"
+  average_num=3
+  chunks="16 4"
+  stream_chunks="16 4"
+  tag=_smoke
+else
+  tag=
+fi
+corpus=${corpus:-data/synthetic${tag}_corpus}   # holds LibriSpeech/<part>/...
+data=${data:-data/synthetic${tag}}              # prepared manifests and CMVN
+exp=${exp:-exp/synthetic${tag}}
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --*)
+      name=${1#--}; name=${name//-/_}
+      if [ $# -lt 2 ]; then echo "$0: option $1 needs a value" >&2; exit 2; fi
+      case "$name" in
+        stage|stop_stage|hours|seed|nj|config|overrides|average_num|chunks|stream_chunks|\
+export_chunk|export_left|corpus|data|exp) printf -v "$name" '%s' "$2" ;;
+        *) echo "$0: unknown option $1" >&2; exit 2 ;;
+      esac
+      shift 2 ;;
+    *) echo "$0: unexpected argument $1" >&2; exit 2 ;;
+  esac
+done
+
+test_part=test-clean
+model=$exp/avg_${average_num}.pt
+decode_dir=$exp/decode/$test_part
+set_args=()
+for kv in $overrides; do set_args+=(--set "$kv"); done
+
+log() { echo "$(date '+%H:%M:%S') [stage $1] ${*:2}"; }
+run_stage() { [ "$stage" -le "$1" ] && [ "$stop_stage" -ge "$1" ]; }
+test_audio() { find -L "$corpus/LibriSpeech/$test_part" -name '*.flac' | sort; }
+
+if run_stage 0; then
+  if [ -f "$corpus/LibriSpeech/SYNTHETIC.json" ]; then
+    log 0 "corpus exists: $corpus (delete it to generate again)"
+  else
+    log 0 "generating $hours h of synthetic speech into $corpus"
+    python3 tools/make_synthetic_librispeech.py --out "$corpus" --hours "$hours" --seed "$seed" \
+      --jobs "$nj"
+  fi
+fi
+
+if run_stage 1; then
+  log 1 "prepare $corpus -> $data"
+  wenet-lite prepare librispeech --root "$corpus" --out "$data" --jobs "$nj"
+fi
+
+if run_stage 2; then
+  log 2 "CMVN of train-clean-100"
+  wenet-lite compute-cmvn --config "$config" --data "$data/train-clean-100" \
+    --out "$data/cmvn.json" --jobs 1
+fi
+
+if run_stage 3; then
+  log 3 "train $config -> $exp ${overrides:+(overrides: $overrides)}"
+  wenet-lite train --config "$config" --data "$data" --exp "$exp" \
+    --train-part train-clean-100 --dev-part dev-clean --resume --no-progress "${set_args[@]}"
+fi
+
+if run_stage 4; then
+  log 4 "average the newest $average_num checkpoints -> $model"
+  wenet-lite average --exp "$exp" --num "$average_num" --out "$model"
+fi
+
+if run_stage 5; then
+  log 5 "decode $test_part: full context"
+  wenet-lite decode --model "$model" --data "$data/$test_part" --out "$decode_dir/full" \
+    --device cpu
+  for c in $chunks; do
+    log 5 "decode $test_part: chunk $c, chunk-masked and simulated streaming"
+    wenet-lite decode --model "$model" --data "$data/$test_part" --chunk-size "$c" \
+      --out "$decode_dir/chunk$c" --device cpu
+    wenet-lite decode --model "$model" --data "$data/$test_part" --chunk-size "$c" \
+      --simulate-streaming --out "$decode_dir/chunk${c}_sim" --device cpu
+  done
+fi
+
+if run_stage 6; then
+  mkdir -p "$decode_dir"
+  mapfile -t files < <(test_audio)
+  for c in $stream_chunks; do
+    log 6 "stream ${#files[@]} files of $test_part, chunk $c (no endpointing, 8 streams batched)"
+    wenet-lite stream --model "$model" --chunk-size "$c" --no-endpoint --json --max-streams 8 \
+      "${files[@]}" > "$decode_dir/stream$c.jsonl"
+    compare=()
+    [ -f "$decode_dir/chunk${c}_sim/hyp.txt" ] && compare=(--compare "$decode_dir/chunk${c}_sim")
+    python3 tools/score_stream.py --stream "$decode_dir/stream$c.jsonl" \
+      --data "$data/$test_part" --out "$decode_dir/stream$c" "${compare[@]}"
+  done
+  log 6 "one file as a live stream (partials on stderr, final segments with word times)"
+  wenet-lite stream --model "$model" --chunk-size "${stream_chunks%% *}" "${files[0]}" \
+    2> "$exp/stream_partials.txt" | tee "$exp/stream_one_file.txt"
+fi
+
+if run_stage 7; then
+  mapfile -t files < <(test_audio | head -n 3)
+  log 7 "export TorchScript (chunk $export_chunk, left $export_left) and ONNX (+int8)"
+  wenet-lite export --model "$model" --format torchscript --chunk-size "$export_chunk" \
+    --left-chunks "$export_left" --out "$exp/export/model.ts"
+  wenet-lite export --model "$model" --format onnx --chunk-size "$export_chunk" \
+    --left-chunks "$export_left" --quantize int8 --out "$exp/export/onnx"
+  log 7 "run the TorchScript model without wenet_lite (tools/run_exported.py)"
+  python3 tools/run_exported.py "$exp/export/model.ts" "${files[@]}" \
+    | tee "$exp/export/run_exported.txt"
+  log 7 "run the ONNX model with sherpa-onnx (tools/run_sherpa.py)"
+  python3 tools/run_sherpa.py --dir "$exp/export/onnx" --chunk-size "$export_chunk" \
+    --left-chunks "$export_left" "${files[@]}" | tee "$exp/export/sherpa.txt"
+fi
+
+if run_stage 8; then
+  log 8 "plots and $exp/RESULTS.md"
+  python3 tools/plot_training.py --exp "$exp"
+  python3 tools/plot_alignment.py --model "$model" --data "$data/$test_part" --index 0 \
+    --out "$exp/alignment.png"
+  python3 tools/results_table.py --exp "$exp" --model "$model" \
+    --train-data "$data/train-clean-100" --test "$data/$test_part" \
+    --note "Corpus: $corpus ($hours h requested, seed $seed). Config: $config${overrides:+, overrides: $overrides}." \
+    --note "Command: recipes/synthetic/run.sh$([ "$smoke" = 1 ] && echo ' (SMOKE=1)')"
+fi

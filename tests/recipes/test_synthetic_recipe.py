@@ -1,0 +1,103 @@
+"""recipes/synthetic/run.sh end to end in smoke mode: every stage runs and leaves its artefacts.
+
+SMOKE=1 generates 0.02 h of speech and trains conf/tiny_test.yaml for 40 steps, then decodes,
+streams, exports (TorchScript, ONNX), runs both exported models and writes plots and
+RESULTS.md: the same commands as `make demo`, small enough for CI (44 s on 2 cores).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+RECIPE = REPO / "recipes" / "synthetic" / "run.sh"
+CHUNKS = (16, 4)
+TIMEOUT_S = 600
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        shutil.which("espeak-ng") is None
+        or shutil.which("flite") is None
+        or not Path("/usr/share/games/fortunes").is_dir(),
+        reason="needs apt-get install espeak-ng flite fortunes-min fortunes",
+    ),
+]
+
+
+def _hyps(path: Path) -> Dict[str, str]:
+    out = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        uid, _, text = line.partition(" ")
+        out[uid] = text.strip()
+    return out
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Run the whole smoke recipe once; returns its exp dir."""
+    if shutil.which("wenet-lite") is None:
+        pytest.skip("wenet-lite is not on PATH (pip install -e .)")
+    tmp = tmp_path_factory.mktemp("recipe")
+    env = dict(os.environ, SMOKE="1", OMP_NUM_THREADS="1")
+    # The recipe calls python3 and wenet-lite: use this interpreter's environment first.
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    cmd = ["bash", str(RECIPE), "--corpus", str(tmp / "corpus"), "--data", str(tmp / "data")]
+    cmd += ["--exp", str(tmp / "exp")]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    (tmp / "recipe.log").write_text(proc.stdout + proc.stderr)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    return tmp / "exp"
+
+
+def test_training_artefacts(smoke_run: Path) -> None:
+    exp = smoke_run
+    for name in ("config.yaml", "train.log", "tokenizer.model", "skipped.json", "avg_3.pt"):
+        assert (exp / name).is_file(), name
+    assert list((exp / "tensorboard").glob("events.out.tfevents.*"))
+    assert list(exp.glob("step_*.pt"))
+    assert "step 40:" in (exp / "train.log").read_text()
+
+
+def test_decode_stream_and_results(smoke_run: Path) -> None:
+    decode = smoke_run / "decode" / "test-clean"
+    modes = ["full"] + [f"{m}{c}" for c in CHUNKS for m in ("chunk", "stream")]
+    modes += [f"chunk{c}_sim" for c in CHUNKS]
+    for mode in modes:
+        summary = (decode / mode / "summary.txt").read_text()
+        assert "WER " in summary and "CER " in summary, mode
+        assert (decode / mode / "hyp.txt").is_file(), mode
+    results = (smoke_run / "RESULTS.md").read_text()
+    assert "| decoding mode | chunk |" in results
+    assert "never occur in the" in results
+    assert "![Training curves](training.png)" in results
+    for png in ("training.png", "alignment.png"):
+        assert (smoke_run / png).read_bytes()[:4] == b"\x89PNG", png
+    assert (smoke_run / "stream_one_file.txt").is_file()
+
+
+@pytest.mark.parametrize("chunk", CHUNKS)
+def test_stream_equals_simulated_streaming(smoke_run: Path, chunk: int) -> None:
+    decode = smoke_run / "decode" / "test-clean"
+    streamed = _hyps(decode / f"stream{chunk}" / "hyp.txt")
+    simulated = _hyps(decode / f"chunk{chunk}_sim" / "hyp.txt")
+    assert len(streamed) >= 10
+    assert streamed == simulated
+    summary = (decode / f"stream{chunk}" / "summary.txt").read_text()
+    assert f"{len(streamed)}/{len(streamed)}" in summary
+
+
+def test_exported_models_ran(smoke_run: Path) -> None:
+    export = smoke_run / "export"
+    for name in ("model.ts", "onnx/model.onnx", "onnx/model.int8.onnx", "onnx/tokens.txt"):
+        assert (export / name).is_file(), name
+    for name in ("run_exported.txt", "sherpa.txt"):
+        lines = (export / name).read_text().splitlines()
+        assert len(lines) == 3, (name, lines)
