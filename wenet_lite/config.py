@@ -135,6 +135,9 @@ class EncoderConfig:
     num_blocks: int = 12
     subsampling_rate: int = 4
     """conv2d front-end: 4, 6 or 8 input frames per encoder frame"""
+    subsampling_channels: int = 0
+    """channels of the front-end's conv layers (0: d_model); its second conv costs
+    channels^2, so a small model trains much faster with fewer (e.g. 64 for d_model 144)"""
     conv_kernel: int = 15
     causal_conv: bool = True
     """left-only depthwise conv; required for chunked (streaming) attention"""
@@ -148,6 +151,7 @@ class EncoderConfig:
     chunk: ChunkConfig = field(default_factory=ChunkConfig)
 
     def __post_init__(self) -> None:
+        _require(self.subsampling_channels >= 0, "subsampling_channels", "must be >= 0")
         for name in ("d_model", "num_heads", "ffn_dim", "num_blocks", "conv_kernel"):
             _require(getattr(self, name) > 0, name, f"must be positive, got {getattr(self, name)}")
         _require(

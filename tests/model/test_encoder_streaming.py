@@ -66,9 +66,11 @@ def test_batchnorm_conv_streams_exactly() -> None:
     assert _max_valid_diff(full, streamed, out_lens) <= 1e-5
 
 
-@pytest.mark.parametrize("rate", [6, 8])
-def test_other_subsampling_rates_stream_exactly(rate: int) -> None:
-    enc = _encoder(subsampling_rate=rate)
+@pytest.mark.parametrize("rate,channels", [(6, 0), (8, 0), (4, 8)])
+def test_other_subsampling_rates_stream_exactly(rate: int, channels: int) -> None:
+    enc = _encoder(subsampling_rate=rate, subsampling_channels=channels)
+    width = channels or 32
+    assert enc.subsampling.conv[-2].out_channels == width
     feats = torch.randn(2, 250, F_DIM)
     lens = torch.tensor([250, 170])
     with torch.no_grad():

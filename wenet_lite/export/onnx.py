@@ -254,7 +254,9 @@ def quantize_int8(src: PathLike, dst: PathLike) -> Path:
     """Dynamic int8 MatMul weights (as sherpa-onnx's WeNet export does); metadata kept.
 
     Activations are quantized per call; what is saved is weight memory traffic, which bounds
-    a small chunk's speed.
+    a small chunk's speed. Weights use 7 bits (``reduce_range``): on x86 CPUs with AVX2 but no
+    VNNI, onnxruntime's u8s8 kernel sums pairs of products in int16 and saturates with full
+    8-bit weights (measured on an AVX2-only EPYC: max log-prob error 0.86 vs 0.03).
     """
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -264,6 +266,7 @@ def quantize_int8(src: PathLike, dst: PathLike) -> Path:
         model_output=str(dst),
         op_types_to_quantize=["MatMul"],
         weight_type=QuantType.QInt8,
+        reduce_range=True,
     )
     meta = {p.key: p.value for p in onnx.load(str(src)).metadata_props}
     meta["quantize"] = "int8"

@@ -59,6 +59,7 @@ def build_model(cfg: ExperimentConfig, vocab_size: int) -> ASRModel:
         ffn_dim=enc.ffn_dim,
         num_blocks=enc.num_blocks,
         subsampling_rate=enc.subsampling_rate,
+        subsampling_channels=enc.subsampling_channels,
         conv_kernel=enc.conv_kernel,
         causal_conv=enc.causal_conv,
         conv_norm=enc.conv_norm,

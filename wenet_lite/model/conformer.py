@@ -113,6 +113,7 @@ class ConformerEncoder(nn.Module):
         ffn_dim: int = 2048,
         num_blocks: int = 12,
         subsampling_rate: int = 4,
+        subsampling_channels: int = 0,
         conv_kernel: int = 15,
         causal_conv: bool = True,
         conv_norm: str = "layer_norm",
@@ -128,7 +129,9 @@ class ConformerEncoder(nn.Module):
         self.conv_kernel = conv_kernel
         self.causal_conv = causal_conv
         self.cmvn = GlobalCMVN(input_dim)
-        self.subsampling = Conv2dSubsampling(input_dim, d_model, subsampling_rate)
+        self.subsampling = Conv2dSubsampling(
+            input_dim, d_model, subsampling_rate, subsampling_channels
+        )
         self.dropout = nn.Dropout(dropout)
         self.blocks = nn.ModuleList(
             [

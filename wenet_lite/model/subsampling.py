@@ -24,17 +24,22 @@ _LAYERS = {4: [(3, 2), (3, 2)], 6: [(3, 2), (5, 3)], 8: [(3, 2), (3, 2), (3, 2)]
 class Conv2dSubsampling(nn.Module):
     """Stacked stride-s 2-D convolutions over (time, frequency) followed by a projection."""
 
-    def __init__(self, input_dim: int, d_model: int, rate: int) -> None:
+    def __init__(self, input_dim: int, d_model: int, rate: int, channels: int = 0) -> None:
+        """``channels``: output channels of each conv layer (0: d_model). Fewer than d_model
+        makes the front-end much cheaper; its second conv dominates a small model's step."""
         super().__init__()
         if rate not in _LAYERS:
             raise ValueError(f"subsampling rate must be 4, 6 or 8, got {rate}")
+        if channels < 0:
+            raise ValueError(f"subsampling channels must be >= 0, got {channels}")
+        width = channels if channels > 0 else d_model
         layers: List[nn.Module] = []
         channels, freq, right_context, step = 1, input_dim, 0, 1
         self.kernels: List[int] = []
         self.strides: List[int] = []
         for kernel, stride in _LAYERS[rate]:
-            layers += [nn.Conv2d(channels, d_model, kernel, stride), nn.ReLU()]
-            channels = d_model
+            layers += [nn.Conv2d(channels, width, kernel, stride), nn.ReLU()]
+            channels = width
             freq = (freq - kernel) // stride + 1
             right_context += (kernel - 1) * step
             step *= stride
@@ -43,7 +48,7 @@ class Conv2dSubsampling(nn.Module):
         if freq < 1:
             raise ValueError(f"input_dim ({input_dim}) is too small for subsampling rate {rate}")
         self.conv = nn.Sequential(*layers)
-        self.out = Linear(d_model * freq, d_model)
+        self.out = Linear(width * freq, d_model)
         self.rate = rate
         self.right_context = right_context
 
@@ -64,7 +69,7 @@ class Conv2dSubsampling(nn.Module):
                 f"input has {x.size(1)} frames; subsampling by {self.rate} needs at least "
                 f"{self.right_context + 1}"
             )
-        x = self.conv(x.unsqueeze(1))  # (B, D, T, F')
-        b, d, t, f = x.size()
-        x = self.out(x.transpose(1, 2).reshape(b, t, d * f))  # (B, T, D)
+        x = self.conv(x.unsqueeze(1))  # (B, channels, T, F')
+        b, c, t, f = x.size()
+        x = self.out(x.transpose(1, 2).reshape(b, t, c * f))  # (B, T, D)
         return x, self.output_lengths(lens)
