@@ -47,6 +47,8 @@ def _write(tmp_path: Path, text: str) -> Path:
         ("encoder:\n  subsampling_rate: 5\n", "encoder.subsampling_rate", "4, 6 or 8"),
         ("data:\n  speed_perturb: [0.9, -1]\n", "data.speed_perturb", "positive"),
         ("encoder: 3\n", "encoder", "mapping"),
+        ("train:\n  schedule: cosine\n  warmup_steps: 10\n", "train.schedule", "max_steps"),
+        ("encoder:\n  subsampling_channels: -1\n", "encoder.subsampling_channels", ">= 0"),
     ],
 )
 def test_bad_config_names_key_path(tmp_path: Path, yaml_text: str, key: str, words: str) -> None:

@@ -4,6 +4,7 @@
 Usage:
     python tools/bench_streaming.py [--config conf/conformer_u2.yaml] [--chunk 16]
         [--left -1 4] [--streams 1 4 16] [--seconds 20] [--threads 1] [--dtypes fp32 bf16]
+    python tools/bench_streaming.py --config conf/synthetic_small.yaml --left 4 --long 3600
 
 Drives ``StreamingRecognizer`` the way a server does: every stream receives one chunk of audio
 (C * 40 ms) per step, then ONE ``decode_streams`` call decodes every ready stream in a single
@@ -15,6 +16,10 @@ compute seconds per second of audio per stream, ``x realtime`` the aggregate thr
 (seconds of audio decoded per wall second, all streams together) and ``speedup`` that
 throughput over the single-stream throughput of the same settings.
 
+``--long 3600`` instead streams one hour through ONE stream (audio made chunk by chunk, never
+held whole) and prints, every ``--report`` seconds of audio, the process's resident memory and
+the mean step time: with ``--left`` >= 0 both stay flat however long the stream runs.
+
 Random weights (speed does not depend on training) and a vocabulary of the config's size; no
 tokenizer is needed because only text spelling needs one. Audio is white noise.
 """
@@ -22,6 +27,7 @@ tokenizer is needed because only text spelling needs one. Audio is white noise.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from typing import Dict, List
@@ -76,6 +82,41 @@ def _run(rec, num_streams: int, seconds: float) -> Dict[str, float]:
     }
 
 
+def _rss_mb() -> float:
+    """Resident memory of this process now (not the peak), from /proc."""
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _long_run(rec, seconds: float, report: float) -> None:
+    """One stream of ``seconds`` of noise; a row of RSS and step time every ``report`` s."""
+    step_samples = rec.chunk_size * rec.subsampling_rate * int(RATE * rec.frame_shift_s)
+    rng = np.random.default_rng(0)
+    stream = rec.create_stream()
+    print("| audio min | RSS MB | step ms (mean / max) | RTF |")
+    print("|---|---|---|---|")
+    window: List[float] = []
+    fed, next_report = 0, report * RATE
+    while fed < seconds * RATE:
+        piece = (0.1 * rng.standard_normal(step_samples)).astype(np.float32)
+        t0 = time.perf_counter()
+        stream.accept_waveform(RATE, piece)
+        rec.decode_streams([stream])
+        window.append(time.perf_counter() - t0)
+        fed += step_samples
+        if fed >= next_report:
+            mean = statistics.mean(window)
+            print(
+                f"| {fed / RATE / 60:.1f} | {_rss_mb():.0f} | {1000 * mean:.1f} / "
+                f"{1000 * max(window):.1f} | {mean * RATE / step_samples:.4f} |",
+                flush=True,
+            )
+            window, next_report = [], next_report + report * RATE
+    stream.input_finished()
+    rec.decode_until_done([stream])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="conf/conformer_u2.yaml")
@@ -86,8 +127,23 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtypes", nargs="+", default=["fp32"], choices=["fp32", "bf16"])
+    parser.add_argument(
+        "--long",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="stream this much audio through one stream, reporting memory",
+    )
+    parser.add_argument("--report", type=float, default=300.0, help="--long: seconds per row")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.long > 0:
+        for left in args.left:
+            print(f"{args.config}, chunk {args.chunk}, left {left}, one stream of "
+                  f"{args.long:g} s, {args.threads} thread(s)")  # fmt: skip
+            rec = _recognizer(args.config, args.chunk, left, args.device, _DTYPES[args.dtypes[0]])
+            _long_run(rec, args.long, args.report)
+        return
     chunk_ms = args.chunk * 40
     print(f"{args.config}, chunk {args.chunk} ({chunk_ms} ms), {args.seconds:g} s per stream, "
           f"{args.threads} thread(s), {args.device}")  # fmt: skip

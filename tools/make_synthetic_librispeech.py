@@ -45,7 +45,8 @@ APT_HINT = "apt-get install espeak-ng flite fortunes-min fortunes"
 FORTUNE_DIR = Path("/usr/share/games/fortunes")
 SAMPLE_RATE = 16000
 PARTS = ("train-clean-100", "dev-clean", "test-clean")
-EVAL_SHARE = 0.05  # dev and test each add this fraction of the train hours
+EVAL_SHARE = 0.05  # dev and test each add this fraction of the train hours ...
+MAX_EVAL_HOURS = 0.25  # ... up to this much (~250 utterances, ~2,700 words): enough to score
 MIN_EVAL_UTTS = 10
 EVAL_SENTENCE_SHARE = 0.05  # of the sentence pool, for dev and for test each
 MIN_EVAL_SENTENCES = 20
@@ -312,7 +313,15 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
         required=True,
         metavar="H",
         help="target hours of train-clean-100; dev-clean and test-clean are in addition, "
-        f"each {EVAL_SHARE * 100:g}%% of it and at least {MIN_EVAL_UTTS} utterances",
+        f"each {EVAL_SHARE * 100:g}%% of it (at most {MAX_EVAL_HOURS:g} h, see --eval-hours) "
+        f"and at least {MIN_EVAL_UTTS} utterances",
+    )
+    p.add_argument(
+        "--eval-hours",
+        type=float,
+        metavar="H",
+        help=f"target hours of dev-clean and of test-clean each (default: {EVAL_SHARE:g} x "
+        f"--hours, at most {MAX_EVAL_HOURS:g})",
     )
     p.add_argument("--seed", type=int, default=0, metavar="S", help="same seed, same corpus (0)")
     p.add_argument(
@@ -326,6 +335,10 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.hours <= 0 or args.jobs < 1:
         p.error(f"--hours ({args.hours}) must be > 0 and --jobs ({args.jobs}) >= 1")
+    if args.eval_hours is None:
+        args.eval_hours = min(EVAL_SHARE * args.hours, MAX_EVAL_HOURS)
+    elif args.eval_hours <= 0:
+        p.error(f"--eval-hours ({args.eval_hours}) must be > 0")
     return args
 
 
@@ -339,11 +352,12 @@ def main(argv: Optional[List[str]] = None) -> None:
     sentences = load_sentences(args.text_dir)
     pools = split_sentences(sentences, args.seed)
     voices = build_voices()
-    targets = [args.hours * 3600, args.hours * 3600 * EVAL_SHARE, args.hours * 3600 * EVAL_SHARE]
+    targets = [args.hours * 3600, args.eval_hours * 3600, args.eval_hours * 3600]
     summary: Dict[str, object] = {
         "generator": "tools/make_synthetic_librispeech.py",
         "seed": args.seed,
         "hours_requested_train": args.hours,
+        "hours_requested_eval": args.eval_hours,
         "text_source": str(args.text_dir),
         "usable_sentences": len(sentences),
         "parts": {},

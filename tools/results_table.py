@@ -7,13 +7,14 @@ Usage:
         [--test data/other-part ...] [--note "text"] [--out exp/synthetic/RESULTS.md]
 
 Reads EXP/decode/<test part>/<mode>/summary.txt, where <mode> is ``full``, ``chunkC``
-(chunk-masked forward), ``chunkC_sim`` (`decode --simulate-streaming`) or ``streamC``
-(`wenet-lite stream`, scored by tools/score_stream.py), and writes one table row per mode and
-chunk size with WER and CER per test set. Also reports the unseen-word rate of each test set
-(reference words that never occur in the training transcripts) and how many of those the
-full-context decode got right, the training run (steps, wall time, speed, last dev WERs, from
-EXP/train.log), the model size, and links to training.png and alignment.png when present.
-Prints the table too.
+(chunk-masked forward), ``chunkC_sim`` (`decode --simulate-streaming`), ``streamC``
+(`wenet-lite stream`, scored by tools/score_stream.py) or ``tsC``/``sherpaC`` (+``_int8``:
+the exported models streamed by tools/run_exported.py and tools/run_sherpa.py), and writes
+one table row per mode and chunk size with WER and CER per test set. Also reports the
+unseen-word rate of each test set (reference words that never occur in the training
+transcripts) and how many of those the full-context decode got right, the training run
+(steps, wall time, speed, last dev WERs, from EXP/train.log), the model size, and links to
+training.png and alignment.png when present. Prints the table too.
 """
 
 from __future__ import annotations
@@ -25,17 +26,24 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 _RATE = re.compile(r"^(WER|CER) ([\d.]+) %", re.M)
 _IDENTICAL = re.compile(r"identical to .*: (\d+)/(\d+)")
-_MODE = re.compile(r"^(full|chunk(\d+)(_sim)?|stream(\d+))$")
+_MODE = re.compile(r"^(full|chunk(\d+)(_sim)?|stream(\d+)|(ts|sherpa)(\d+)(_int8)?)$")
+_EXPORTED = {
+    "ts": "exported TorchScript (`tools/run_exported.py`)",
+    "sherpa": "exported ONNX in sherpa-onnx (`tools/run_sherpa.py`)",
+}
 _STEP = re.compile(r"^(\S+ \S+) .*step (\d+): loss ([\d.]+) .* audio ([\d.]+) s/s", re.M)
 _DEV = re.compile(r"^\S+ \S+ .*epoch (\d+) dev: (\d+) utts, loss ([\d.]+), (.*)$", re.M)
 
 
 def mode_key(name: str) -> Tuple[int, int, int]:
-    """Sort order: full first, then by decreasing chunk; masked, simulated, streamed."""
+    """Sort order: full first, then by decreasing chunk; masked, simulated, streamed; then the
+    exported models (TorchScript, sherpa-onnx; fp32 before int8)."""
     m = _MODE.match(name)
     assert m is not None
     if name == "full":
         return (0, 0, 0)
+    if m.group(5):
+        return (2, 2 * (m.group(5) == "sherpa") + bool(m.group(7)), -int(m.group(6)))
     chunk = int(m.group(2) or m.group(4))
     kind = 0 if m.group(2) and not m.group(3) else (1 if m.group(3) else 2)
     return (1, -chunk, kind)
@@ -49,6 +57,9 @@ def describe(name: str) -> Tuple[str, str]:
         return "ctc greedy, full context", "full"
     if m.group(4):
         return "ctc greedy, streamed (`wenet-lite stream`)", m.group(4)
+    if m.group(5):
+        dtype = "int8" if m.group(7) else "fp32"
+        return f"ctc greedy, {_EXPORTED[m.group(5)]}, {dtype}", m.group(6)
     how = "simulated streaming (chunk by chunk, cached)" if m.group(3) else "chunk-masked forward"
     return f"ctc greedy, {how}", m.group(2)
 

@@ -4,12 +4,14 @@
 Usage:
     python tools/run_exported.py model.ts a.wav [b.flac ...] [--piece-ms 100] [--threads 1]
 
-Prints one transcript per file, in order. Audio is fed in pieces of --piece-ms as a live
+Prints one transcript per file, in order (``--names``: ``PATH TEXT`` lines, as
+tools/run_sherpa.py prints them). Audio is fed in pieces of --piece-ms as a live
 stream would arrive; the text does not depend on the piece size.
 
-Standalone on purpose: it imports torch, numpy, soundfile, soxr and kaldi_native_fbank, never
-wenet_lite, and reads everything else from the model file (``metadata()``, ``vocabulary()``;
-see wenet_lite/export/torchscript.py). Copy it next to a model to deploy. What it repeats of
+Standalone on purpose: it imports torch, numpy, soundfile and kaldi_native_fbank (and soxr
+only for audio at another sample rate than the model's), never wenet_lite, and reads everything
+else from the model file (``metadata()``, ``vocabulary()``; see
+wenet_lite/export/torchscript.py). Copy it next to a model to deploy. What it repeats of
 wenet_lite is deliberate and small: audio loading as ``features/audio.py`` does it (mono mean,
 soxr "HQ" resampling, clip to [-1, 1]), the fbank *options* of ``features/fbank.py`` (taken
 from the metadata, with samples scaled by ``sample_scale`` before kaldi-native-fbank), greedy
@@ -25,7 +27,6 @@ from typing import Dict, List, Tuple
 import kaldi_native_fbank as knf
 import numpy as np
 import soundfile as sf
-import soxr
 import torch
 
 State = Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
@@ -38,6 +39,8 @@ def load_audio(path: str, rate: int) -> np.ndarray:
     data, file_rate = sf.read(path, dtype="float32", always_2d=True)  # (N, Ch)
     samples = data.mean(axis=1, dtype=np.float32) if data.shape[1] > 1 else data[:, 0]
     if file_rate != rate:
+        import soxr  # only needed here: a deployment with matching audio can leave it out
+
         samples = soxr.resample(samples, file_rate, rate, quality="HQ")
     return np.clip(samples, -1.0, 1.0).astype(np.float32, copy=False)
 
@@ -162,6 +165,7 @@ def main(argv: List[str]) -> int:
     parser.add_argument("audio", nargs="+", help="audio files (any rate; resampled)")
     parser.add_argument("--piece-ms", type=float, default=100.0, help="stream piece size")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    parser.add_argument("--names", action="store_true", help="print 'PATH TEXT' lines")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     try:
@@ -172,7 +176,8 @@ def main(argv: List[str]) -> int:
     model.eval()
     for path in args.audio:
         try:
-            print(transcribe(model, path, args.piece_ms), flush=True)
+            text = transcribe(model, path, args.piece_ms)
+            print(f"{path} {text}" if args.names else text, flush=True)
         except (sf.LibsndfileError, OSError, RuntimeError) as e:
             print(f"run_exported: {path}: {e}", file=sys.stderr)
             return 1

@@ -4,6 +4,11 @@
 Usage:
     python tools/score_stream.py --stream exp/x/stream16.jsonl --data data/test-clean \
         --out exp/x/decode/test-clean/stream16 [--compare exp/x/decode/test-clean/chunk16_sim]
+    python tools/score_stream.py --text exp/x/export/ts16.txt --data data/test-clean \
+        --out exp/x/decode/test-clean/ts16
+
+--text reads ``PATH TEXT`` lines instead, as tools/run_exported.py --names and
+tools/run_sherpa.py print them.
 
 Joins the final segments of each file (in segment order) into one transcript, names it by the
 file's utterance id (its name without extension, as in LibriSpeech), and writes ``hyp.txt``
@@ -49,6 +54,16 @@ def read_stream(path: Path) -> Tuple[Dict[str, str], List[str]]:
     return texts, failed
 
 
+def read_text_lines(path: Path) -> Dict[str, str]:
+    """{utterance id: transcript} from ``PATH TEXT`` lines (a path holds no spaces here)."""
+    out: Dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        name, _, text = line.partition(" ")
+        if name:
+            out[utt_id(name)] = " ".join(text.split())
+    return out
+
+
 def read_hyp(path: Path) -> Dict[str, str]:
     out: Dict[str, str] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
@@ -70,7 +85,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--stream", type=Path, required=True, help="JSON lines of `stream --json`")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--stream", type=Path, help="JSON lines of `stream --json`")
+    source.add_argument("--text", type=Path, help="PATH TEXT lines of an exported-model runner")
     p.add_argument("--data", type=Path, required=True, help="prepared part (cuts.jsonl.gz)")
     p.add_argument("--out", type=Path, required=True, help="output dir")
     p.add_argument("--compare", type=Path, help="a decode dir whose hyp.txt to compare with")
@@ -78,7 +95,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = p.parse_args(argv)
 
     refs = {c.id: normalize_text(cut_text(c)) for c in load_cuts(args.data)}
-    hyps, failed = read_stream(args.stream)
+    if args.stream is not None:
+        hyps, failed = read_stream(args.stream)
+    else:
+        hyps, failed = read_text_lines(args.text), []
     unknown = sorted(set(hyps) - set(refs))
     if unknown:
         raise SystemExit(f"error: {len(unknown)} streamed file(s) not in {args.data}: {unknown[0]}")
@@ -87,7 +107,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     with open(args.out / "hyp.txt", "w", encoding="utf-8") as f:
         for u in sorted(hyps):
             f.write(f"{u} {hyps[u]}".rstrip() + "\n")
-    lines = [f"streamed {args.stream}", *format_summary(scores), f"failed {len(failed)}"]
+    origin = f"streamed {args.stream}" if args.stream is not None else f"read {args.text}"
+    lines = [origin, *format_summary(scores), f"failed {len(failed)}"]
     status = 0
     if args.compare is not None:
         same, total, differ = compare(hyps, args.compare)

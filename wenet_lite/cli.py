@@ -73,6 +73,10 @@ def _add_compute_cmvn(sub: argparse._SubParsersAction) -> None:
         help="override a config value, e.g. train.max_steps=1000 (repeatable)",
     )  # fmt: skip
     p.add_argument("--jobs", type=int, help="DataLoader workers (default: data.num_workers)")
+    p.add_argument(
+        "--max-utts", type=int, default=0, metavar="N",
+        help="use N utterances spread evenly over the set (default 0: all)",
+    )  # fmt: skip
     p.set_defaults(func=_run_compute_cmvn)
 
 
@@ -82,7 +86,9 @@ def _run_compute_cmvn(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config, args.overrides)
     jobs = cfg.data.num_workers if args.jobs is None else args.jobs
-    stats, skipped = compute_cmvn_file(args.data, cfg.features, args.out, num_workers=jobs)
+    stats, skipped = compute_cmvn_file(
+        args.data, cfg.features, args.out, num_workers=jobs, max_utterances=args.max_utts
+    )
     note = f", skipped {sum(skipped.values())}" if skipped else ""
     print(f"{args.out}: {stats.count} frames{note}")
     return 0

@@ -245,6 +245,11 @@ class TrainConfig:
     lr: float = 1e-3
     """peak learning rate, reached at the end of warmup"""
     warmup_steps: int = 25000
+    schedule: Literal["noam", "cosine"] = "noam"
+    """after warmup: noam (inverse square root, open-ended) or cosine (decays to
+    ``final_lr_scale`` * lr at ``max_steps``, which it requires)"""
+    final_lr_scale: float = 0.02
+    """cosine: the learning rate at max_steps, as a share of the peak"""
     weight_decay: float = 1e-6
     max_epochs: int = 100
     max_steps: int = 0
@@ -262,6 +267,13 @@ class TrainConfig:
     def __post_init__(self) -> None:
         _require(self.lr > 0, "lr", f"must be positive, got {self.lr}")
         _require(self.warmup_steps >= 0, "warmup_steps", "must be >= 0")
+        _require(0 <= self.final_lr_scale <= 1, "final_lr_scale", "must be in [0, 1]")
+        _require(
+            self.schedule != "cosine" or self.max_steps > self.warmup_steps,
+            "schedule",
+            f"cosine decays to train.max_steps, which must exceed train.warmup_steps "
+            f"({self.warmup_steps}); got max_steps {self.max_steps}",
+        )
         _require(self.max_epochs > 0, "max_epochs", "must be positive")
         _require(self.max_steps >= 0, "max_steps", "must be >= 0")
         _require(self.grad_clip > 0, "grad_clip", "must be positive")

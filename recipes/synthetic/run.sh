@@ -16,7 +16,8 @@
 #   6  stream test-clean with `wenet-lite stream` for each chunk in $stream_chunks, score it
 #                      and compare with the simulated streaming transcripts; stream one file
 #                      with endpointing as a live stream would be printed
-#   7  export TorchScript and ONNX (+int8); run them with tools/run_exported.py and sherpa-onnx
+#   7  export TorchScript and ONNX (each fp32 and int8); stream the test set through them with
+#                      tools/run_exported.py and sherpa-onnx (tools/run_sherpa.py) and score it
 #   8  plots (training curves, CTC posteriors) and $exp/RESULTS.md
 # Every option below can be given as --name value (dashes or underscores) or set in the
 # environment beforehand. Extra training settings: --overrides "train.max_steps=3000 ...".
@@ -91,9 +92,9 @@ if run_stage 1; then
 fi
 
 if run_stage 2; then
-  log 2 "CMVN of train-clean-100"
+  log 2 "CMVN of train-clean-100 (2000 utterances spread over it)"
   wenet-lite compute-cmvn --config "$config" --data "$data/train-clean-100" \
-    --out "$data/cmvn.json" --jobs 1
+    --out "$data/cmvn.json" --jobs 1 --max-utts 2000
 fi
 
 if run_stage 3; then
@@ -138,18 +139,28 @@ if run_stage 6; then
 fi
 
 if run_stage 7; then
-  mapfile -t files < <(test_audio | head -n 3)
-  log 7 "export TorchScript (chunk $export_chunk, left $export_left) and ONNX (+int8)"
-  wenet-lite export --model "$model" --format torchscript --chunk-size "$export_chunk" \
-    --left-chunks "$export_left" --out "$exp/export/model.ts"
-  wenet-lite export --model "$model" --format onnx --chunk-size "$export_chunk" \
-    --left-chunks "$export_left" --quantize int8 --out "$exp/export/onnx"
-  log 7 "run the TorchScript model without wenet_lite (tools/run_exported.py)"
-  python3 tools/run_exported.py "$exp/export/model.ts" "${files[@]}" \
-    | tee "$exp/export/run_exported.txt"
-  log 7 "run the ONNX model with sherpa-onnx (tools/run_sherpa.py)"
-  python3 tools/run_sherpa.py --dir "$exp/export/onnx" --chunk-size "$export_chunk" \
-    --left-chunks "$export_left" "${files[@]}" | tee "$exp/export/sherpa.txt"
+  mapfile -t files < <(test_audio)
+  out=$exp/export
+  c=$export_chunk
+  log 7 "export TorchScript (+int8) and ONNX (+int8): chunk $c, left $export_left"
+  for q in "" int8; do
+    wenet-lite export --model "$model" --format torchscript --chunk-size "$c" \
+      --left-chunks "$export_left" ${q:+--quantize $q} --out "$out/model${q:+.$q}.ts"
+  done
+  wenet-lite export --model "$model" --format onnx --chunk-size "$c" \
+    --left-chunks "$export_left" --quantize int8 --out "$out/onnx"
+  log 7 "stream ${#files[@]} test files through the exported models, without wenet_lite"
+  for q in "" int8; do
+    name=ts$c${q:+_$q}
+    python3 tools/run_exported.py --names "$out/model${q:+.$q}.ts" "${files[@]}" > "$out/$name.txt"
+    python3 tools/score_stream.py --text "$out/$name.txt" --data "$data/$test_part" \
+      --out "$decode_dir/$name" | grep -E "^(WER|CER)" | sed "s/^/$name: /"
+    name=sherpa$c${q:+_$q}
+    python3 tools/run_sherpa.py --dir "$out/onnx" ${q:+--int8} "${files[@]}" > "$out/$name.txt"
+    python3 tools/score_stream.py --text "$out/$name.txt" --data "$data/$test_part" \
+      --out "$decode_dir/$name" | grep -E "^(WER|CER)" | sed "s/^/$name: /"
+  done
+  head -n 3 "$out/ts$c.txt" "$out/sherpa$c.txt"
 fi
 
 if run_stage 8; then

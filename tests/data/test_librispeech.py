@@ -98,3 +98,24 @@ def test_part_without_audio_is_a_clear_error(tmp_path: Path) -> None:
         flac.unlink()
     with pytest.raises(ValueError, match="dev-clean: none of the 4 transcribed FLACs exist"):
         prepare_librispeech(tmp_path, None, tmp_path / "out")
+
+
+def test_prepare_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from wenet_lite.cli import main
+
+    _make_part(tmp_path / "LibriSpeech", "dev-clean")
+    _make_part(tmp_path / "LibriSpeech", "test-clean")
+    out = tmp_path / "data"
+    argv = ["prepare", "librispeech", "--root", str(tmp_path), "--out", str(out)]
+    assert main(argv + ["--parts", "test-clean"]) == 0
+    assert "4 utterances" in capsys.readouterr().out
+    assert len(load_cuts(out / "test-clean" / CUTS_FILENAME)) == 4
+    assert not (out / "dev-clean").exists()
+    # a data.list through `prepare list`, and the usage errors name the missing flag
+    audio = next((tmp_path / "LibriSpeech" / "dev-clean").rglob("*.flac"))
+    data_list = tmp_path / "data.list"
+    data_list.write_text(f'{{"key": "u1", "wav": "{audio}", "txt": "HELLO"}}\n')
+    assert main(["prepare", "list", "--src", str(data_list), "--out", str(out / "mine")]) == 0
+    assert [cut_text(c) for c in load_cuts(out / "mine" / CUTS_FILENAME)] == ["HELLO"]
+    assert main(["prepare", "list", "--out", str(out / "x")]) == 2
+    assert "needs --src" in capsys.readouterr().err

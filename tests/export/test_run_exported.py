@@ -23,13 +23,14 @@ if TYPE_CHECKING:  # tests are not a package: fixtures come from conftest, types
 
 RUNNER = Path(__file__).resolve().parents[2] / "tools" / "run_exported.py"
 CHUNK, LEFT = 4, 2
-# Imported at interpreter start from PYTHONPATH: any import of wenet_lite then fails.
+# Imported at interpreter start from PYTHONPATH: any import of wenet_lite then fails, and of
+# soxr too (16 kHz input needs no resampler, so a deployment may leave it out).
 _BLOCKER = """
 import sys
 
 class _NoWenetLite:
     def find_spec(self, name, path=None, target=None):
-        if name == "wenet_lite" or name.startswith("wenet_lite."):
+        if name.split(".")[0] in ("wenet_lite", "soxr"):
             raise ImportError(f"{name} must not be imported by the exported-model runtime")
         return None
 

@@ -96,8 +96,14 @@ def test_stream_equals_simulated_streaming(smoke_run: Path, chunk: int) -> None:
 
 def test_exported_models_ran(smoke_run: Path) -> None:
     export = smoke_run / "export"
-    for name in ("model.ts", "onnx/model.onnx", "onnx/model.int8.onnx", "onnx/tokens.txt"):
+    for name in ("model.ts", "model.int8.ts", "onnx/model.onnx", "onnx/model.int8.onnx"):
         assert (export / name).is_file(), name
-    for name in ("run_exported.txt", "sherpa.txt"):
-        lines = (export / name).read_text().splitlines()
-        assert len(lines) == 3, (name, lines)
+    assert (export / "onnx" / "tokens.txt").is_file()
+    decode = smoke_run / "decode" / "test-clean"
+    num_files = len(_hyps(decode / "full" / "hyp.txt"))
+    for name in ("ts16", "ts16_int8", "sherpa16", "sherpa16_int8"):
+        assert len((export / f"{name}.txt").read_text().splitlines()) == num_files, name
+        summary = (decode / name / "summary.txt").read_text()
+        assert "WER " in summary and "failed 0" in summary, name
+    results = (smoke_run / "RESULTS.md").read_text()
+    assert "exported ONNX in sherpa-onnx (`tools/run_sherpa.py`), int8 | 16 |" in results

@@ -142,7 +142,8 @@ def test_other_seed_gives_other_content(corpora):
 def test_help_documents_the_hours():
     proc = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert "in addition, each 5% of it" in " ".join(proc.stdout.split()), proc.stdout
+    text = " ".join(proc.stdout.split())
+    assert "in addition, each 5% of it (at most 0.25 h" in text, proc.stdout
 
 
 def test_missing_synthesiser_names_the_apt_packages(tmp_path):
@@ -176,3 +177,10 @@ def test_clean_sentence_keeps_only_certain_readings(monkeypatch):
     assert clean("J. R. Tolkien wrote books.") is None  # initials
     assert clean("Send mail to me@home now.") is None  # symbols
     assert clean("Too short.") is None
+
+
+def test_eval_hours_default_and_bad_value(corpora, tmp_path):
+    summary = json.loads((corpora["a"] / "SYNTHETIC.json").read_text())
+    assert summary["hours_requested_eval"] == pytest.approx(0.05 * float(HOURS))
+    proc = _run(tmp_path / "out", "--hours", HOURS, "--eval-hours", "0")
+    assert proc.returncode == 2 and "--eval-hours (0.0) must be > 0" in proc.stderr

@@ -1,9 +1,12 @@
 """`wenet-lite compute-cmvn | train | average` end to end through the CLI entry point."""
 
 import json
+import math
+import re
 from pathlib import Path
 
 import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from wenet_lite import load_model
 from wenet_lite.cli import build_parser, main
@@ -26,6 +29,11 @@ def test_cmvn_train_average_from_the_command_line(synthetic_corpus, tmp_path: Pa
     assert main(argv + ["--out", str(cmvn)]) == 0
     mean, istd = load_cmvn(cmvn)
     assert mean.shape == (80,) and bool((istd > 0).all())
+    assert main(argv + ["--out", str(tmp_path / "sub.json"), "--max-utts", "3"]) == 0
+    full_frames, sub_frames = re.findall(r": (\d+) frames", capsys.readouterr().out)
+    assert 0 < int(sub_frames) < int(full_frames) / 3
+    sub_mean, _ = load_cmvn(tmp_path / "sub.json")
+    assert 0 < (sub_mean - mean).abs().max() < 3.0  # 3 utterances: a rough estimate (means ~15)
 
     exp = tmp_path / "exp" / "tiny"
     argv = ["train", "--config", TINY, "--data", str(data), "--exp", str(exp), "--cmvn", str(cmvn)]
@@ -34,7 +42,14 @@ def test_cmvn_train_average_from_the_command_line(synthetic_corpus, tmp_path: Pa
     assert "trained to step" in capsys.readouterr().out
     for name in ("config.yaml", "train.log", "tokenizer.model", "skipped.json"):
         assert (exp / name).is_file(), name
-    assert list((exp / "tensorboard").glob("events.out.tfevents.*"))
+    events = EventAccumulator(str(exp / "tensorboard"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    for tag in ("train/loss", "train/lr", "train/grad_norm", "train/frames_per_second"):
+        assert tag in tags, tags
+        assert all(math.isfinite(e.value) for e in events.Scalars(tag))
+    assert {"dev/loss", "dev/wer_full", "dev/wer_chunk4"} <= tags, tags
+    assert [e.step for e in events.Scalars("dev/loss")] == [9, 18]  # each epoch end
     log = (exp / "train.log").read_text()
     assert "epoch 2 dev:" in log and "WER[full]" in log and "WER[chunk4]" in log
     assert set(json.loads((exp / "skipped.json").read_text())) == {"train", "dev"}

@@ -135,3 +135,28 @@ def test_a_non_finite_step_is_skipped_and_counted(synthetic_corpus, tmp_path, mo
     # Had Adam taken the NaN step, its moments and then every weight would be NaN.
     assert all(bool(torch.isfinite(p).all()) for p in _state(result).values())
     assert "step 3: non-finite gradient norm, step skipped" in (exp / "train.log").read_text()
+
+
+def test_adamw_and_gradient_clipping(synthetic_corpus, tmp_path, monkeypatch) -> None:
+    seen = []
+    clip = torch.nn.utils.clip_grad_norm_
+
+    def spy(params, max_norm, *args, **kwargs):
+        params = [p for p in params if p.grad is not None]
+        before = clip(params, max_norm, *args, **kwargs)
+        after = torch.stack([p.grad.norm() for p in params]).norm()
+        seen.append((max_norm, float(before), float(after)))
+        return before
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", spy)
+    exp = tmp_path / "exp"
+    _train(
+        synthetic_corpus.data, exp, "train.max_steps=3", "train.optimizer=adamw",
+        "train.weight_decay=0.01", "train.grad_clip=0.5", dev_parts=(),
+        tokenizer=synthetic_corpus.tokenizer,
+    )  # fmt: skip
+    assert len(seen) == 3 and all(max_norm == 0.5 for max_norm, _, _ in seen)
+    assert all(before > 0.5 and after <= 0.5 * 1.001 for _, before, after in seen), seen
+    state = torch.load(exp / "step_3.pt", weights_only=True)["optimizer"]
+    group = state["param_groups"][0]
+    assert group["weight_decay"] == 0.01 and group["decoupled_weight_decay"] is True

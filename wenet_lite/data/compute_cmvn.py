@@ -74,11 +74,18 @@ def compute_cmvn_file(
     out: Union[str, Path],
     num_workers: int = 0,
     progress: bool = True,
+    max_utterances: int = 0,
 ) -> Tuple[CMVNStats, Dict[str, int]]:
-    """Read the cuts of every source (a part dir or a cuts file), compute and write ``out``."""
+    """Read the cuts of every source (a part dir or a cuts file), compute and write ``out``.
+
+    ``max_utterances`` > 0 uses that many utterances spread evenly over the list (every k-th),
+    enough for a global mean and variance at a fraction of the time on a large corpus.
+    """
     from wenet_lite.data.manifest import load_cuts
 
     cuts = [cut for source in cut_sources for cut in load_cuts(source)]
+    if 0 < max_utterances < len(cuts):
+        cuts = [cuts[i * len(cuts) // max_utterances] for i in range(max_utterances)]
     stats, skipped = compute_cmvn(CutSet.from_cuts(cuts), features, num_workers, progress)
     if stats.count == 0:
         raise ValueError(

@@ -350,7 +350,9 @@ def _train_parts(
         wrapped=wrapped,
         tokenizer=tokenizer,
         optimizer=optimizer,
-        scheduler=WarmupLR(optimizer, tc.warmup_steps),
+        scheduler=WarmupLR(
+            optimizer, tc.warmup_steps, tc.schedule, tc.max_steps, tc.final_lr_scale
+        ),
         scaler=torch.amp.GradScaler("cuda") if use_scaler else None,
         sampler=loaders["sampler"],
         train_loader=loaders["train_loader"],
