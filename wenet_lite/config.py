@@ -215,6 +215,10 @@ class DataConfig:
     """speed factors drawn uniformly per utterance, e.g. [0.9, 1.0, 1.1]"""
     num_workers: int = 1
     shuffle: bool = True
+    sort_first_epoch: bool = False
+    """train the first epoch on batches in increasing duration ("SortaGrad", Amodei et al.
+    2016, sec. 3.1): short utterances first shorten CTC's all-blank phase; later epochs are
+    shuffled"""
 
     def __post_init__(self) -> None:
         _require(self.max_batch_seconds > 0, "max_batch_seconds", "must be positive")

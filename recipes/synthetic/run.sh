@@ -26,7 +26,7 @@ set -euo pipefail
 stage=${stage:-0}
 stop_stage=${stop_stage:-100}
 smoke=${SMOKE:-0}
-hours=${hours:-3}                 # hours of training audio (dev and test add 5 % each)
+hours=${hours:-8}                 # hours of training audio (dev and test add 5 % each, <= 0.25 h)
 seed=${seed:-0}
 nj=${nj:-2}                       # parallel synthesisers / header readers
 config=${config:-conf/synthetic_small.yaml}

@@ -76,3 +76,27 @@ def test_resume_refuses_another_world_size_or_corpus(cuts: CutSet) -> None:
         _sampler(cuts).load_state_dict(state)
     with pytest.raises(ValueError, match="num_cuts"):
         _sampler(cuts.subset(first=10), world=2).load_state_dict(state)
+
+
+def test_sorted_first_epoch_then_shuffled(cuts: CutSet) -> None:
+    sampler = BucketingSampler(cuts, MAX_SECONDS, 4, True, seed=11, sort_first_epoch=True)
+    durations = {c.id: c.duration for c in cuts}
+    first = _ids(sampler)
+    flat = [cid for batch in first for cid in batch]
+    assert sorted(flat) == sorted(durations)  # every cut once
+    assert [durations[c] for c in flat] == sorted(durations.values())  # shortest first
+    assert all(sum(durations[c] for c in b) <= MAX_SECONDS for b in first)
+    assert sampler.num_batches() == len(first)
+    sampler.set_epoch(2)
+    second = [cid for batch in _ids(sampler) for cid in batch]
+    assert sorted(second) == sorted(flat) and second != flat
+    # DDP: equal counts, disjoint, and resuming epoch 1 replays the same sorted batches
+    ranks = [
+        _ids(BucketingSampler(cuts, MAX_SECONDS, 4, True, 11, 2, r, sort_first_epoch=True))
+        for r in (0, 1)
+    ]
+    assert len(ranks[0]) == len(ranks[1]) == len(first) // 2
+    assert not {c for b in ranks[0] for c in b} & {c for b in ranks[1] for c in b}
+    resumed = BucketingSampler(cuts, MAX_SECONDS, 4, True, seed=11, sort_first_epoch=True)
+    resumed.load_state_dict(sampler.state_dict(0) | {"epoch": 1, "batches_done": 3})
+    assert _ids(resumed) == first[3:]

@@ -51,6 +51,7 @@ class BucketingSampler:
         seed: int,
         world_size: int = 1,
         rank: int = 0,
+        sort_first_epoch: bool = False,
     ) -> None:
         if len(cuts) == 0:
             raise ValueError("cannot sample batches from an empty set of utterances")
@@ -62,6 +63,7 @@ class BucketingSampler:
         self.seed = seed
         self.world_size = world_size
         self.rank = rank
+        self.sort_first_epoch = sort_first_epoch
         self.epoch = 1
         self._skip = 0
         buckets = min(num_buckets, len(self.cuts))
@@ -75,7 +77,26 @@ class BucketingSampler:
             self._skip = 0
         self.epoch = epoch
 
+    def _sorted_batches(self) -> Iterator[CutSet]:
+        """Batches of consecutive cuts in increasing duration (ties by id), packed up to the
+        budget; rank r takes batches r, r + world_size, ... of a count all ranks share."""
+        order = sorted(self.cuts, key=lambda c: (c.duration, c.id))
+        batches: List[List] = [[]]
+        total = 0.0
+        for cut in order:
+            if batches[-1] and total + cut.duration > self.max_batch_seconds:
+                batches.append([])
+                total = 0.0
+            batches[-1].append(cut)
+            total += cut.duration
+        usable = len(batches) // self.world_size * self.world_size
+        for batch in batches[self.rank : usable : self.world_size]:
+            yield CutSet.from_cuts(batch)
+
     def _epoch_batches(self) -> Iterator[CutSet]:
+        if self.sort_first_epoch and self.epoch == 1:
+            yield from self._sorted_batches()
+            return
         order = list(self.cuts)
         if self.shuffle:
             random.Random(f"{self.seed}/{self.epoch}").shuffle(order)

@@ -275,6 +275,7 @@ def _sampler(cfg: ExperimentConfig, cuts: CutSet, train: bool, info: DistInfo) -
         num_buckets=cfg.data.num_buckets,
         shuffle=train and cfg.data.shuffle,
         seed=cfg.train.seed,
+        sort_first_epoch=train and cfg.data.sort_first_epoch,
         world_size=info.world_size,
         rank=info.rank,
     )
