@@ -6,7 +6,8 @@ Usage:
         --train-data data/synthetic/train-clean-100 --test data/synthetic/test-clean \
         [--test data/other-part ...] [--note "text"] [--out exp/synthetic/RESULTS.md]
 
-Reads EXP/decode/<test part>/<mode>/summary.txt, where <mode> is ``full``, ``chunkC``
+Reads EXP/decode/<test part>/<mode>/summary.txt, where <mode> is ``full`` (``full_lm``: with
+the word LM), ``chunkC``
 (chunk-masked forward), ``chunkC_sim`` (`decode --simulate-streaming`), ``streamC``
 (`wenet-lite stream`, scored by tools/score_stream.py) or ``tsC``/``sherpaC`` (+``_int8``:
 the exported models streamed by tools/run_exported.py and tools/run_sherpa.py), and writes
@@ -26,7 +27,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 _RATE = re.compile(r"^(WER|CER) ([\d.]+) %", re.M)
 _IDENTICAL = re.compile(r"identical to .*: (\d+)/(\d+)")
-_MODE = re.compile(r"^(full|chunk(\d+)(_sim)?|stream(\d+)|(ts|sherpa)(\d+)(_int8)?)$")
+_MODE = re.compile(r"^(full(_lm)?|chunk(\d+)(_sim)?|stream(\d+)|(ts|sherpa)(\d+)(_int8)?)$")
 _EXPORTED = {
     "ts": "exported TorchScript (`tools/run_exported.py`)",
     "sherpa": "exported ONNX in sherpa-onnx (`tools/run_sherpa.py`)",
@@ -36,16 +37,16 @@ _DEV = re.compile(r"^\S+ \S+ .*epoch (\d+) dev: (\d+) utts, loss ([\d.]+), (.*)$
 
 
 def mode_key(name: str) -> Tuple[int, int, int]:
-    """Sort order: full first, then by decreasing chunk; masked, simulated, streamed; then the
-    exported models (TorchScript, sherpa-onnx; fp32 before int8)."""
+    """Sort order: full first (greedy, then with the LM), then by decreasing chunk; masked,
+    simulated, streamed; then the exported models (TorchScript, sherpa-onnx; fp32, int8)."""
     m = _MODE.match(name)
     assert m is not None
-    if name == "full":
-        return (0, 0, 0)
-    if m.group(5):
-        return (2, 2 * (m.group(5) == "sherpa") + bool(m.group(7)), -int(m.group(6)))
-    chunk = int(m.group(2) or m.group(4))
-    kind = 0 if m.group(2) and not m.group(3) else (1 if m.group(3) else 2)
+    if m.group(1).startswith("full"):
+        return (0, 0, int(bool(m.group(2))))
+    if m.group(6):
+        return (2, 2 * (m.group(6) == "sherpa") + bool(m.group(8)), -int(m.group(7)))
+    chunk = int(m.group(3) or m.group(5))
+    kind = 0 if m.group(3) and not m.group(4) else (1 if m.group(4) else 2)
     return (1, -chunk, kind)
 
 
@@ -55,13 +56,15 @@ def describe(name: str) -> Tuple[str, str]:
     assert m is not None
     if name == "full":
         return "ctc greedy, full context", "full"
-    if m.group(4):
-        return "ctc greedy, streamed (`wenet-lite stream`)", m.group(4)
+    if m.group(2):
+        return "ctc prefix beam 10 + word bigram LM (`decode --lm`), full context", "full"
     if m.group(5):
-        dtype = "int8" if m.group(7) else "fp32"
-        return f"ctc greedy, {_EXPORTED[m.group(5)]}, {dtype}", m.group(6)
-    how = "simulated streaming (chunk by chunk, cached)" if m.group(3) else "chunk-masked forward"
-    return f"ctc greedy, {how}", m.group(2)
+        return "ctc greedy, streamed (`wenet-lite stream`)", m.group(5)
+    if m.group(6):
+        dtype = "int8" if m.group(8) else "fp32"
+        return f"ctc greedy, {_EXPORTED[m.group(6)]}, {dtype}", m.group(7)
+    how = "simulated streaming (chunk by chunk, cached)" if m.group(4) else "chunk-masked forward"
+    return f"ctc greedy, {how}", m.group(3)
 
 
 def read_summary(path: Path) -> Dict[str, str]:

@@ -190,12 +190,13 @@ def _add_decode(sub: argparse._SubParsersAction) -> None:
         "decode",
         help="decode a test set and score WER/CER",
         description="usage: wenet-lite decode --model exp/u2/avg_5.pt --data data/test-clean "
-        "[--mode greedy|prefix_beam] [--beam 10] [--chunk-size 16 --left-chunks -1 "
-        "[--simulate-streaming]] [--out DIR]\n\n"
+        "[--mode greedy|prefix_beam] [--beam 10] [--lm lm.json] [--chunk-size 16 "
+        "--left-chunks -1 [--simulate-streaming]] [--out DIR]\n\n"
         "Writes DIR/hyp.txt (id text), details.txt (alignments, token times, confidence), "
         "summary.txt (WER, CER with S/D/I, failures, RTF) and errors.txt. --chunk-size alone "
         "decodes with the streaming attention mask in one forward; --simulate-streaming runs "
-        "the encoder chunk by chunk with caches (what `stream` computes). Exit code 1 if some "
+        "the encoder chunk by chunk with caches (what `stream` computes). --lm fuses a word "
+        "bigram (tools/train_word_lm.py) into prefix beam search. Exit code 1 if some "
         "audio could not be read (each file named; the rest is decoded).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -204,6 +205,9 @@ def _add_decode(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", choices=["greedy", "prefix_beam"], default="greedy")
     p.add_argument("--beam", type=int, help="prefix beam size (default: the model's config)")
     p.add_argument("--nbest", type=int, help="prefix_beam: write the n best to nbest.txt")
+    p.add_argument("--lm", help="prefix_beam: word LM file from tools/train_word_lm.py")
+    p.add_argument("--lm-weight", type=float, default=0.4, help="LM log-prob weight (0.4)")
+    p.add_argument("--word-bonus", type=float, default=3.0, help="score added per word (3.0)")
     p.add_argument("--chunk-size", type=int, default=0, help="encoder frames, 0: full context")
     p.add_argument("--left-chunks", type=int, default=-1, help="history chunks, -1: all")
     p.add_argument("--simulate-streaming", action="store_true", help="chunk by chunk, cached")
@@ -223,7 +227,8 @@ def _run_decode(args: argparse.Namespace) -> int:
         options = DecodeOptions(
             search=args.mode, beam_size=args.beam, nbest=args.nbest, chunk_size=args.chunk_size,
             left_chunks=args.left_chunks, simulate_streaming=args.simulate_streaming,
-            batch_seconds=args.batch_seconds,
+            batch_seconds=args.batch_seconds, lm=args.lm, lm_weight=args.lm_weight,
+            word_bonus=args.word_bonus,
         )  # fmt: skip
     except ValueError as e:
         raise _UsageError(str(e)) from None

@@ -80,6 +80,36 @@ def test_decode_prefix_beam_one_equals_greedy(corpus: Path, tiny, tmp_path: Path
     assert all(greedy.values()) and _hyps(tmp_path / "beam") == greedy
 
 
+def test_decode_with_a_word_lm(corpus: Path, tiny, tmp_path: Path, capsys) -> None:
+    """An LM trained on the test transcripts themselves (only for this test) must pull the
+    hypotheses towards them; weight 0 and bonus 0 change nothing; greedy + LM is refused."""
+    from wenet_lite.data.manifest import cut_text
+    from wenet_lite.data.tokenizer import normalize_text
+    from wenet_lite.decode.lm import WordLM
+
+    data = corpus / "test-clean"
+    WordLM.train(normalize_text(cut_text(c)) for c in load_cuts(data)).save(tmp_path / "lm.json")
+    args = ["decode", "--model", str(tiny.path), "--data", str(data), "--mode", "prefix_beam"]
+    lm = ["--lm", str(tmp_path / "lm.json")]
+    assert main([*args, "--out", str(tmp_path / "beam")]) == 0
+    assert (
+        main([*args, *lm, "--lm-weight", "0", "--word-bonus", "0", "--out", str(tmp_path / "w0")])
+        == 0
+    )
+    assert _hyps(tmp_path / "w0") == _hyps(tmp_path / "beam")
+    assert main([*args, *lm, "--lm-weight", "2", "--out", str(tmp_path / "lm")]) == 0
+
+    def wer(out: str) -> float:
+        line = (tmp_path / out / "summary.txt").read_text().split("WER ")[1]
+        return float(line.split(" %")[0])
+
+    assert wer("lm") < wer("beam"), (wer("lm"), wer("beam"))
+    assert "word bonus 3.0" in (tmp_path / "lm" / "summary.txt").read_text()
+    capsys.readouterr()
+    assert main(["decode", "--model", str(tiny.path), "--data", str(data), *lm]) == 2
+    assert "needs the prefix_beam search" in capsys.readouterr().err
+
+
 def test_stream_bad_inputs_named_others_decoded(
     bad_audio: Dict[str, Path], mixed_rates: Path, tiny, capsys
 ) -> None:

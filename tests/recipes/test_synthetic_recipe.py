@@ -68,7 +68,7 @@ def test_training_artefacts(smoke_run: Path) -> None:
 
 def test_decode_stream_and_results(smoke_run: Path) -> None:
     decode = smoke_run / "decode" / "test-clean"
-    modes = ["full"] + [f"{m}{c}" for c in CHUNKS for m in ("chunk", "stream")]
+    modes = ["full", "full_lm"] + [f"{m}{c}" for c in CHUNKS for m in ("chunk", "stream")]
     modes += [f"chunk{c}_sim" for c in CHUNKS]
     for mode in modes:
         summary = (decode / mode / "summary.txt").read_text()

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
+
+if TYPE_CHECKING:
+    from wenet_lite.decode.lm import LMScorer, LMState
 
 __all__ = [
     "BLANK",
@@ -176,19 +179,25 @@ class _Prefix:
 
     ``blank``/``non_blank``: log-probability of all kept alignments of the prefix that end in a
     blank / in its last token, and ``blank_path``/``non_blank_path`` the most probable single
-    alignment of each family (Viterbi), which supplies the timestamps and token peaks.
+    alignment of each family (Viterbi), which supplies the timestamps and token peaks. ``lm``:
+    the language model's state of the prefix when a scorer is fused (see ``decode/lm.py``).
     """
 
-    __slots__ = ("blank", "non_blank", "blank_path", "non_blank_path")
+    __slots__ = ("blank", "non_blank", "blank_path", "non_blank_path", "lm")
 
-    def __init__(self) -> None:
+    def __init__(self, lm: Optional[LMState] = None) -> None:
         self.blank = _NEG_INF
         self.non_blank = _NEG_INF
         self.blank_path = _NO_PATH
         self.non_blank_path = _NO_PATH
+        self.lm = lm
 
     def total(self) -> float:
         return _log_add(self.blank, self.non_blank)
+
+    def rank(self) -> float:
+        """What the beam keeps the best of: the CTC log-probability plus the LM's fusion score."""
+        return self.total() if self.lm is None else self.total() + self.lm.score
 
     def best_path(self) -> _Path:
         if self.blank_path.logp >= self.non_blank_path.logp:
@@ -200,14 +209,20 @@ _Beam = Dict[Tuple[int, ...], _Prefix]
 
 
 def _contribute(
-    beam: _Beam, prefix: Tuple[int, ...], value: float, ends_in_blank: bool, path: _Path
+    beam: _Beam,
+    prefix: Tuple[int, ...],
+    value: float,
+    ends_in_blank: bool,
+    path: _Path,
+    lm: Optional[LMState] = None,
 ) -> None:
-    """Add one alignment family (summed log-prob ``value``, best member ``path``) to a prefix."""
+    """Add one alignment family (summed log-prob ``value``, best member ``path``) to a prefix
+    (created with LM state ``lm`` if new)."""
     if value == _NEG_INF:
         return  # an impossible path must not create a prefix that could fill an empty beam slot
     entry = beam.get(prefix)
     if entry is None:
-        entry = beam[prefix] = _Prefix()
+        entry = beam[prefix] = _Prefix(lm)
     if ends_in_blank:
         entry.blank = _log_add(entry.blank, value)
         if path.logp > entry.blank_path.logp:
@@ -219,26 +234,33 @@ def _contribute(
 
 
 def _extend_prefix(
-    nxt: _Beam, prefix: Tuple[int, ...], state: _Prefix, t: int, tokens: List[int], lps: List[float]
+    nxt: _Beam,
+    prefix: Tuple[int, ...],
+    state: _Prefix,
+    t: int,
+    tokens: List[int],
+    lps: List[float],
+    scorer: Optional[LMScorer] = None,
 ) -> None:
     """All ways ``prefix`` grows at frame t by one of the frame's kept tokens."""
     total = state.total()
     best = state.best_path()
     last = prefix[-1] if prefix else None
     for tok, lp in zip(tokens, lps):
+        grown = None if scorer is None or tok == BLANK else scorer.extend(state.lm, tok)
         if tok == BLANK:
-            _contribute(nxt, prefix, total + lp, True, _hold(best, lp, repeat=False))
+            _contribute(nxt, prefix, total + lp, True, _hold(best, lp, repeat=False), state.lm)
         elif tok != last:
-            _contribute(nxt, prefix + (tok,), total + lp, False, _emit(best, t, lp))
+            _contribute(nxt, prefix + (tok,), total + lp, False, _emit(best, t, lp), grown)
         else:
             # Repeating the last token without a blank between collapses into the same prefix;
             # only alignments ending in a blank can start a second copy of it.
             if state.non_blank > _NEG_INF:
                 held = _hold(state.non_blank_path, lp, repeat=True)
-                _contribute(nxt, prefix, state.non_blank + lp, False, held)
+                _contribute(nxt, prefix, state.non_blank + lp, False, held, state.lm)
             if state.blank > _NEG_INF:
                 new = _emit(state.blank_path, t, lp)
-                _contribute(nxt, prefix + (tok,), state.blank + lp, False, new)
+                _contribute(nxt, prefix + (tok,), state.blank + lp, False, new, grown)
 
 
 class StreamingPrefixBeamSearch:
@@ -252,9 +274,20 @@ class StreamingPrefixBeamSearch:
 
     ``nbest`` (<= beam_size) is how many hypotheses ``result`` returns, best first; fewer while
     the beam holds fewer prefixes (e.g. before the first frame).
+
+    ``scorer`` fuses a word language model (``decode/lm.py``): the beam then ranks prefixes by
+    CTC log-probability plus the scorer's weighted LM score and word bonus, and a hypothesis's
+    ``score`` is that sum (its last word and the sentence end scored); timestamps and confidence
+    still come from the CTC alignment.
     """
 
-    def __init__(self, beam_size: int, nbest: int = 1, token_topk: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        beam_size: int,
+        nbest: int = 1,
+        token_topk: Optional[int] = None,
+        scorer: Optional[LMScorer] = None,
+    ) -> None:
         if beam_size < 1:
             raise ValueError(f"beam_size must be >= 1, got {beam_size}")
         if not 1 <= nbest <= beam_size:
@@ -265,8 +298,9 @@ class StreamingPrefixBeamSearch:
         self.beam_size = beam_size
         self.nbest = nbest
         self.token_topk = topk
+        self.scorer = scorer
         self.num_frames = 0
-        start = _Prefix()
+        start = _Prefix(None if scorer is None else scorer.START)
         # The empty prefix before any frame: probability 1, an alignment "ending in blank".
         start.blank = 0.0
         start.blank_path = _Path(0.0, (), ())
@@ -284,32 +318,43 @@ class StreamingPrefixBeamSearch:
         return self.result()
 
     def result(self) -> List[Hypothesis]:
-        ranked = sorted(self._beam.items(), key=lambda item: item[1].total(), reverse=True)
-        return [self._hypothesis(prefix, state) for prefix, state in ranked[: self.nbest]]
+        scored = [(self._final_score(state), prefix, state) for prefix, state in self._beam.items()]
+        scored.sort(key=lambda item: item[0], reverse=True)
+        return [self._hypothesis(p, st, score) for score, p, st in scored[: self.nbest]]
+
+    def _final_score(self, state: _Prefix) -> float:
+        if self.scorer is None:
+            return state.total()
+        return state.total() + self.scorer.final(state.lm)
 
     def _step(self, t: int, tokens: List[int], lps: List[float]) -> None:
         nxt: _Beam = {}
         for prefix, state in self._beam.items():
-            _extend_prefix(nxt, prefix, state, t, tokens, lps)
-        ranked = sorted(nxt.items(), key=lambda item: item[1].total(), reverse=True)
+            _extend_prefix(nxt, prefix, state, t, tokens, lps, self.scorer)
+        ranked = sorted(nxt.items(), key=lambda item: item[1].rank(), reverse=True)
         self._beam = dict(ranked[: self.beam_size])
 
-    def _hypothesis(self, prefix: Tuple[int, ...], state: _Prefix) -> Hypothesis:
-        score, path = state.total(), state.best_path()
+    def _hypothesis(self, prefix: Tuple[int, ...], state: _Prefix, score: float) -> Hypothesis:
+        path = state.best_path()
         return Hypothesis(
             tokens=list(prefix),
             score=score,
             timestamps=list(path.timestamps),
-            confidence=_confidence(path.peaks, score, self.num_frames),
+            confidence=_confidence(path.peaks, state.total(), self.num_frames),
         )
 
 
 def ctc_prefix_beam_search(
-    log_probs: torch.Tensor, beam_size: int, nbest: int = 1, token_topk: Optional[int] = None
+    log_probs: torch.Tensor,
+    beam_size: int,
+    nbest: int = 1,
+    token_topk: Optional[int] = None,
+    scorer: Optional[LMScorer] = None,
 ) -> List[Hypothesis]:
     """Prefix beam search over one utterance. Args: log_probs (T, V). Returns nbest, best first.
 
-    See ``StreamingPrefixBeamSearch`` for the per-frame token pruning (``token_topk``).
+    See ``StreamingPrefixBeamSearch`` for the per-frame token pruning (``token_topk``) and the
+    language-model ``scorer``.
     """
-    search = StreamingPrefixBeamSearch(beam_size, nbest, token_topk)
+    search = StreamingPrefixBeamSearch(beam_size, nbest, token_topk, scorer)
     return search.accept(log_probs)

@@ -39,6 +39,7 @@ from wenet_lite.decode.ctc_search import (
     ctc_prefix_beam_search,
     frames_to_seconds,
 )
+from wenet_lite.decode.lm import LMScorer, WordLM
 from wenet_lite.decode.result import spell
 from wenet_lite.decode.streaming import SearchMode, check_chunked_decoding
 from wenet_lite.decode.wer import UtteranceScore, format_details, format_summary, score_utterance
@@ -75,6 +76,13 @@ class DecodeOptions:
     """run the encoder chunk by chunk with caches instead of one chunk-masked forward"""
     batch_seconds: float = 100.0
     """padded audio seconds per batch"""
+    lm: Optional[str] = None
+    """prefix_beam: a word LM file (``tools/train_word_lm.py``) fused into the search"""
+    lm_weight: float = 0.4
+    """weight of the LM's log-probabilities"""
+    word_bonus: float = 3.0
+    """added per word to offset the LM's cost per word (0.4 and 3.0: best of a small grid on
+    the synthetic dev set, README "Results")"""
 
     def __post_init__(self) -> None:
         if self.search not in ("greedy", "prefix_beam"):
@@ -89,9 +97,15 @@ class DecodeOptions:
             raise ValueError("simulate_streaming needs a chunk_size > 0")
         if self.batch_seconds <= 0:
             raise ValueError(f"batch_seconds must be positive, got {self.batch_seconds}")
+        if self.lm is not None and self.search != "prefix_beam":
+            raise ValueError("a language model needs the prefix_beam search")
+        if self.lm_weight < 0:
+            raise ValueError(f"lm_weight must be >= 0, got {self.lm_weight}")
 
     def describe(self) -> str:
         search = "greedy" if self.search == "greedy" else f"prefix_beam (beam {self.beam_size})"
+        if self.lm is not None:
+            search += f" + LM {self.lm} (weight {self.lm_weight}, word bonus {self.word_bonus})"
         if self.chunk_size <= 0:
             return f"search {search}, full context"
         how = "simulated streaming" if self.simulate_streaming else "chunk-masked"
@@ -168,6 +182,10 @@ def decode_model(
         options = dataclasses.replace(options, beam_size=cfg.decode.beam_size)
     if options.nbest is None:
         options = dataclasses.replace(options, nbest=min(cfg.decode.nbest, options.beam_size))
+    scorer = None
+    if options.lm is not None:
+        lm = WordLM.load(options.lm)
+        scorer = LMScorer(lm, tokenizer.pieces(), options.lm_weight, options.word_bonus)
     results: List[UtteranceResult] = []
     failures: List[Tuple[str, str]] = []
     audio_seconds = 0.0
@@ -184,7 +202,8 @@ def decode_model(
                 except AudioError as e:
                     _log.warning("%s skipped: %s", cut.id, e)
                     failures.append((cut.id, str(e)))
-            for cut, hyps in zip(kept, _decode_batch(model, feats, options) if kept else []):
+            decoded = _decode_batch(model, feats, options, scorer) if kept else []
+            for cut, hyps in zip(kept, decoded):
                 results.append(_utterance_result(cut, hyps, tokenizer, model, cfg))
                 audio_seconds += cut.duration
     finally:
@@ -230,7 +249,10 @@ def _cut_features(cut: Cut, cfg: ExperimentConfig) -> torch.Tensor:
 
 @torch.inference_mode()
 def _decode_batch(
-    model: ASRModel, feats: List[torch.Tensor], options: DecodeOptions
+    model: ASRModel,
+    feats: List[torch.Tensor],
+    options: DecodeOptions,
+    scorer: Optional[LMScorer] = None,
 ) -> List[List[Hypothesis]]:
     """The n best hypotheses of each utterance (one for greedy search)."""
     encoder = model.encoder
@@ -254,7 +276,7 @@ def _decode_batch(
     beam, nbest = options.beam_size, options.nbest
     assert beam is not None and nbest is not None, "decode_model resolves them"
     return [
-        ctc_prefix_beam_search(log_probs[i, :t], beam, nbest)
+        ctc_prefix_beam_search(log_probs[i, :t], beam, nbest, scorer=scorer)
         for i, t in enumerate(out_lens.tolist())
     ]
 
@@ -309,6 +331,8 @@ def default_out_dir(model_path: Pathlike, data: Pathlike, options: DecodeOptions
     tag = f"{Path(data).name.replace('.jsonl.gz', '')}_{options.search}"
     if options.search == "prefix_beam":
         tag += f"{options.beam_size}"
+    if options.lm is not None:
+        tag += "_lm"
     if options.chunk_size > 0:
         tag += f"_chunk{options.chunk_size}_left{options.left_chunks}"
         tag += "_sim" if options.simulate_streaming else ""

@@ -1,0 +1,80 @@
+"""Word bigram LM: a proper distribution, a file round trip, and shallow fusion that fixes a
+spelling the acoustics got slightly wrong."""
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from wenet_lite.decode.ctc_search import ctc_prefix_beam_search
+from wenet_lite.decode.lm import EOS, UNK, LMScorer, WordLM
+
+TEXTS = ["THE CAT SAT", "THE CAT RAN", "A DOG SAT", "THE DOG", ""]
+PIECES = ["<blank>", "<unk>", "\u2581", "\u2581THE", "\u2581CAT", "\u2581KAT", "\u2581SAT", "S"]
+
+
+def test_probabilities_sum_to_one_for_any_history() -> None:
+    lm = WordLM.train(TEXTS)
+    vocab = set(lm.unigrams) | {EOS, UNK}
+    assert lm.vocab_size == len(vocab) == 8  # THE CAT SAT RAN A DOG </s> <unk>
+    for prev in ("<s>", "THE", "SAT", "NEVER-SEEN"):
+        total = sum(math.exp(lm.log_prob(prev, w)) for w in vocab)
+        assert total == pytest.approx(1.0, abs=1e-9), prev
+    assert lm.log_prob("THE", "CAT") > lm.log_prob("THE", "DOG") > lm.log_prob("THE", "SAT")
+    assert lm.log_prob("THE", "ZEBRA") == lm.log_prob("THE", UNK) < lm.log_prob("THE", "SAT")
+
+
+def test_save_load_round_trip_and_bad_files(tmp_path: Path) -> None:
+    lm = WordLM.train(TEXTS, discount=0.5)
+    lm.save(tmp_path / "lm.json")
+    again = WordLM.load(tmp_path / "lm.json")
+    assert again.log_prob("A", "DOG") == lm.log_prob("A", "DOG") and again.discount == 0.5
+    with pytest.raises(FileNotFoundError, match="nope.json"):
+        WordLM.load(tmp_path / "nope.json")
+    (tmp_path / "bad.json").write_text('{"format": "arpa"}')
+    with pytest.raises(ValueError, match="bad.json: not a wenet_lite word LM"):
+        WordLM.load(tmp_path / "bad.json")
+
+
+def test_scorer_completes_words_at_word_starts_and_the_end() -> None:
+    lm = WordLM.train(TEXTS)
+    scorer = LMScorer(lm, PIECES, weight=0.5, word_bonus=2.0)
+    state = scorer.START
+    for token in (3, 4, 7):  # ▁THE ▁CAT S: THE is complete, CATS is in progress
+        state = scorer.extend(state, token)
+    assert state.prev == "THE" and state.partial == "CATS"
+    assert state.score == pytest.approx(0.5 * lm.log_prob("<s>", "THE") + 2.0)
+    expected = state.score + 0.5 * lm.log_prob("THE", UNK) + 2.0 + 0.5 * lm.log_prob(UNK, EOS)
+    assert scorer.final(state) == pytest.approx(expected)  # CATS was never seen: <unk>
+    bare = scorer.extend(scorer.extend(scorer.START, 2), 2)  # bare '▁' pieces spell nothing
+    assert bare == scorer.START
+
+
+def _frames() -> torch.Tensor:
+    """THE, then KAT slightly ahead of CAT, then SAT, blanks between: (T, V) log-probs."""
+    rows = [
+        {3: 0.9},
+        {0: 0.9},
+        {5: 0.5, 4: 0.4},
+        {0: 0.9},
+        {6: 0.9},
+        {0: 0.9},
+    ]
+    probs = torch.full((len(rows), len(PIECES)), 1e-3)
+    for t, row in enumerate(rows):
+        for token, p in row.items():
+            probs[t, token] = p
+    return (probs / probs.sum(-1, keepdim=True)).log()
+
+
+def test_fusion_fixes_a_spelling_and_weight_zero_changes_nothing() -> None:
+    log_probs = _frames()
+    plain = ctc_prefix_beam_search(log_probs, beam_size=4)[0]
+    assert plain.tokens == [3, 5, 6]  # THE KAT SAT: the acoustics' choice
+    lm = WordLM.train(TEXTS)
+    fused = ctc_prefix_beam_search(log_probs, 4, scorer=LMScorer(lm, PIECES, 0.5, 1.0))[0]
+    assert fused.tokens == [3, 4, 6]  # THE CAT SAT
+    assert fused.timestamps == [0, 2, 4]
+    zero = ctc_prefix_beam_search(log_probs, 4, scorer=LMScorer(lm, PIECES, 0.0, 0.0))[0]
+    assert zero.tokens == plain.tokens and zero.score == pytest.approx(plain.score)

@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Train the word bigram LM that `wenet-lite decode --lm` fuses into prefix beam search.
+
+Usage:
+    python tools/train_word_lm.py --data data/synthetic/train-clean-100 --out exp/x/lm.json
+        [--data more/parts ...] [--text extra.txt ...] [--discount 0.75]
+
+Reads the transcripts of prepared parts (cuts.jsonl.gz) and/or plain text files (one
+sentence a line), normalises them as the tokenizer does, and writes the counts as JSON (see
+wenet_lite/decode/lm.py). Train it on training text only: test transcripts in the LM would
+make the WER meaningless.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Iterator, List, Optional
+
+from wenet_lite.data.manifest import cut_text, load_cuts
+from wenet_lite.data.tokenizer import normalize_text
+from wenet_lite.decode.lm import WordLM
+
+
+def sentences(parts: List[Path], texts: List[Path]) -> Iterator[str]:
+    for part in parts:
+        for cut in load_cuts(part):
+            yield normalize_text(cut_text(cut))
+    for path in texts:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                yield normalize_text(line)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--data", type=Path, action="append", default=[], help="prepared part")
+    p.add_argument("--text", type=Path, action="append", default=[], help="text file")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--discount", type=float, default=0.75)
+    args = p.parse_args(argv)
+    if not args.data and not args.text:
+        p.error("give --data and/or --text")
+    for path in args.text:
+        if not path.is_file():
+            p.error(f"text file not found: {path}")
+    lm = WordLM.train(sentences(args.data, args.text), args.discount)
+    lm.save(args.out)
+    bigrams = sum(len(ws) for ws in lm.bigrams.values())
+    print(f"{args.out}: {len(lm.unigrams) - 1} words, {bigrams} bigrams")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

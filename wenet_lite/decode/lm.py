@@ -1,0 +1,170 @@
+"""A word bigram language model and its shallow fusion into CTC prefix beam search.
+
+A CTC model spells what it hears: on small data most of its word errors are words spelled
+as they sound (SID for SAID, RIGHT for WRITE). A word language model trained on transcripts
+ranks prefixes that spell known, likely word sequences higher. The fusion is the usual
+shallow fusion: a prefix's ranking score is
+
+    log P_ctc(prefix) + weight * log P_lm(completed words) + word_bonus * (completed words)
+
+where a word is complete once the next word starts (a piece beginning with '▁') or the
+utterance ends (then ``</s>`` is scored too). The bonus offsets the LM's cost per word, which
+would otherwise favour deleting words.
+
+The LM is a bigram with interpolated absolute discounting (Ney, Essen and Kneser 1994):
+
+    P(w | v) = max(c(v, w) - D, 0) / c(v) + D * N1+(v .) / c(v) * P1(w)
+    P1(w)    = max(c(w) - D, 0) / N + D * types / N * 1 / |V|
+
+over the vocabulary V of training words plus ``</s>`` and ``<unk>`` (any word not seen in
+training); both sum to one over V. It is stored as JSON counts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Dict, Iterable, NamedTuple, Optional, Sequence, Tuple, Union
+
+__all__ = ["LMState", "LMScorer", "WordLM"]
+
+BOS, EOS, UNK = "<s>", "</s>", "<unk>"
+_FORMAT = "wenet_lite word bigram, absolute discounting"
+_WORD_BOUNDARY = "\u2581"  # sentencepiece's '▁'
+Pathlike = Union[str, Path]
+
+
+class WordLM:
+    """Word bigram; ``log_prob(prev, word)`` in natural log. Words are upper-case strings."""
+
+    def __init__(
+        self, unigrams: Dict[str, int], bigrams: Dict[str, Dict[str, int]], discount: float
+    ) -> None:
+        if not 0 < discount < 1:
+            raise ValueError(f"discount must be in (0, 1), got {discount}")
+        if not unigrams:
+            raise ValueError("a language model needs at least one word")
+        self.unigrams = dict(unigrams)
+        self.bigrams = {v: dict(ws) for v, ws in bigrams.items()}
+        self.discount = discount
+        self.vocab_size = len(set(self.unigrams) | {EOS, UNK})
+        self._total = sum(self.unigrams.values())
+        self._history = {v: (sum(ws.values()), len(ws)) for v, ws in self.bigrams.items()}
+        self._cache: Dict[Tuple[str, str], float] = {}
+
+    @classmethod
+    def train(cls, texts: Iterable[str], discount: float = 0.75) -> WordLM:
+        """Counts over sentences ``<s> w1 .. wn </s>`` (texts already normalised, words split
+        on spaces); empty texts are ignored."""
+        unigrams: Counter = Counter()
+        bigrams: Dict[str, Counter] = defaultdict(Counter)
+        for text in texts:
+            words = text.split()
+            if not words:
+                continue
+            for prev, word in zip([BOS, *words], [*words, EOS]):
+                unigrams[word] += 1
+                bigrams[prev][word] += 1
+        return cls(dict(unigrams), {v: dict(ws) for v, ws in bigrams.items()}, discount)
+
+    def unigram_log_prob(self, word: str) -> float:
+        count = self.unigrams.get(word, 0)
+        d, n = self.discount, self._total
+        p = max(count - d, 0.0) / n + d * len(self.unigrams) / n / self.vocab_size
+        return math.log(p)
+
+    def log_prob(self, prev: str, word: str) -> float:
+        """log P(word | prev); an unseen ``word`` is ``<unk>``, an unseen ``prev`` backs off."""
+        if word not in self.unigrams and word != EOS:
+            word = UNK
+        key = (prev, word)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        lower = math.exp(self.unigram_log_prob(word))
+        history = self._history.get(prev)
+        if history is None:
+            p = lower
+        else:
+            count, types = history
+            seen = self.bigrams[prev].get(word, 0)
+            p = max(seen - self.discount, 0.0) / count + self.discount * types / count * lower
+        self._cache[key] = value = math.log(p)
+        return value
+
+    def save(self, path: Pathlike) -> None:
+        payload = {
+            "format": _FORMAT,
+            "discount": self.discount,
+            "unigrams": self.unigrams,
+            "bigrams": self.bigrams,
+        }
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(payload, ensure_ascii=False) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: Pathlike) -> WordLM:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"language model not found: {path}")
+        try:
+            payload = json.loads(path.read_text(encoding="utf-8"))
+            if payload.get("format") != _FORMAT:
+                raise ValueError(f"format is {payload.get('format')!r}, expected {_FORMAT!r}")
+            return cls(payload["unigrams"], payload["bigrams"], float(payload["discount"]))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"{path}: not a wenet_lite word LM ({e})") from None
+
+
+class LMState(NamedTuple):
+    """The LM side of one prefix: its fusion score so far (weighted LM log-probabilities and
+    bonuses of completed words), the last completed word, and the spelling of the word in
+    progress."""
+
+    score: float
+    prev: str
+    partial: str
+
+
+class LMScorer:
+    """Word-level shallow fusion over sentencepiece token prefixes.
+
+    ``pieces[i]`` is the piece of token id i; one that starts with '▁' starts a word. Pieces
+    in angle brackets (``<blank>``, ``<unk>``) spell an unknown word.
+    """
+
+    START = LMState(0.0, BOS, "")
+
+    def __init__(
+        self, lm: WordLM, pieces: Sequence[str], weight: float = 0.4, word_bonus: float = 3.0
+    ) -> None:
+        if weight < 0:
+            raise ValueError(f"lm weight must be >= 0, got {weight}")
+        self.lm = lm
+        self.weight = weight
+        self.word_bonus = word_bonus
+        self._starts = [p.startswith(_WORD_BOUNDARY) for p in pieces]
+        self._spelling = [
+            UNK if p.startswith("<") and p.endswith(">") else p.lstrip(_WORD_BOUNDARY)
+            for p in pieces
+        ]
+
+    def _complete(self, state: LMState) -> LMState:
+        if not state.partial:
+            return state
+        word = UNK if UNK in state.partial else state.partial
+        gain = self.weight * self.lm.log_prob(state.prev, word) + self.word_bonus
+        return LMState(state.score + gain, word, "")
+
+    def extend(self, state: LMState, token: int) -> LMState:
+        """The state of the prefix ``state`` belongs to, followed by ``token``."""
+        if self._starts[token]:
+            state = self._complete(state)
+        return LMState(state.score, state.prev, state.partial + self._spelling[token])
+
+    def final(self, state: Optional[LMState]) -> float:
+        """Fusion score of a finished utterance: its last word completed, then ``</s>``."""
+        done = self._complete(state or self.START)
+        return done.score + self.weight * self.lm.log_prob(done.prev, EOS)
