@@ -155,15 +155,17 @@ if run_stage 7; then
   wenet-lite export --model "$model" --format onnx --chunk-size "$c" \
     --left-chunks "$export_left" --quantize int8 --out "$out/onnx"
   log 7 "stream ${#files[@]} test files through the exported models, without wenet_lite"
+  score() {  # score NAME: $out/NAME.txt ("PATH TEXT" lines) -> $decode_dir/NAME
+    python3 tools/score_stream.py --text "$out/$1.txt" --data "$data/$test_part" \
+      --out "$decode_dir/$1" | grep -E "^(WER|CER)" | sed "s/^/$1: /"
+  }
   for q in "" int8; do
-    name=ts$c${q:+_$q}
-    python3 tools/run_exported.py --names "$out/model${q:+.$q}.ts" "${files[@]}" > "$out/$name.txt"
-    python3 tools/score_stream.py --text "$out/$name.txt" --data "$data/$test_part" \
-      --out "$decode_dir/$name" | grep -E "^(WER|CER)" | sed "s/^/$name: /"
-    name=sherpa$c${q:+_$q}
-    python3 tools/run_sherpa.py --dir "$out/onnx" ${q:+--int8} "${files[@]}" > "$out/$name.txt"
-    python3 tools/score_stream.py --text "$out/$name.txt" --data "$data/$test_part" \
-      --out "$decode_dir/$name" | grep -E "^(WER|CER)" | sed "s/^/$name: /"
+    python3 tools/run_exported.py --names "$out/model${q:+.$q}.ts" "${files[@]}" \
+      > "$out/ts$c${q:+_$q}.txt"
+    score "ts$c${q:+_$q}"
+    python3 tools/run_sherpa.py --dir "$out/onnx" ${q:+--int8} "${files[@]}" \
+      > "$out/sherpa$c${q:+_$q}.txt"
+    score "sherpa$c${q:+_$q}"
   done
   head -n 3 "$out/ts$c.txt" "$out/sherpa$c.txt"
 fi

@@ -247,10 +247,10 @@ def _extend_prefix(
     best = state.best_path()
     last = prefix[-1] if prefix else None
     for tok, lp in zip(tokens, lps):
-        grown = None if scorer is None or tok == BLANK else scorer.extend(state.lm, tok)
         if tok == BLANK:
             _contribute(nxt, prefix, total + lp, True, _hold(best, lp, repeat=False), state.lm)
         elif tok != last:
+            grown = _lm_after(scorer, state, tok)
             _contribute(nxt, prefix + (tok,), total + lp, False, _emit(best, t, lp), grown)
         else:
             # Repeating the last token without a blank between collapses into the same prefix;
@@ -260,7 +260,13 @@ def _extend_prefix(
                 _contribute(nxt, prefix, state.non_blank + lp, False, held, state.lm)
             if state.blank > _NEG_INF:
                 new = _emit(state.blank_path, t, lp)
+                grown = _lm_after(scorer, state, tok)
                 _contribute(nxt, prefix + (tok,), state.blank + lp, False, new, grown)
+
+
+def _lm_after(scorer: Optional[LMScorer], state: _Prefix, tok: int) -> Optional[LMState]:
+    """The LM state of ``state``'s prefix grown by ``tok`` (None without a scorer)."""
+    return None if scorer is None else scorer.extend(state.lm, tok)
 
 
 class StreamingPrefixBeamSearch:
