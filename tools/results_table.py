@@ -33,6 +33,9 @@ _EXPORTED = {
     "sherpa": "exported ONNX in sherpa-onnx (`tools/run_sherpa.py`)",
 }
 _STEP = re.compile(r"^(\S+ \S+) .*step (\d+): loss ([\d.]+) .* audio ([\d.]+) s/s", re.M)
+_SEARCH = re.compile(
+    r"^search prefix_beam \(beam (\d+)\) \+ LM .*\(weight ([\d.]+), word bonus ([\d.]+)\)", re.M
+)
 _DEV = re.compile(r"^\S+ \S+ .*epoch (\d+) dev: (\d+) utts, loss ([\d.]+), (.*)$", re.M)
 
 
@@ -50,14 +53,14 @@ def mode_key(name: str) -> Tuple[int, int, int]:
     return (1, -chunk, kind)
 
 
-def describe(name: str) -> Tuple[str, str]:
-    """(decoding mode, chunk column) of a mode dir name."""
+def describe(name: str, search: str = "") -> Tuple[str, str]:
+    """(decoding mode, chunk column) of a mode dir name; ``search``: the LM decode's settings."""
     m = _MODE.match(name)
     assert m is not None
     if name == "full":
         return "ctc greedy, full context", "full"
     if m.group(2):
-        return "ctc prefix beam 10 + word bigram LM (`decode --lm`), full context", "full"
+        return f"ctc prefix beam + word bigram LM (`decode --lm`{search}), full context", "full"
     if m.group(5):
         return "ctc greedy, streamed (`wenet-lite stream`)", m.group(5)
     if m.group(6):
@@ -70,6 +73,10 @@ def describe(name: str) -> Tuple[str, str]:
 def read_summary(path: Path) -> Dict[str, str]:
     text = path.read_text()
     out = {k: v for k, v in _RATE.findall(text)}
+    search = _SEARCH.search(text)
+    if search:
+        beam, weight, bonus = search.groups()
+        out["search"] = f", beam {beam}, LM weight {weight}, word bonus {bonus}"
     same = _IDENTICAL.search(text)
     if same:
         out["identical"] = f"{same.group(1)}/{same.group(2)}"
@@ -91,7 +98,8 @@ def results_lines(table: Dict[str, Dict[str, Dict[str, str]]], tests: Sequence[s
     head = "| decoding mode | chunk | " + " | ".join(f"{t} WER | {t} CER" for t in tests) + " |"
     lines = [head, "|" + "---|" * (2 + 2 * len(tests))]
     for mode, per_test in table.items():
-        what, chunk = describe(mode)
+        search = next((r["search"] for r in per_test.values() if "search" in r), "")
+        what, chunk = describe(mode, search)
         cells = []
         for t in tests:
             r = per_test.get(t, {})
@@ -215,7 +223,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     table = collect(root, tests)
     if not table:
         raise SystemExit(f"error: no decode results under {root}/<test>/<mode>/summary.txt")
-    lines = [f"# Results: {args.exp}", "", "WER and CER in %, greedy CTC search.", ""]
+    header = "WER and CER in %; greedy CTC search unless the row says otherwise."
+    lines = [f"# Results: {args.exp}", "", header, ""]
     lines += results_lines(table, tests)
     lines.append("")
     if args.train_data:
