@@ -381,6 +381,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    from wenet_lite.malloc import keep_freed_memory
+
+    keep_freed_memory()  # reuse freed tensor memory: no page faults per step (malloc.py)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

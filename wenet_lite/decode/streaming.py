@@ -42,6 +42,7 @@ from wenet_lite.decode.endpoint import EndpointConfig, detect_endpoint
 from wenet_lite.decode.result import Result, make_result, merge_results
 from wenet_lite.decode.stream_batch import PositionTables, State, StateBatcher
 from wenet_lite.features.fbank import OnlineFbank
+from wenet_lite.malloc import keep_freed_memory
 from wenet_lite.model import ASRModel
 
 __all__ = ["SearchMode", "Stream", "StreamingRecognizer", "check_chunked_decoding"]
@@ -330,6 +331,7 @@ class StreamingRecognizer:
         beam_size = cfg.decode.beam_size if beam_size is None else beam_size
         if beam_size < 1:
             raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+        keep_freed_memory()  # batched steps reuse freed activations (wenet_lite/malloc.py)
         self.model, self.cfg, self.tokenizer = model, cfg, tokenizer
         self.chunk_size, self.left_chunks = chunk_size, left_chunks
         self.search, self.beam_size = search, beam_size
