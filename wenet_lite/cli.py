@@ -270,6 +270,9 @@ def _add_stream(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--left-chunks", type=int, default=-1, help="history chunks, -1: all (-1)")
     p.add_argument("--mode", choices=["greedy", "prefix_beam"], default="greedy")
     p.add_argument("--beam", type=int, help="prefix beam size (default: the model's config)")
+    p.add_argument("--lm", help="prefix_beam: word LM file from tools/train_word_lm.py")
+    p.add_argument("--lm-weight", type=float, default=0.4, help="LM log-prob weight (0.4)")
+    p.add_argument("--word-bonus", type=float, default=3.0, help="score added per word (3.0)")
     p.add_argument("--json", action="store_true", help="JSON lines on stdout")
     p.add_argument("--no-endpoint", action="store_true", help="one segment per input")
     p.add_argument("--rule1-silence", type=float, default=2.4, help="s, nothing decoded (2.4)")
@@ -293,10 +296,13 @@ def _run_stream(args: argparse.Namespace) -> int:
         )
     except ValueError as e:
         raise _UsageError(str(e)) from None
+    if args.lm and args.mode != "prefix_beam":
+        raise _UsageError("--lm needs --mode prefix_beam")
     try:
         recognizer = StreamingRecognizer(
             args.model, args.chunk_size, args.left_chunks, search=args.mode,
-            beam_size=args.beam, endpoint=endpoint, device=args.device,
+            beam_size=args.beam, lm=args.lm, lm_weight=args.lm_weight,
+            word_bonus=args.word_bonus, endpoint=endpoint, device=args.device,
         )  # fmt: skip
     except CheckpointError as e:
         raise ValueError(str(e)) from None

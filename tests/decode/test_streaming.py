@@ -259,3 +259,41 @@ def test_bad_stream_input(tiny) -> None:
     other.accept_waveform(16000, np.zeros(16000, np.float32))
     with pytest.raises(ValueError, match="same stream twice"):
         rec.decode_streams([other, other])
+
+
+def test_stream_with_word_lm_equals_simulated_streaming_with_it(
+    corpus: Path, test_audio, tiny, tmp_path: Path, capsys
+) -> None:
+    from wenet_lite.cli import main
+    from wenet_lite.data.manifest import cut_text
+    from wenet_lite.data.tokenizer import normalize_text
+    from wenet_lite.decode.lm import WordLM
+
+    cuts = list(load_cuts(corpus / "test-clean"))
+    lm_path = tmp_path / "lm.json"
+    WordLM.train(normalize_text(cut_text(c)) for c in load_cuts(corpus / "train-clean-100")).save(
+        lm_path
+    )
+    fused = dict(lm=str(lm_path), lm_weight=2.0, word_bonus=3.0)
+    common = dict(search="prefix_beam", beam_size=4, chunk_size=4, left_chunks=-1)
+    opts = DecodeOptions(**common, simulate_streaming=True, **fused)
+    simulated = {
+        r.utt_id: r for r in decode_model(tiny.model, tiny.tokenizer, tiny.cfg, cuts, opts).results
+    }
+    rec = _recognizer(tiny, 4, -1, search="prefix_beam", beam_size=4, **fused)
+    plain = _recognizer(tiny, 4, -1, search="prefix_beam", beam_size=4)
+    changed = 0
+    for i, (cut, audio) in enumerate(zip(cuts, test_audio)):
+        streamed = _stream(rec, audio, seed=i)
+        assert streamed.token_ids == simulated[cut.id].hyp.tokens
+        changed += streamed.token_ids != _stream(plain, audio, seed=i).token_ids
+    assert changed > 0, "weight 2 should change some transcripts of the rigged model"
+
+    with pytest.raises(ValueError, match="prefix_beam"):
+        _recognizer(tiny, 4, -1, lm=str(lm_path))
+    wav = tmp_path / "a.wav"
+    sf.write(wav, test_audio[0], 16000)
+    args = ["stream", "--model", str(tiny.path), "--chunk-size", "4", str(wav)]
+    assert main([*args, "--mode", "prefix_beam", "--lm", str(lm_path)]) == 0
+    assert capsys.readouterr().out.strip()
+    assert main([*args, "--lm", str(lm_path)]) == 2  # greedy cannot use it

@@ -39,6 +39,7 @@ from wenet_lite.decode.ctc_search import (
     StreamingPrefixBeamSearch,
 )
 from wenet_lite.decode.endpoint import EndpointConfig, detect_endpoint
+from wenet_lite.decode.lm import LMScorer, WordLM
 from wenet_lite.decode.result import Result, make_result, merge_results
 from wenet_lite.decode.stream_batch import PositionTables, State, StateBatcher
 from wenet_lite.features.fbank import OnlineFbank
@@ -268,6 +269,8 @@ class StreamingRecognizer:
             ``encoder.chunk.left_chunks: -1`` does), >= 0 for constant memory per stream.
         search: "greedy" or "prefix_beam" (CTC prefix beam search with ``beam_size``, by
             default the model config's ``decode.beam_size``).
+        lm: a word LM (``tools/train_word_lm.py`` file, or a ``WordLM``) fused into prefix beam
+            search with ``lm_weight`` and ``word_bonus`` per word (``decode/lm.py``).
         endpoint: endpointing rules (default: ``EndpointConfig()``, see ``endpoint.py``);
             ``EndpointConfig(enabled=False)`` keeps a whole stream in one segment.
         device: where the model runs.
@@ -281,6 +284,9 @@ class StreamingRecognizer:
         *,
         search: SearchMode = "greedy",
         beam_size: Optional[int] = None,
+        lm: Union[None, str, Path, WordLM] = None,
+        lm_weight: float = 0.4,
+        word_bonus: float = 3.0,
         endpoint: Optional[EndpointConfig] = None,
         device: Union[str, torch.device] = "cpu",
     ) -> None:
@@ -288,6 +294,7 @@ class StreamingRecognizer:
 
         model, tokenizer, cfg = load_model(model_path, torch.device(device))
         self._setup(model, cfg, tokenizer, chunk_size, left_chunks, search, beam_size, endpoint)
+        self._set_lm(lm, lm_weight, word_bonus)
         check_chunked_decoding(cfg, streaming=True, source=str(model_path))
 
     @classmethod
@@ -301,6 +308,9 @@ class StreamingRecognizer:
         *,
         search: SearchMode = "greedy",
         beam_size: Optional[int] = None,
+        lm: Union[None, str, Path, WordLM] = None,
+        lm_weight: float = 0.4,
+        word_bonus: float = 3.0,
         endpoint: Optional[EndpointConfig] = None,
     ) -> StreamingRecognizer:
         """A recogniser over a model in memory. Without a tokenizer, streams decode but
@@ -308,6 +318,7 @@ class StreamingRecognizer:
         self = cls.__new__(cls)
         self._setup(model.eval(), cfg, tokenizer, chunk_size, left_chunks, search, beam_size,
                     endpoint)  # fmt: skip
+        self._set_lm(lm, lm_weight, word_bonus)
         check_chunked_decoding(cfg, streaming=True, source="the model")
         return self
 
@@ -348,6 +359,18 @@ class StreamingRecognizer:
         self._batcher = StateBatcher()
         self._positions = PositionTables(model.encoder, chunk_size)
 
+    def _set_lm(self, lm: Union[None, str, Path, WordLM], weight: float, bonus: float) -> None:
+        self._scorer: Optional[LMScorer] = None
+        if lm is None:
+            return
+        if self.search != "prefix_beam":
+            raise ValueError("a word LM needs search='prefix_beam'")
+        if weight < 0:
+            raise ValueError(f"lm_weight must be >= 0, got {weight}")
+        words = lm if isinstance(lm, WordLM) else WordLM.load(lm)
+        pieces = self._need_tokenizer().pieces()
+        self._scorer = LMScorer(words, pieces, weight, bonus)
+
     def create_stream(self) -> Stream:
         return Stream(self)
 
@@ -384,7 +407,7 @@ class StreamingRecognizer:
     def _new_search(self) -> Union[StreamingGreedySearch, StreamingPrefixBeamSearch]:
         if self.search == "greedy":
             return StreamingGreedySearch()
-        return StreamingPrefixBeamSearch(self.beam_size)
+        return StreamingPrefixBeamSearch(self.beam_size, scorer=self._scorer)
 
     def _need_tokenizer(self) -> Tokenizer:
         if self.tokenizer is None:
