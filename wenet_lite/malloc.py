@@ -20,7 +20,6 @@ environment (the user's own tuning), leaves malloc alone; so does a non-glibc C 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 
 __all__ = ["keep_freed_memory"]
@@ -43,12 +42,8 @@ def keep_freed_memory() -> bool:
         return False
     if "MALLOC_MMAP_THRESHOLD_" in os.environ or "MALLOC_TRIM_THRESHOLD_" in os.environ:
         return False
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
     try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
+        mallopt = ctypes.CDLL(None).mallopt  # the C library already loaded into the process
     except (OSError, AttributeError):  # not glibc (e.g. macOS, musl without mallopt)
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]

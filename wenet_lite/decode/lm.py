@@ -151,6 +151,17 @@ class LMScorer:
             for p in pieces
         ]
 
+    @classmethod
+    def load(
+        cls,
+        lm: Union[Pathlike, WordLM],
+        pieces: Sequence[str],
+        weight: float = 0.4,
+        word_bonus: float = 3.0,
+    ) -> LMScorer:
+        """A scorer over ``lm``, a ``WordLM`` or its file (``tools/train_word_lm.py``)."""
+        return cls(lm if isinstance(lm, WordLM) else WordLM.load(lm), pieces, weight, word_bonus)
+
     def _complete(self, state: LMState) -> LMState:
         if not state.partial:
             return state

@@ -39,7 +39,7 @@ from wenet_lite.decode.ctc_search import (
     ctc_prefix_beam_search,
     frames_to_seconds,
 )
-from wenet_lite.decode.lm import LMScorer, WordLM
+from wenet_lite.decode.lm import LMScorer
 from wenet_lite.decode.result import spell
 from wenet_lite.decode.streaming import SearchMode, check_chunked_decoding
 from wenet_lite.decode.wer import UtteranceScore, format_details, format_summary, score_utterance
@@ -184,8 +184,8 @@ def decode_model(
         options = dataclasses.replace(options, nbest=min(cfg.decode.nbest, options.beam_size))
     scorer = None
     if options.lm is not None:
-        lm = WordLM.load(options.lm)
-        scorer = LMScorer(lm, tokenizer.pieces(), options.lm_weight, options.word_bonus)
+        pieces = tokenizer.pieces()
+        scorer = LMScorer.load(options.lm, pieces, options.lm_weight, options.word_bonus)
     results: List[UtteranceResult] = []
     failures: List[Tuple[str, str]] = []
     audio_seconds = 0.0

@@ -365,11 +365,7 @@ class StreamingRecognizer:
             return
         if self.search != "prefix_beam":
             raise ValueError("a word LM needs search='prefix_beam'")
-        if weight < 0:
-            raise ValueError(f"lm_weight must be >= 0, got {weight}")
-        words = lm if isinstance(lm, WordLM) else WordLM.load(lm)
-        pieces = self._need_tokenizer().pieces()
-        self._scorer = LMScorer(words, pieces, weight, bonus)
+        self._scorer = LMScorer.load(lm, self._need_tokenizer().pieces(), weight, bonus)
 
     def create_stream(self) -> Stream:
         return Stream(self)
