@@ -17,6 +17,8 @@ from typing import Any, Dict, Iterable, Literal, Tuple
 
 import yaml
 
+from wenet_lite.fileio import write_text_atomic
+
 __all__ = [
     "ConfigError",
     "FeatureConfig",
@@ -457,4 +459,4 @@ def load_config(path: str | Path, overrides: Iterable[str] = ()) -> ExperimentCo
 
 def save_config(cfg: ExperimentConfig, path: str | Path) -> None:
     """Write the resolved config as YAML (readable back with :func:`load_config`)."""
-    Path(path).write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
+    write_text_atomic(path, yaml.safe_dump(config_to_dict(cfg), sort_keys=False))

@@ -39,6 +39,8 @@ from lhotse import (
 from lhotse.audio import AudioLoadingError
 from lhotse.cut import Cut
 
+from wenet_lite.fileio import atomic_open, temporary_path
+
 __all__ = [
     "CUTS_FILENAME",
     "ReadResult",
@@ -365,9 +367,15 @@ def prepare_cuts(source: Pathlike, out_dir: Pathlike) -> ReadResult:
 
 
 def save_cuts(cuts: CutSet, path: Pathlike) -> None:
+    """Write a CutSet file atomically (lhotse picks the format from the suffixes)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    cuts.to_file(path)
+    tmp = temporary_path(path)
+    try:
+        cuts.to_file(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def load_cuts(path: Pathlike) -> CutSet:
@@ -387,8 +395,6 @@ def cut_text(cut: Cut) -> str:
 
 def write_text(cuts: CutSet, path: Pathlike) -> None:
     """One transcript per line, e.g. to inspect or train a tokenizer from a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as f:
+    with atomic_open(path, "w") as f:
         for cut in cuts:
             f.write(cut_text(cut) + "\n")

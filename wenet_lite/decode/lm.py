@@ -28,6 +28,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Dict, Iterable, NamedTuple, Optional, Sequence, Tuple, Union
 
+from wenet_lite.fileio import write_text_atomic
+
 __all__ = ["LMState", "LMScorer", "WordLM"]
 
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
@@ -101,8 +103,7 @@ class WordLM:
             "unigrams": self.unigrams,
             "bigrams": self.bigrams,
         }
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(payload, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_text_atomic(path, json.dumps(payload, ensure_ascii=False) + "\n")
 
     @classmethod
     def load(cls, path: Pathlike) -> WordLM:

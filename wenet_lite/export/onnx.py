@@ -53,6 +53,7 @@ from wenet_lite.export.common import (
     to_torch_linear,
     vocabulary,
 )
+from wenet_lite.fileio import atomic_open, temporary_path, write_text_atomic
 from wenet_lite.model import ASRModel
 from wenet_lite.model.conformer import ConformerEncoder
 from wenet_lite.model.ctc import CTCHead
@@ -177,6 +178,7 @@ def export_onnx_model(
     wrapper = to_torch_linear(SherpaWenetCtc(model.encoder, model.ctc, chunk_size, left_chunks))
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
+    raw = temporary_path(out.with_name(f"raw-{out.name}"))  # the exporter's own file
     with warnings.catch_warnings():
         # The tracer warns that the cache size becomes a constant: intended, shapes are fixed.
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
@@ -188,18 +190,28 @@ def export_onnx_model(
         torch.onnx.export(
             wrapper.eval(),
             _example_inputs(model, chunk_size, left_chunks),
-            str(out),
+            str(raw),
             dynamo=False,
             opset_version=OPSET,
             input_names=list(INPUT_NAMES),
             output_names=list(OUTPUT_NAMES),
             do_constant_folding=True,
         )
-    proto = onnx.load(str(out))
+    try:
+        proto = onnx.load(str(raw))
+    finally:
+        raw.unlink(missing_ok=True)
     _restore_unused_inputs(proto)
     _set_metadata(proto, _sherpa_metadata(cfg, model, chunk_size, left_chunks))
     onnx.checker.check_model(proto)
-    onnx.save(proto, str(out))
+    return _save_onnx(proto, out)
+
+
+def _save_onnx(proto: onnx.ModelProto, out: Path) -> Path:
+    import onnx
+
+    with atomic_open(out, "wb") as f:
+        onnx.save(proto, f)
     return out
 
 
@@ -261,19 +273,23 @@ def quantize_int8(src: PathLike, dst: PathLike) -> Path:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    quantize_dynamic(
-        model_input=str(src),
-        model_output=str(dst),
-        op_types_to_quantize=["MatMul"],
-        weight_type=QuantType.QInt8,
-        reduce_range=True,
-    )
+    dst = Path(dst)
+    raw = temporary_path(dst.with_name(f"raw-{dst.name}"))  # the quantizer's own file
+    try:
+        quantize_dynamic(
+            model_input=str(src),
+            model_output=str(raw),
+            op_types_to_quantize=["MatMul"],
+            weight_type=QuantType.QInt8,
+            reduce_range=True,
+        )
+        proto = onnx.load(str(raw))
+    finally:
+        raw.unlink(missing_ok=True)
     meta = {p.key: p.value for p in onnx.load(str(src)).metadata_props}
     meta["quantize"] = "int8"
-    proto = onnx.load(str(dst))
     _set_metadata(proto, meta)
-    onnx.save(proto, str(dst))
-    return Path(dst)
+    return _save_onnx(proto, dst)
 
 
 def export_onnx(
@@ -297,7 +313,7 @@ def export_onnx(
     paths = {"model": export_onnx_model(model, cfg, out / "model.onnx", chunk_size, left_chunks)}
     paths["tokens"] = out / "tokens.txt"
     pieces = vocabulary(tokenizer)
-    paths["tokens"].write_text("".join(f"{p} {i}\n" for i, p in enumerate(pieces)))
+    write_text_atomic(paths["tokens"], "".join(f"{p} {i}\n" for i, p in enumerate(pieces)))
     if quantize == "int8":
         paths["model_int8"] = quantize_int8(paths["model"], out / "model.int8.onnx")
     return paths

@@ -45,6 +45,7 @@ from wenet_lite.export.common import (
     to_torch_linear,
     vocabulary,
 )
+from wenet_lite.fileio import atomic_open
 from wenet_lite.model import ASRModel
 from wenet_lite.model.conformer import ConformerEncoder
 from wenet_lite.model.ctc import CTCHead
@@ -195,11 +196,8 @@ def save_scripted(scripted: torch.jit.ScriptModule, out_path: PathLike) -> Path:
         "tokens.txt": "".join(f"{p} {i}\n" for i, p in enumerate(pieces)),
     }
     out = Path(out_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    with open(tmp, "wb") as f:  # a file object: zip entries are archive/..., not named after tmp
+    with atomic_open(out, "wb") as f:  # a file object: zip entries are archive/..., not tmp's
         torch.jit.save(scripted, f, _extra_files=extra)
-    tmp.replace(out)  # never leave a half-written model under the final name
     return out
 
 

@@ -19,6 +19,8 @@ from typing import Sequence, Tuple, Union
 import numpy as np
 import torch
 
+from wenet_lite.fileio import write_text_atomic
+
 __all__ = ["VAR_FLOOR", "CMVNStats", "save_cmvn", "load_cmvn"]
 
 PathLike = Union[str, Path]
@@ -91,7 +93,7 @@ def save_cmvn(path: PathLike, mean: ArrayLike, istd: ArrayLike, count: int) -> N
     m, s = _as_float64(mean), _as_float64(istd)
     _check(m, s, str(path))
     data = {"dim": int(m.shape[0]), "count": int(count), "mean": m.tolist(), "istd": s.tolist()}
-    Path(path).write_text(json.dumps(data, indent=1) + "\n")
+    write_text_atomic(path, json.dumps(data, indent=1) + "\n")
 
 
 def load_cmvn(path: PathLike) -> Tuple[torch.Tensor, torch.Tensor]:

@@ -8,7 +8,6 @@ model bytes), ``step``, ``epoch`` and, for training checkpoints, ``optimizer``,
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any, Dict, List
@@ -16,6 +15,7 @@ from typing import Any, Dict, List
 import torch
 
 from wenet_lite.config import ConfigError
+from wenet_lite.fileio import atomic_open
 
 __all__ = [
     "CheckpointError",
@@ -41,14 +41,8 @@ class CheckpointError(RuntimeError):
 def save_checkpoint(payload: Dict[str, Any], path: str | Path) -> None:
     """Write to a temporary file in the same directory, flush to disk, then rename: a crash
     mid-write leaves the previous file intact, never a truncated one under the final name."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
+    with atomic_open(path, "wb") as f:
         torch.save(payload, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def load_checkpoint(path: str | Path, map_location: str = "cpu") -> Dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Dict, List
 import torch
 import torch.distributed as dist
 
+from wenet_lite.fileio import write_text_atomic
 from wenet_lite.model_io import model_payload
 from wenet_lite.train.checkpoint import CheckpointError, prune_checkpoints, save_checkpoint
 from wenet_lite.train.dist import DistInfo
@@ -68,7 +69,7 @@ def save_training_checkpoint(trainer: Trainer, end_of_epoch: bool) -> None:
     path = p.exp_dir / f"step_{st.step}.pt"
     save_checkpoint(model_payload(p.model, p.cfg, p.tokenizer, **extra), path)
     prune_checkpoints(p.exp_dir, p.cfg.train.keep_checkpoints)
-    (p.exp_dir / "skipped.json").write_text(json.dumps(history, indent=1) + "\n")
+    write_text_atomic(p.exp_dir / "skipped.json", json.dumps(history, indent=1) + "\n")
     _log.info("saved %s", path)
 
 

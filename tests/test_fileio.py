@@ -1,0 +1,86 @@
+"""Atomic writes: a failure mid-write leaves the previous file intact and no temporary behind."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from lhotse import CutSet, MonoCut, Recording, SupervisionSegment
+
+from wenet_lite import fileio
+from wenet_lite.data.manifest import load_cuts, save_cuts
+from wenet_lite.decode.lm import WordLM
+from wenet_lite.features.cmvn import load_cmvn, save_cmvn
+from wenet_lite.train.checkpoint import load_checkpoint, save_checkpoint
+
+
+def _fail_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every write fails at its flush to disk, as on a full disk."""
+
+    def fsync(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(fileio.os, "fsync", fsync)
+
+
+def test_atomic_open_replaces_only_on_success(tmp_path, monkeypatch):
+    path = tmp_path / "sub" / "a.txt"
+    fileio.write_text_atomic(path, "first\n")
+    assert path.read_text() == "first\n"
+
+    with pytest.raises(RuntimeError, match="boom"):
+        with fileio.atomic_open(path) as f:
+            f.write("half of the second")
+            raise RuntimeError("boom")
+    assert path.read_text() == "first\n"
+
+    _fail_fsync(monkeypatch)
+    with pytest.raises(OSError, match="No space"):
+        fileio.write_text_atomic(path, "second\n")
+    assert path.read_text() == "first\n"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["a.txt"]
+
+
+def test_atomic_open_rejects_append(tmp_path):
+    with pytest.raises(ValueError, match="mode"):
+        with fileio.atomic_open(tmp_path / "a.txt", "a"):
+            pass
+
+
+def test_checkpoint_cmvn_and_lm_survive_a_failed_rewrite(tmp_path, monkeypatch):
+    ckpt, cmvn, lm_path = tmp_path / "step_1.pt", tmp_path / "cmvn.json", tmp_path / "lm.json"
+    save_checkpoint({"model": {"w": torch.ones(3)}, "config": {}}, ckpt)
+    save_cmvn(cmvn, [0.5, 1.0], [2.0, 3.0], 10)
+    lm = WordLM.train(["A B C", "A B"])
+    lm.save(lm_path)
+    before = {p: p.read_bytes() for p in (ckpt, cmvn, lm_path)}
+
+    _fail_fsync(monkeypatch)
+    with pytest.raises(OSError):
+        save_checkpoint({"model": {"w": torch.zeros(3)}, "config": {}}, ckpt)
+    with pytest.raises(OSError):
+        save_cmvn(cmvn, [9.0, 9.0], [1.0, 1.0], 1)
+    with pytest.raises(OSError):
+        WordLM.train(["X Y"]).save(lm_path)
+    monkeypatch.undo()
+
+    assert {p: p.read_bytes() for p in before} == before
+    assert torch.equal(load_checkpoint(ckpt)["model"]["w"], torch.ones(3))
+    mean, _ = load_cmvn(cmvn)
+    assert mean.tolist() == [0.5, 1.0]
+    assert json.loads(lm_path.read_text())["unigrams"] == json.loads(before[lm_path])["unigrams"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cmvn.json", "lm.json", "step_1.pt"]
+
+
+def test_save_cuts_keeps_the_format_and_leaves_no_temporary(tmp_path):
+    rec = Recording(id="r1", sources=[], sampling_rate=16000, num_samples=16000, duration=1.0)
+    sup = SupervisionSegment(id="r1", recording_id="r1", start=0.0, duration=1.0, text="HI")
+    cuts = CutSet.from_cuts(
+        [MonoCut(id="r1", start=0.0, duration=1.0, channel=0, recording=rec, supervisions=[sup])]
+    )
+    path = tmp_path / "cuts.jsonl.gz"
+    save_cuts(cuts, path)
+    assert path.read_bytes()[:2] == b"\x1f\x8b"  # gzip, chosen by lhotse from the suffix
+    assert [c.supervisions[0].text for c in load_cuts(path)] == ["HI"]
+    assert [p.name for p in tmp_path.iterdir()] == ["cuts.jsonl.gz"]

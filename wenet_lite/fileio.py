@@ -1,0 +1,58 @@
+"""Atomic file writes: a crash or a full disk mid-write never leaves a truncated file.
+
+Everything the toolkit writes that a later stage reads back (checkpoints, model files, CMVN
+statistics, the word LM, manifests, skip counts, the resolved config) goes through
+:func:`atomic_open`: the bytes go to a hidden temporary file in the same directory, are flushed
+to disk, and only then renamed over the final name. Readers see the old file or the new one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import IO, Any, Iterator, Union
+
+__all__ = ["atomic_open", "temporary_path", "write_text_atomic"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def temporary_path(path: PathLike) -> Path:
+    """Where :func:`atomic_open` writes before the rename: ``.tmp-<name>`` beside ``path``.
+
+    The name keeps the final suffixes, so writers that choose a format by extension (lhotse's
+    ``.jsonl.gz``) write the right one.
+    """
+    path = Path(path)
+    return path.with_name(f".tmp-{path.name}")
+
+
+@contextlib.contextmanager
+def atomic_open(path: PathLike, mode: str = "w", encoding: str = "utf-8") -> Iterator[IO[Any]]:
+    """Open a temporary file for writing; on a clean exit fsync it and rename it to ``path``.
+
+    ``mode`` is ``"w"`` (text, ``encoding``) or ``"wb"``. Parent directories are created. If
+    the block raises, the temporary file is removed and ``path`` is left as it was.
+    """
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_open writes whole files: mode must be 'w' or 'wb', got {mode!r}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temporary_path(path)
+    try:
+        with open(tmp, mode, encoding=None if mode == "wb" else encoding) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: PathLike, text: str) -> Path:
+    """``Path(path).write_text(text)`` (UTF-8), atomically; returns the path."""
+    with atomic_open(path, "w") as f:
+        f.write(text)
+    return Path(path)
