@@ -9,6 +9,7 @@ from wenet_lite.model.attention import RelPositionAttention, position_scores
 from wenet_lite.model.posenc import ShawRelPosition, XLRelPosition, rel_sinusoid, window_distances
 
 D, H = 16, 2
+_SCRIPTED = torch.jit.script(position_scores)
 
 
 def _pos_module(kind: str, z: int) -> torch.nn.Module:
@@ -39,6 +40,9 @@ def test_shift_equals_double_loop(kind: str, z: int, m: int, c: int) -> None:
             p = _p_of(module, (m + i) - j)  # query i sits at stream position m + i
             slow[:, :, i, j] = (q_v[:, :, i] * p).sum(-1)
     torch.testing.assert_close(fast, slow, atol=1e-5, rtol=1e-5)
+    # Scripted (as exported) the shift takes its pad-and-reshape path instead of a view.
+    exported = _SCRIPTED(q_v, pos, num_keys)
+    torch.testing.assert_close(exported, slow, atol=1e-5, rtol=1e-5)
 
 
 def test_clipping_shares_embeddings_beyond_radius() -> None:

@@ -27,14 +27,26 @@ from wenet_lite.model.linear import Linear
 __all__ = ["RelPositionAttention", "position_scores"]
 
 
+def _eager() -> bool:
+    """Not scripted or traced: eager-only shortcuts apply; exported graphs keep the general
+    path (whose inputs and ops the exporters and runtimes are tested with)."""
+    return not torch.jit.is_scripting() and not torch.jit.is_tracing()
+
+
 def _rel_shift(x: torch.Tensor, num_keys: int) -> torch.Tensor:
     """Select out[..., i, j] = x[..., i, j + C-1-i] without indexing.
 
-    Padding each row by one column makes the flattened rows W+1 long, so the wanted element
-    of row i sits at flat offset (C-1) + i*W + j: drop C-1 leading elements and view rows of W.
-    Only pad, reshape and slice: exportable to ONNX and TorchScript.
+    In eager PyTorch this is a view: in a contiguous row-major x, the wanted element of row i
+    sits at flat offset (C-1) + i*(W-1) + j, so rows W-1 apart starting at C-1 select it with
+    no copy (nor one in backward beyond the gradient's scatter).
+
+    Scripted or traced (TorchScript, ONNX export): padding each row by one column makes the
+    flattened rows W+1 long, so the element sits at (C-1) + i*W + j: drop C-1 leading elements
+    and view rows of W. Only pad, reshape and slice, which every exporter supports.
     """
     b, h, c, w = x.size()  # w = L + C - 1
+    if _eager() and x.is_contiguous():
+        return x.as_strided((b, h, c, num_keys), (h * c * w, c * w, w - 1, 1), c - 1)
     x = F.pad(x, (0, 1)).reshape(b, h, c * (w + 1))  # (B, H, C*(W+1))
     x = x[:, :, c - 1 : c - 1 + c * w].reshape(b, h, c, w)  # (B, H, C, W)
     return x[:, :, :, :num_keys]  # (B, H, C, L)
@@ -87,17 +99,20 @@ class RelPositionAttention(nn.Module):
         b, c, _ = x.size()
         qkv = self.qkv(x).view(b, c, 3, self.num_heads, self.head_dim)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, H, C, d_k)
-        kv = torch.cat([cache, torch.cat([k, v], dim=-1)], dim=2)  # (B, H, L, 2*d_k)
-        k_all, v_all = kv.split(self.head_dim, dim=-1)  # each (B, H, L, d_k)
+        kv = torch.cat([k, v], dim=-1)  # (B, H, C, 2*d_k)
+        if cache.size(2) > 0 or not _eager():  # eager full-context forward: nothing to join
+            kv = torch.cat([cache, kv], dim=2)  # (B, H, L, 2*d_k)
+            k, v = kv.split(self.head_dim, dim=-1)  # each (B, H, L, d_k)
         num_keys = kv.size(2)
 
-        bias = position_scores(q + self.pos_bias_v.unsqueeze(1), pos, num_keys)  # (B, H, C, L)
-        bias = bias * (1.0 / math.sqrt(self.head_dim))
+        # Scaled before the product: (C, d_k) elements scaled instead of (C, W).
+        q_v = (q + self.pos_bias_v.unsqueeze(1)) * (1.0 / math.sqrt(self.head_dim))
+        bias = position_scores(q_v, pos, num_keys)  # (B, H, C, L)
         bias = bias.masked_fill(~mask.unsqueeze(1), float("-inf"))
         out = F.scaled_dot_product_attention(
             q + self.pos_bias_u.unsqueeze(1),
-            k_all,
-            v_all,
+            k,
+            v,
             attn_mask=bias,
             dropout_p=self.dropout if self.training else 0.0,
         )  # (B, H, C, d_k)
