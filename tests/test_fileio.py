@@ -84,3 +84,14 @@ def test_save_cuts_keeps_the_format_and_leaves_no_temporary(tmp_path):
     assert path.read_bytes()[:2] == b"\x1f\x8b"  # gzip, chosen by lhotse from the suffix
     assert [c.supervisions[0].text for c in load_cuts(path)] == ["HI"]
     assert [p.name for p in tmp_path.iterdir()] == ["cuts.jsonl.gz"]
+
+
+def test_open_text_reads_plain_and_gzipped(tmp_path):
+    import gzip
+
+    (tmp_path / "a.txt").write_text("HELLO WORLD\n", encoding="utf-8")
+    with gzip.open(tmp_path / "a.txt.gz", "wt", encoding="utf-8") as f:
+        f.write("HELLO WORLD\n")
+    for name in ("a.txt", "a.txt.gz"):
+        with fileio.open_text(tmp_path / name) as f:
+            assert f.read() == "HELLO WORLD\n"

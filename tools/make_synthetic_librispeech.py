@@ -7,10 +7,13 @@ Usage:
 Writes DIR/LibriSpeech/{train-clean-100,dev-clean,test-clean}/<spk>/<chapter>/ holding
 <spk>-<chapter>-<utt>.flac (16 kHz mono, 16 bit) and <spk>-<chapter>.trans.txt ("ID TEXT",
 upper case), the real corpus's layout, so one `prepare` reads both; plus LibriSpeech/
-SYNTHETIC.json (hours, counts, voices, seed). Text: sentences from Debian's fortune cookies,
-kept only where the transcript is certain (no digits, symbols, initials or acronyms), and
-disjoint across the three parts. Voices: espeak-ng and flite at 100 settings of accent,
-variant, rate and pitch; one setting is one speaker.
+SYNTHETIC.json (hours, counts, voices, seed) and DIR/librispeech-lm-norm.txt.gz: the whole
+train sentence pool, one upper-case transcript a line, as LibriSpeech's separate LM corpus
+(openslr.org/11) is text beyond the spoken training transcripts. No dev or test sentence is in
+it. `--lm-text-only` writes just that file (for a corpus generated before it existed).
+Text: sentences from Debian's fortune cookies, kept only where the transcript is certain (no
+digits, symbols, initials or acronyms), and disjoint across the three parts. Voices: espeak-ng
+and flite at 100 settings of accent, variant, rate and pitch; one setting is one speaker.
 
 Determinism: an utterance's text, voice and noise depend only on (seed, part, index), and a
 part is the shortest prefix of that sequence reaching its target duration, so a seed gives
@@ -23,6 +26,7 @@ with fewer sentences).
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import re
@@ -45,6 +49,7 @@ APT_HINT = "apt-get install espeak-ng flite fortunes-min fortunes"
 FORTUNE_DIR = Path("/usr/share/games/fortunes")
 SAMPLE_RATE = 16000
 PARTS = ("train-clean-100", "dev-clean", "test-clean")
+LM_TEXT = "librispeech-lm-norm.txt.gz"  # the name of LibriSpeech's LM corpus file
 EVAL_SHARE = 0.05  # dev and test each add this fraction of the train hours ...
 MAX_EVAL_HOURS = 0.25  # ... up to this much (~250 utterances, ~2,700 words): enough to score
 MIN_EVAL_UTTS = 10
@@ -289,6 +294,17 @@ def make_part(
     }
 
 
+def write_lm_text(out: Path, train_pool: List[Tuple[str, str]]) -> Path:
+    """DIR/librispeech-lm-norm.txt.gz: every train-pool transcript, sorted; written atomically."""
+    path = out / LM_TEXT
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{path.name}")
+    with gzip.open(tmp, "wt", encoding="utf-8") as f:
+        f.writelines(f"{transcript}\n" for _, transcript in train_pool)
+    os.replace(tmp, path)
+    return path
+
+
 def check_requirements(text_dir: Path) -> None:
     """Exit with the apt command to run when a synthesiser, a flite voice or the text is missing."""
     missing = [tool for tool in ("espeak-ng", "flite") if shutil.which(tool) is None]
@@ -310,7 +326,6 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     p.add_argument(
         "--hours",
         type=float,
-        required=True,
         metavar="H",
         help="target hours of train-clean-100; dev-clean and test-clean are in addition, "
         f"each {EVAL_SHARE * 100:g}%% of it (at most {MAX_EVAL_HOURS:g} h, see --eval-hours) "
@@ -332,7 +347,16 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
         help="parallel synthesisers (CPU count)",
     )
     p.add_argument("--text-dir", type=Path, default=FORTUNE_DIR, help="fortune files to read")
+    p.add_argument(
+        "--lm-text-only",
+        action="store_true",
+        help=f"write only DIR/{LM_TEXT} (the train sentence pool of this --seed) and exit",
+    )
     args = p.parse_args(argv)
+    if args.lm_text_only:
+        return args
+    if args.hours is None:
+        p.error("--hours is required (unless --lm-text-only)")
     if args.hours <= 0 or args.jobs < 1:
         p.error(f"--hours ({args.hours}) must be > 0 and --jobs ({args.jobs}) >= 1")
     if args.eval_hours is None:
@@ -344,6 +368,12 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
 
 def main(argv: Optional[List[str]] = None) -> None:
     args = parse_args(argv)
+    if args.lm_text_only:
+        if not fortune_files(args.text_dir):
+            raise SystemExit(f"error: no fortune files in {args.text_dir}; install: {APT_HINT}")
+        pools = split_sentences(load_sentences(args.text_dir), args.seed)
+        print(f"{write_lm_text(args.out, pools[0])}: {len(pools[0])} sentences")
+        return
     check_requirements(args.text_dir)
     root = args.out / "LibriSpeech"
     for part in PARTS:
@@ -351,6 +381,7 @@ def main(argv: Optional[List[str]] = None) -> None:
             raise SystemExit(f"error: {root / part} exists; remove it or choose another --out")
     sentences = load_sentences(args.text_dir)
     pools = split_sentences(sentences, args.seed)
+    write_lm_text(args.out, pools[0])
     voices = build_voices()
     targets = [args.hours * 3600, args.eval_hours * 3600, args.eval_hours * 3600]
     summary: Dict[str, object] = {
@@ -360,6 +391,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         "hours_requested_eval": args.eval_hours,
         "text_source": str(args.text_dir),
         "usable_sentences": len(sentences),
+        "lm_text": {"file": f"../{LM_TEXT}", "sentences": len(pools[0])},
         "parts": {},
     }
     pool = Pool(args.jobs) if args.jobs > 1 else None

@@ -123,8 +123,11 @@ def _words(text: str) -> List[str]:
     return normalize_text(text).split()
 
 
-def unseen_words(train_data: Sequence[Path], test_data: Path, hyp: Optional[Path]) -> str:
-    """One sentence on the test words never seen in training (and how many were decoded)."""
+def unseen_words(
+    train_data: Sequence[Path], test_data: Path, hyp: Optional[Path], lm_text: Optional[Path] = None
+) -> str:
+    """One sentence on the test words never seen in training (and how many were decoded), and
+    on those never in the LM text."""
     from wenet_lite.data.manifest import cut_text, load_cuts
     from wenet_lite.data.tokenizer import normalize_text
     from wenet_lite.decode.wer import align_tokens
@@ -150,6 +153,16 @@ def unseen_words(train_data: Sequence[Path], test_data: Path, hyp: Optional[Path
             if r not in vocab
         )
         text += f"; full context spelled {right} of them right"
+    if lm_text is not None:
+        from wenet_lite.fileio import open_text
+
+        with open_text(lm_text) as f:
+            lm_vocab = {w for line in f for w in _words(line)}
+        lm_unseen = sum(w not in lm_vocab for words in refs.values() for w in words)
+        text += (
+            f"; {lm_unseen} ({100 * lm_unseen / max(total, 1):.1f} %) never occur in the "
+            f"{len(lm_vocab)}-word LM text ({lm_text.name})"
+        )
     return text + "."
 
 
@@ -212,6 +225,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         help="prepared train part(s), for the unseen-word rate (repeatable)",
     )
     p.add_argument("--test", type=Path, action="append", default=[], help="prepared test part")
+    p.add_argument("--lm-text", type=Path, help="the word LM's training text, for its coverage")
     p.add_argument("--decode-root", type=Path, help="default EXP/decode")
     p.add_argument("--note", action="append", default=[], help="a line to add (repeatable)")
     p.add_argument("--out", type=Path, help="default EXP/RESULTS.md")
@@ -229,7 +243,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     lines.append("")
     if args.train_data:
         for test in args.test:
-            lines.append(unseen_words(args.train_data, test, root / test.name / "full" / "hyp.txt"))
+            hyp = root / test.name / "full" / "hyp.txt"
+            lines.append(unseen_words(args.train_data, test, hyp, args.lm_text))
         lines.append("")
     if args.model is not None:
         lines += [model_line(args.model), ""]

@@ -5,10 +5,11 @@ Usage:
     python tools/train_word_lm.py --data data/synthetic/train-clean-100 --out exp/x/lm.json
         [--data more/parts ...] [--text extra.txt ...] [--discount 0.75]
 
-Reads the transcripts of prepared parts (cuts.jsonl.gz) and/or plain text files (one
-sentence a line), normalises them as the tokenizer does, and writes the counts as JSON (see
-wenet_lite/decode/lm.py). Train it on training text only: test transcripts in the LM would
-make the WER meaningless.
+Reads the transcripts of prepared parts (cuts.jsonl.gz) and/or text files (one sentence a
+line, gzipped if the name ends in .gz, e.g. librispeech-lm-norm.txt.gz), normalises them as
+the tokenizer does, and writes the counts as JSON (see wenet_lite/decode/lm.py). Train it on
+training text only: test transcripts in the LM would make the WER meaningless (the synthetic
+corpus's librispeech-lm-norm.txt.gz holds no dev or test sentence).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Iterator, List, Optional
 from wenet_lite.data.manifest import cut_text, load_cuts
 from wenet_lite.data.tokenizer import normalize_text
 from wenet_lite.decode.lm import WordLM
+from wenet_lite.fileio import open_text
 
 
 def sentences(parts: List[Path], texts: List[Path]) -> Iterator[str]:
@@ -28,7 +30,7 @@ def sentences(parts: List[Path], texts: List[Path]) -> Iterator[str]:
         for cut in load_cuts(part):
             yield normalize_text(cut_text(cut))
     for path in texts:
-        with open(path, encoding="utf-8") as f:
+        with open_text(path) as f:
             for line in f:
                 yield normalize_text(line)
 

@@ -1,4 +1,5 @@
-"""Atomic file writes: a crash or a full disk mid-write never leaves a truncated file.
+"""Atomic file writes (a crash or a full disk mid-write never leaves a truncated file), and
+reading text files that may be gzipped.
 
 Everything the toolkit writes that a later stage reads back (checkpoints, model files, CMVN
 statistics, the word LM, manifests, skip counts, the resolved config) goes through
@@ -9,11 +10,12 @@ to disk, and only then renamed over the final name. Readers see the old file or 
 from __future__ import annotations
 
 import contextlib
+import gzip
 import os
 from pathlib import Path
-from typing import IO, Any, Iterator, Union
+from typing import IO, Any, Iterator, TextIO, Union
 
-__all__ = ["atomic_open", "temporary_path", "write_text_atomic"]
+__all__ = ["atomic_open", "open_text", "temporary_path", "write_text_atomic"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -56,3 +58,10 @@ def write_text_atomic(path: PathLike, text: str) -> Path:
     with atomic_open(path, "w") as f:
         f.write(text)
     return Path(path)
+
+
+def open_text(path: PathLike) -> TextIO:
+    """Open a UTF-8 text file for reading, gunzipped when its name ends in ``.gz``."""
+    if str(path).endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")

@@ -12,7 +12,8 @@
 #   3  train:          wenet-lite train (trains the tokenizer first; --resume continues)
 #   4  average:        wenet-lite average               -> $exp/avg_$average_num.pt
 #   5  decode test-clean: full context (greedy, and prefix beam with a word bigram LM of the
-#                      training transcripts), and for each chunk in $chunks the chunk-masked forward
+#                      corpus's LM text: the whole train sentence pool, none of it in dev or
+#                      test), and for each chunk in $chunks the chunk-masked forward
 #                      and simulated streaming (chunk by chunk with caches)
 #   6  stream test-clean with `wenet-lite stream` for each chunk in $stream_chunks, score it
 #                      and compare with the simulated streaming transcripts; stream one file
@@ -36,8 +37,10 @@ average_num=${average_num:-5}
 chunks=${chunks:-"16 4"}          # decoded chunk sizes (encoder frames of 40 ms)
 stream_chunks=${stream_chunks:-"16 4"}
 lm_beam=${lm_beam:-10}            # stage 5's prefix beam search with the word LM
-lm_weight=${lm_weight:-0.4}       # LM weight and per-word bonus (tuned on dev, README)
-word_bonus=${word_bonus:-3.0}
+lm_weight=${lm_weight:-0.3}       # LM weight and per-word bonus (tuned on dev, README)
+word_bonus=${word_bonus:-2.5}
+lm_text=${lm_text:-}              # LM training text; default: the corpus's
+                                  # librispeech-lm-norm.txt.gz if any, else the train transcripts
 export_chunk=${export_chunk:-16}
 export_left=${export_left:-4}
 if [ "$smoke" = 1 ]; then
@@ -62,7 +65,7 @@ while [ $# -gt 0 ]; do
       if [ $# -lt 2 ]; then echo "$0: option $1 needs a value" >&2; exit 2; fi
       case "$name" in
         stage|stop_stage|hours|seed|nj|config|overrides|average_num|chunks|stream_chunks|\
-lm_beam|lm_weight|word_bonus|export_chunk|export_left|corpus|data|exp) printf -v "$name" '%s' "$2" ;;
+lm_beam|lm_weight|word_bonus|lm_text|export_chunk|export_left|corpus|data|exp) printf -v "$name" '%s' "$2" ;;
         *) echo "$0: unknown option $1" >&2; exit 2 ;;
       esac
       shift 2 ;;
@@ -71,6 +74,10 @@ lm_beam|lm_weight|word_bonus|export_chunk|export_left|corpus|data|exp) printf -v
 done
 
 test_part=test-clean
+if [ -z "$lm_text" ] && [ -f "$corpus/librispeech-lm-norm.txt.gz" ]; then
+  lm_text=$corpus/librispeech-lm-norm.txt.gz
+fi
+if [ -n "$lm_text" ]; then lm_source=(--text "$lm_text"); else lm_source=(--data "$data/train-clean-100"); fi
 model=$exp/avg_${average_num}.pt
 decode_dir=$exp/decode/$test_part
 set_args=()
@@ -116,8 +123,8 @@ if run_stage 5; then
   log 5 "decode $test_part: full context"
   wenet-lite decode --model "$model" --data "$data/$test_part" --out "$decode_dir/full" \
     --device cpu
-  log 5 "word bigram LM of the training transcripts; decode full context with it"
-  python3 tools/train_word_lm.py --data "$data/train-clean-100" --out "$exp/lm.json"
+  log 5 "word bigram LM of ${lm_text:-the training transcripts}; decode full context with it"
+  python3 tools/train_word_lm.py "${lm_source[@]}" --out "$exp/lm.json"
   wenet-lite decode --model "$model" --data "$data/$test_part" --out "$decode_dir/full_lm" \
     --mode prefix_beam --beam "$lm_beam" --lm "$exp/lm.json" --lm-weight "$lm_weight" \
     --word-bonus "$word_bonus" --device cpu
@@ -180,7 +187,7 @@ if run_stage 8; then
   python3 tools/plot_alignment.py --model "$model" --data "$data/$test_part" --index 0 \
     --out "$exp/alignment.png"
   python3 tools/results_table.py --exp "$exp" --model "$model" \
-    --train-data "$data/train-clean-100" --test "$data/$test_part" \
+    --train-data "$data/train-clean-100" --test "$data/$test_part" ${lm_text:+--lm-text "$lm_text"} \
     --note "Corpus: $corpus ($hours h requested, seed $seed). Config: $config${overrides:+, overrides: $overrides}." \
     --note "Decoding and streaming use all left context; the exported models (TorchScript, ONNX in sherpa-onnx) run chunk $export_chunk with $export_left left chunks." \
     --note "Command: recipes/synthetic/run.sh$([ "$smoke" = 1 ] && echo ' (SMOKE=1)')"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import json
 import os
@@ -57,6 +58,11 @@ def _read(root: Path) -> Corpus:
             for f in (root / part).glob("*/*/*.flac")
         }
     return corpus
+
+
+def _lm_text(out: Path) -> set:
+    with gzip.open(out / "librispeech-lm-norm.txt.gz", "rt", encoding="utf-8") as f:
+        return {line.rstrip("\n") for line in f}
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +122,11 @@ def test_parts_have_disjoint_sentences_and_meet_targets(corpora):
     assert len(corpus[PARTS[1]]) >= 10 and len(corpus[PARTS[2]]) >= 10
     summary = json.loads((corpora["a"] / "SYNTHETIC.json").read_text())
     assert summary["seed"] == 0 and len(summary["voices"]) == 100
+    # The LM text is the train pool: every spoken train sentence, no dev or test sentence.
+    lm_text = _lm_text(corpora["a"].parent)
+    assert summary["lm_text"]["sentences"] == len(lm_text) > len(sentences[PARTS[0]])
+    assert sentences[PARTS[0]] <= lm_text
+    assert not (sentences[PARTS[1]] | sentences[PARTS[2]]) & lm_text
     for part in PARTS:
         assert summary["parts"][part]["utterances"] == len(corpus[part])
 
@@ -160,6 +171,17 @@ def test_missing_text_names_the_apt_packages(tmp_path):
     proc = _run(tmp_path / "out", "--hours", HOURS, "--text-dir", str(tmp_path / "none"))
     assert proc.returncode != 0
     assert APT_HINT in proc.stderr, proc.stderr
+
+
+def test_lm_text_only_needs_no_synthesiser_and_matches_the_full_run(corpora, tmp_path):
+    env = dict(os.environ, PATH=str(tmp_path))  # no espeak-ng or flite on PATH
+    proc = _run(tmp_path / "out", "--lm-text-only", "--seed", "0", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / "out" / "LibriSpeech").exists()
+    assert _lm_text(tmp_path / "out") == _lm_text(corpora["a"].parent)  # same seed, same pool
+    assert _lm_text(tmp_path / "out") != _lm_text(corpora["c"].parent)  # seed 1
+    proc = _run(tmp_path / "out2")
+    assert proc.returncode == 2 and "--hours is required" in proc.stderr
 
 
 def test_clean_sentence_keeps_only_certain_readings(monkeypatch):
