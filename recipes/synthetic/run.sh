@@ -74,10 +74,11 @@ lm_beam|lm_weight|word_bonus|lm_text|export_chunk|export_left|corpus|data|exp) p
 done
 
 test_part=test-clean
-if [ -z "$lm_text" ] && [ -f "$corpus/librispeech-lm-norm.txt.gz" ]; then
-  lm_text=$corpus/librispeech-lm-norm.txt.gz
-fi
-if [ -n "$lm_text" ]; then lm_source=(--text "$lm_text"); else lm_source=(--data "$data/train-clean-100"); fi
+resolve_lm_text() {  # after stage 0, which writes the corpus's LM text
+  if [ -z "$lm_text" ] && [ -f "$corpus/librispeech-lm-norm.txt.gz" ]; then
+    lm_text=$corpus/librispeech-lm-norm.txt.gz
+  fi
+}
 model=$exp/avg_${average_num}.pt
 decode_dir=$exp/decode/$test_part
 set_args=()
@@ -123,7 +124,9 @@ if run_stage 5; then
   log 5 "decode $test_part: full context"
   wenet-lite decode --model "$model" --data "$data/$test_part" --out "$decode_dir/full" \
     --device cpu
+  resolve_lm_text
   log 5 "word bigram LM of ${lm_text:-the training transcripts}; decode full context with it"
+  if [ -n "$lm_text" ]; then lm_source=(--text "$lm_text"); else lm_source=(--data "$data/train-clean-100"); fi
   python3 tools/train_word_lm.py "${lm_source[@]}" --out "$exp/lm.json"
   wenet-lite decode --model "$model" --data "$data/$test_part" --out "$decode_dir/full_lm" \
     --mode prefix_beam --beam "$lm_beam" --lm "$exp/lm.json" --lm-weight "$lm_weight" \
@@ -182,6 +185,7 @@ if run_stage 7; then
 fi
 
 if run_stage 8; then
+  resolve_lm_text
   log 8 "plots and $exp/RESULTS.md"
   python3 tools/plot_training.py --exp "$exp"
   python3 tools/plot_alignment.py --model "$model" --data "$data/$test_part" --index 0 \
