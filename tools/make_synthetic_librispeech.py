@@ -45,6 +45,8 @@ import soundfile as sf
 import soxr
 from tqdm import tqdm
 
+from wenet_lite.fileio import atomic_open
+
 APT_HINT = "apt-get install espeak-ng flite fortunes-min fortunes"
 FORTUNE_DIR = Path("/usr/share/games/fortunes")
 SAMPLE_RATE = 16000
@@ -297,11 +299,8 @@ def make_part(
 def write_lm_text(out: Path, train_pool: List[Tuple[str, str]]) -> Path:
     """DIR/librispeech-lm-norm.txt.gz: every train-pool transcript, sorted; written atomically."""
     path = out / LM_TEXT
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{path.name}")
-    with gzip.open(tmp, "wt", encoding="utf-8") as f:
+    with atomic_open(path, "wb") as raw, gzip.open(raw, "wt", encoding="utf-8") as f:
         f.writelines(f"{transcript}\n" for _, transcript in train_pool)
-    os.replace(tmp, path)
     return path
 
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -177,34 +177,46 @@ def export_onnx_model(
     # nn.Linear exports as MatMul with a constant weight, which int8 quantization recognises.
     wrapper = to_torch_linear(SherpaWenetCtc(model.encoder, model.ctc, chunk_size, left_chunks))
     out = Path(out_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    raw = temporary_path(out.with_name(f"raw-{out.name}"))  # the exporter's own file
-    with warnings.catch_warnings():
-        # The tracer warns that the cache size becomes a constant: intended, shapes are fixed.
-        warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        # A Slice of F.pad's symbolic has step -1, which the exporter does not fold;
-        # onnxruntime folds it when it loads the model.
-        warnings.filterwarnings("ignore", "Constant folding - Only steps=1", UserWarning)
-        # dynamo=False: the TorchScript-based exporter; torch 2.13's dynamo exporter needs
-        # onnxscript (not a dependency) and gains nothing for fixed shapes.
-        torch.onnx.export(
-            wrapper.eval(),
-            _example_inputs(model, chunk_size, left_chunks),
-            str(raw),
-            dynamo=False,
-            opset_version=OPSET,
-            input_names=list(INPUT_NAMES),
-            output_names=list(OUTPUT_NAMES),
-            do_constant_folding=True,
-        )
-    try:
-        proto = onnx.load(str(raw))
-    finally:
-        raw.unlink(missing_ok=True)
+
+    def export(raw: str) -> None:
+        with warnings.catch_warnings():
+            # The tracer warns that the cache size becomes a constant: intended, shapes fixed.
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)
+            # A Slice of F.pad's symbolic has step -1, which the exporter does not fold;
+            # onnxruntime folds it when it loads the model.
+            warnings.filterwarnings("ignore", "Constant folding - Only steps=1", UserWarning)
+            # dynamo=False: the TorchScript-based exporter; torch 2.13's dynamo exporter needs
+            # onnxscript (not a dependency) and gains nothing for fixed shapes.
+            torch.onnx.export(
+                wrapper.eval(),
+                _example_inputs(model, chunk_size, left_chunks),
+                raw,
+                dynamo=False,
+                opset_version=OPSET,
+                input_names=list(INPUT_NAMES),
+                output_names=list(OUTPUT_NAMES),
+                do_constant_folding=True,
+            )
+
+    proto = _load_produced(out, export)
     _restore_unused_inputs(proto)
     _set_metadata(proto, _sherpa_metadata(cfg, model, chunk_size, left_chunks))
     onnx.checker.check_model(proto)
     return _save_onnx(proto, out)
+
+
+def _load_produced(out: Path, produce: Callable[[str], None]) -> onnx.ModelProto:
+    """Let ``produce`` write an ONNX file (the exporter's or quantizer's own) under a temporary
+    name beside ``out``, load it and delete it: only :func:`_save_onnx` writes ``out``."""
+    import onnx
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    raw = temporary_path(out.with_name(f"raw-{out.name}"))
+    try:
+        produce(str(raw))
+        return onnx.load(str(raw))
+    finally:
+        raw.unlink(missing_ok=True)
 
 
 def _save_onnx(proto: onnx.ModelProto, out: Path) -> Path:
@@ -273,19 +285,17 @@ def quantize_int8(src: PathLike, dst: PathLike) -> Path:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    dst = Path(dst)
-    raw = temporary_path(dst.with_name(f"raw-{dst.name}"))  # the quantizer's own file
-    try:
+    def quantize(raw: str) -> None:
         quantize_dynamic(
             model_input=str(src),
-            model_output=str(raw),
+            model_output=raw,
             op_types_to_quantize=["MatMul"],
             weight_type=QuantType.QInt8,
             reduce_range=True,
         )
-        proto = onnx.load(str(raw))
-    finally:
-        raw.unlink(missing_ok=True)
+
+    dst = Path(dst)
+    proto = _load_produced(dst, quantize)
     meta = {p.key: p.value for p in onnx.load(str(src)).metadata_props}
     meta["quantize"] = "int8"
     _set_metadata(proto, meta)
