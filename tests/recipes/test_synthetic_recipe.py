@@ -8,6 +8,7 @@ RESULTS.md: the same commands as `make demo`, small enough for CI (44 s on 2 cor
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -63,7 +64,9 @@ def test_training_artefacts(smoke_run: Path) -> None:
         assert (exp / name).is_file(), name
     assert list((exp / "tensorboard").glob("events.out.tfevents.*"))
     assert list(exp.glob("step_*.pt"))
-    assert "step 40:" in (exp / "train.log").read_text()
+    log = (exp / "train.log").read_text()
+    assert "step 40:" in log
+    assert re.search(r"stored fbank for (\d+) of \1 training utterances", log)  # stage 2's
 
 
 def test_decode_stream_and_results(smoke_run: Path) -> None:

@@ -45,10 +45,12 @@ __all__ = [
     "Batch",
     "SkipUtterance",
     "ASRDataset",
+    "FBANK_FIELD",
     "ctc_min_frames",
     "encoder_frames",
     "filter_cuts",
     "load_features",
+    "load_stored_fbank",
     "merge_counts",
     "spec_augment_batch",
     "subsampling_min_frames",
@@ -67,6 +69,9 @@ SKIP_REASONS = (
     "no_known_pieces",
 )
 """Every reason an utterance is skipped for, in the order logs and ``skipped.json`` list them."""
+
+FBANK_FIELD = "fbank"
+"""A cut's custom field holding its stored training fbank (see data/store_fbank.py)."""
 
 Layers = Sequence[Tuple[int, int]]  # (kernel, stride) of each subsampling conv along time
 
@@ -214,7 +219,7 @@ def load_features(
     if not np.any(samples):
         raise SkipUtterance("silent_audio")
     rng = np.random.default_rng(seed)
-    factor = float(speed_factors[rng.integers(len(speed_factors))]) if speed_factors else 1.0
+    factor = _draw_speed(rng, speed_factors)
     if factor != 1.0:
         samples = speed_perturb(samples, features.sample_rate, factor)
     feats = compute_fbank(samples, features.sample_rate, features, dither=dither, rng=rng)
@@ -223,12 +228,29 @@ def load_features(
     return feats  # (T, F)
 
 
+def _draw_speed(rng: np.random.Generator, speed_factors: Sequence[float]) -> float:
+    return float(speed_factors[rng.integers(len(speed_factors))]) if speed_factors else 1.0
+
+
+def load_stored_fbank(cut: Cut) -> Optional[torch.Tensor]:
+    """(T, F) float32 stored fbank of ``cut``; None without one, or if it cannot be read."""
+    if not cut.has_custom(FBANK_FIELD):
+        return None
+    try:
+        feats = cut.load_custom(FBANK_FIELD)  # (T, F) float16
+    except (OSError, ValueError, EOFError):
+        return None  # removed or damaged since it was stored: the caller uses the audio
+    return torch.from_numpy(feats.astype(np.float32))
+
+
 class ASRDataset(torch.utils.data.Dataset):
     """Map-style dataset whose index is a sampler request ``(epoch, CutSet)``; returns a Batch.
 
     ``train`` enables speed perturbation and dither (decoding and CMVN use neither); SpecAugment
     runs later in the trainer (:func:`spec_augment_batch`) because it starts at an optimizer
-    step that a DataLoader worker cannot know.
+    step that a DataLoader worker cannot know. ``stored_fbank`` (training only) loads a cut's
+    stored fbank (`wenet-lite compute-fbank`) instead of its audio when the epoch's speed factor
+    is 1.0; the caller checks that the arrays were made with ``features``.
     """
 
     def __init__(
@@ -239,6 +261,7 @@ class ASRDataset(torch.utils.data.Dataset):
         layers: Layers,
         seed: int,
         train: bool,
+        stored_fbank: bool = False,
     ) -> None:
         self.features = features
         self.speed_factors = tuple(data.speed_perturb) if train else (1.0,)
@@ -247,6 +270,7 @@ class ASRDataset(torch.utils.data.Dataset):
         self.layers = [(int(k), int(s)) for k, s in layers]
         self.min_frames = subsampling_min_frames(self.layers)
         self.seed = seed
+        self.stored_fbank = stored_fbank and train
 
     def __getitem__(self, request: Tuple[int, CutSet]) -> Batch:
         epoch, cuts = request
@@ -266,7 +290,11 @@ class ASRDataset(torch.utils.data.Dataset):
         if not self.tokenizer.has_known_pieces(ids):
             raise SkipUtterance("no_known_pieces")
         seed = utterance_seed(self.seed, epoch, cut.id, "audio")
-        feats = load_features(cut, self.features, self.speed_factors, self.dither, seed)
+        feats = None
+        if self.stored_fbank and _draw_speed(np.random.default_rng(seed), self.speed_factors) == 1:
+            feats = load_stored_fbank(cut)  # (T, F)
+        if feats is None:
+            feats = load_features(cut, self.features, self.speed_factors, self.dither, seed)
         if feats.size(0) < self.min_frames:
             raise SkipUtterance("too_short")
         if encoder_frames(feats.size(0), self.layers) < ctc_min_frames(ids):

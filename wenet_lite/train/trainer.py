@@ -39,6 +39,7 @@ from wenet_lite.config import (
 from wenet_lite.data.dataset import ASRDataset, Batch, filter_cuts, subsampling_min_frames
 from wenet_lite.data.manifest import cut_text, load_cuts
 from wenet_lite.data.sampler import BucketingSampler
+from wenet_lite.data.store_fbank import stored_fbank_usable
 from wenet_lite.data.tokenizer import Tokenizer
 from wenet_lite.features.cmvn import load_cmvn
 from wenet_lite.model import ASRModel, build_model
@@ -250,7 +251,8 @@ def _loaders(
     _log_filtered("train", len(train_cuts), filtered)
     out: Dict[str, Any] = {"train_filtered": filtered, "dev_filtered": {}, "dev_loader": None}
     out["sampler"] = _sampler(cfg, kept, True, info)
-    out["train_loader"] = _loader(cfg, tokenizer, layers, out["sampler"], True, info)
+    stored = stored_fbank_usable(kept, cfg.features)
+    out["train_loader"] = _loader(cfg, tokenizer, layers, out["sampler"], True, info, stored)
     if dev_cuts is not None:
         dev_kept, out["dev_filtered"] = filter_cuts(dev_cuts, tokenizer, cfg.data)
         _log_filtered("dev", len(dev_cuts), out["dev_filtered"])
@@ -292,8 +294,11 @@ def _loader(
     sampler: BucketingSampler,
     train: bool,
     info: DistInfo,
+    stored_fbank: bool = False,
 ) -> torch.utils.data.DataLoader:
-    dataset = ASRDataset(cfg.features, cfg.data, tokenizer, layers, cfg.train.seed, train)
+    dataset = ASRDataset(
+        cfg.features, cfg.data, tokenizer, layers, cfg.train.seed, train, stored_fbank
+    )
     return torch.utils.data.DataLoader(
         dataset,
         sampler=sampler,
