@@ -45,7 +45,7 @@ import soundfile as sf
 import soxr
 from tqdm import tqdm
 
-from wenet_lite.fileio import atomic_open
+from wenet_lite.fileio import atomic_open, write_text_atomic
 
 APT_HINT = "apt-get install espeak-ng flite fortunes-min fortunes"
 FORTUNE_DIR = Path("/usr/share/games/fortunes")
@@ -403,7 +403,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         if pool is not None:
             pool.terminate()  # drops the overshoot of the last batch
     summary["voices"] = [asdict(v) for v in voices]
-    (root / "SYNTHETIC.json").write_text(json.dumps(summary, indent=1) + "\n")
+    # written last, atomically: the recipe takes its presence to mean a complete corpus
+    write_text_atomic(root / "SYNTHETIC.json", json.dumps(summary, indent=1) + "\n")
     print(json.dumps(summary["parts"], indent=1))
 
 

@@ -9,6 +9,9 @@
 #      unpacked ($dl_dir/LibriSpeech/<part>) is skipped, so data you have is never fetched
 #   1  prepare:   wenet-lite prepare librispeech          -> $data/<part>/cuts.jsonl.gz
 #   2  CMVN:      wenet-lite compute-cmvn on $cmvn_utts training utterances -> $data/cmvn.json
+#                 with --store-fbank true also wenet-lite compute-fbank for each training part
+#                 (-> $data/<part>/fbank/, ~60 MB per audio hour; worth it with few CPU cores
+#                 per GPU; with speed perturbation only the speed-1.0 draws use it)
 #   3  train:     torchrun --nproc_per_node $ngpu -m wenet_lite train (rank 0 first trains the
 #                 sentencepiece tokenizer on the training transcripts; --resume continues)
 #   4  average:   wenet-lite average (newest $average_num checkpoints)
@@ -37,6 +40,7 @@ overrides=${overrides:-}          # space-separated KEY=VALUE config overrides f
 ngpu=${ngpu:-$(python3 -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)}
 nj=${nj:-8}                       # parallel header readers and CMVN loader workers
 cmvn_utts=${cmvn_utts:-20000}     # utterances spread over the training set for CMVN (0: all)
+store_fbank=${store_fbank:-false} # true: store the training fbank once (stage 2)
 train_set=${train_set:-train-clean-100,train-clean-360,train-other-500}
 dev_set=${dev_set:-dev-clean}
 test_sets=${test_sets:-"test-clean test-other"}
@@ -53,8 +57,8 @@ while [ $# -gt 0 ]; do
       name=${1#--}; name=${name//-/_}
       if [ $# -lt 2 ]; then echo "$0: option $1 needs a value" >&2; exit 2; fi
       case "$name" in
-        stage|stop_stage|dl_dir|mirror|data|exp|config|overrides|ngpu|nj|cmvn_utts|train_set|\
-dev_set|test_sets|average_num|chunks|stream_chunks|stream_device|export_chunk|export_left)
+        stage|stop_stage|dl_dir|mirror|data|exp|config|overrides|ngpu|nj|cmvn_utts|store_fbank|\
+train_set|dev_set|test_sets|average_num|chunks|stream_chunks|stream_device|export_chunk|export_left)
           printf -v "$name" '%s' "$2" ;;
         *) echo "$0: unknown option $1" >&2; exit 2 ;;
       esac
@@ -98,6 +102,11 @@ if run_stage 2; then
   for part in ${train_set//,/ }; do train_dirs+=("$data/$part"); done
   wenet-lite compute-cmvn --config "$config" --data "${train_dirs[@]}" --out "$data/cmvn.json" \
     --jobs "$nj" --max-utts "$cmvn_utts"
+  if [ "$store_fbank" = true ]; then
+    log 2 "store the training fbank of $train_set"
+    wenet-lite compute-fbank --config "$config" --data "${train_dirs[@]}" --jobs "$nj" \
+      --no-progress "${set_args[@]}"
+  fi
 fi
 
 if run_stage 3; then

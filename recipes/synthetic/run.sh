@@ -178,12 +178,13 @@ if run_stage 7; then
     python3 tools/score_stream.py --text "$out/$1.txt" --data "$data/$test_part" \
       --out "$decode_dir/$1" | grep -E "^(WER|CER)" | sed "s/^/$1: /"
   }
-  for q in "" int8; do
+  for q in "" int8; do  # each runs on one thread: both at once on 2 cores
     python3 tools/run_exported.py --names "$out/model${q:+.$q}.ts" "${files[@]}" \
-      > "$out/ts$c${q:+_$q}.txt"
-    score "ts$c${q:+_$q}"
+      > "$out/ts$c${q:+_$q}.txt" & ts_job=$!
     python3 tools/run_sherpa.py --dir "$out/onnx" ${q:+--int8} "${files[@]}" \
-      > "$out/sherpa$c${q:+_$q}.txt"
+      > "$out/sherpa$c${q:+_$q}.txt" & sherpa_job=$!
+    wait "$ts_job"; wait "$sherpa_job"  # each one's exit status (set -e stops on a failure)
+    score "ts$c${q:+_$q}"
     score "sherpa$c${q:+_$q}"
   done
   head -n 3 "$out/ts$c.txt" "$out/sherpa$c.txt"

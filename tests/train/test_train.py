@@ -83,6 +83,12 @@ def test_resume_gives_the_same_losses_as_an_uninterrupted_run(synthetic_corpus, 
     b = _train(data, exp, *RANDOM, "train.max_steps=7", "data.num_workers=2", resume=True)
     c = _train(data, exp, *RANDOM, resume=True)
     assert sorted(a.losses) == [1, 2, 3] and sorted(b.losses) == [4, 5, 6, 7]
+    # A run that max_steps stops mid-epoch still scores its final weights on dev.
+    assert a.dev_loss is not None and b.dev_loss is not None and a.dev_loss != b.dev_loss
+    log = [line.split(": ", 1)[1] for line in (exp / "train.log").read_text().splitlines()]
+    for step, epoch in ((3, 1), (7, 2)):  # scored, then saved with that score
+        saved = log.index(f"saved {exp / f'step_{step}.pt'}")
+        assert log[saved - 1].startswith(f"epoch {epoch} dev: 10 utts, loss"), log[saved - 1]
     resumed = {**a.losses, **b.losses, **c.losses}
     assert resumed == full.losses  # exactly, step by step
     assert c.dev_loss == full.dev_loss

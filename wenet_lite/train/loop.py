@@ -152,6 +152,8 @@ class Trainer:
     def _stop_mid_epoch(self, last: bool) -> bool:
         interval, max_steps = self.cfg.train.checkpoint_interval, self.cfg.train.max_steps
         stop = bool(max_steps) and self.state.step >= max_steps and not last
+        if stop:
+            self._score_dev()  # the final weights get a dev score even when no epoch ends here
         if stop or (interval and self.state.step % interval == 0 and not last):
             self.p.save(self, False)
         return stop
@@ -160,14 +162,18 @@ class Trainer:
         st, p = self.state, self.p
         load = self._reduce_skips(st.load_skips)
         self._record_skips("train", merge_counts(dict(p.train_filtered), load))
-        if p.dev_loader is not None:
-            dev = self._validate()
-            self._record_skips("dev", merge_counts(dict(p.dev_filtered), dev.skipped))
+        self._score_dev()
         st.epoch += 1
         st.batches_done = 0
         st.load_skips = {}
         p.sampler.set_epoch(st.epoch)
         p.save(self, True)
+
+    def _score_dev(self) -> None:
+        p = self.p
+        if p.dev_loader is not None:
+            dev = self._validate()
+            self._record_skips("dev", merge_counts(dict(p.dev_filtered), dev.skipped))
 
     def _forward_backward(self, batch: Batch, sync: bool, accum: int) -> float:
         st, p = self.state, self.p
