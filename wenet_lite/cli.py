@@ -245,6 +245,10 @@ def _add_decode(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lm", help="prefix_beam: word LM file from tools/train_word_lm.py")
     p.add_argument("--lm-weight", type=float, default=0.4, help="LM log-prob weight (0.4)")
     p.add_argument("--word-bonus", type=float, default=3.0, help="score added per word (3.0)")
+    p.add_argument(
+        "--token-min-logp", type=float, metavar="LOGP",
+        help="prefix_beam: skip a frame's tokens below this log-prob, e.g. -5 (default: none)",
+    )  # fmt: skip
     p.add_argument("--chunk-size", type=int, default=0, help="encoder frames, 0: full context")
     p.add_argument("--left-chunks", type=int, default=-1, help="history chunks, -1: all")
     p.add_argument("--simulate-streaming", action="store_true", help="chunk by chunk, cached")
@@ -265,7 +269,7 @@ def _run_decode(args: argparse.Namespace) -> int:
             search=args.mode, beam_size=args.beam, nbest=args.nbest, chunk_size=args.chunk_size,
             left_chunks=args.left_chunks, simulate_streaming=args.simulate_streaming,
             batch_seconds=args.batch_seconds, lm=args.lm, lm_weight=args.lm_weight,
-            word_bonus=args.word_bonus,
+            word_bonus=args.word_bonus, token_min_logp=args.token_min_logp,
         )  # fmt: skip
     except ValueError as e:
         raise _UsageError(str(e)) from None
@@ -310,6 +314,10 @@ def _add_stream(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lm", help="prefix_beam: word LM file from tools/train_word_lm.py")
     p.add_argument("--lm-weight", type=float, default=0.4, help="LM log-prob weight (0.4)")
     p.add_argument("--word-bonus", type=float, default=3.0, help="score added per word (3.0)")
+    p.add_argument(
+        "--token-min-logp", type=float, metavar="LOGP",
+        help="prefix_beam: skip a frame's tokens below this log-prob, e.g. -5 (default: none)",
+    )  # fmt: skip
     p.add_argument("--json", action="store_true", help="JSON lines on stdout")
     p.add_argument("--no-endpoint", action="store_true", help="one segment per input")
     p.add_argument("--rule1-silence", type=float, default=2.4, help="s, nothing decoded (2.4)")
@@ -339,7 +347,8 @@ def _run_stream(args: argparse.Namespace) -> int:
         recognizer = StreamingRecognizer(
             args.model, args.chunk_size, args.left_chunks, search=args.mode,
             beam_size=args.beam, lm=args.lm, lm_weight=args.lm_weight,
-            word_bonus=args.word_bonus, endpoint=endpoint, device=args.device,
+            word_bonus=args.word_bonus, token_min_logp=args.token_min_logp, endpoint=endpoint,
+            device=args.device,
         )  # fmt: skip
     except CheckpointError as e:
         raise ValueError(str(e)) from None

@@ -189,6 +189,29 @@ def test_streaming_beam_equals_one_shot(seed):
     assert [h.score for h in streamed] == pytest.approx([h.score for h in expected], abs=1e-9)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_token_min_logp_equals_search_without_the_pruned_tokens(seed):
+    # Oracle: the unpruned search over log-probs in which every token below the threshold
+    # (except each frame's best) is impossible. Peaked frames leave 1-3 tokens per frame.
+    log_probs = _peaked_log_probs(seed, num_frames=60, vocab=8, min_peak=0.6)
+    floor = math.log(0.08)
+    best = log_probs.argmax(-1)  # (T,)
+    impossible = log_probs < floor
+    impossible[torch.arange(60), best] = False
+    masked = log_probs.masked_fill(impossible, float("-inf"))  # (T, V)
+    assert 0 < impossible.sum() < impossible.numel()
+    pruned = ctc_prefix_beam_search(log_probs, beam_size=5, nbest=3, token_min_logp=floor)
+    oracle = ctc_prefix_beam_search(masked, beam_size=5, nbest=3)
+    assert [h.tokens for h in pruned] == [h.tokens for h in oracle]
+    assert [h.timestamps for h in pruned] == [h.timestamps for h in oracle]
+    assert [h.score for h in pruned] == pytest.approx([h.score for h in oracle], abs=1e-9)
+    unpruned = ctc_prefix_beam_search(log_probs, beam_size=5, nbest=3)
+    assert [h.score for h in pruned] != pytest.approx([h.score for h in unpruned], abs=1e-9)
+    # The best token always stays: a threshold above every log-prob is greedy search.
+    top_only = ctc_prefix_beam_search(log_probs, beam_size=5, token_min_logp=1.0)[0]
+    assert top_only.tokens == _greedy(log_probs).tokens
+
+
 def test_empty_input_and_bad_arguments():
     empty = torch.zeros(0, 4)
     assert ctc_prefix_beam_search(empty, beam_size=3)[0].tokens == []

@@ -261,8 +261,9 @@ def test_bad_stream_input(tiny) -> None:
         rec.decode_streams([other, other])
 
 
+@pytest.mark.parametrize("token_min_logp", [None, -5.0])
 def test_stream_with_word_lm_equals_simulated_streaming_with_it(
-    corpus: Path, test_audio, tiny, tmp_path: Path, capsys
+    corpus: Path, test_audio, tiny, tmp_path: Path, capsys, token_min_logp
 ) -> None:
     from wenet_lite.cli import main
     from wenet_lite.data.manifest import cut_text
@@ -274,7 +275,7 @@ def test_stream_with_word_lm_equals_simulated_streaming_with_it(
     WordLM.train(normalize_text(cut_text(c)) for c in load_cuts(corpus / "train-clean-100")).save(
         lm_path
     )
-    fused = dict(lm=str(lm_path), lm_weight=2.0, word_bonus=3.0)
+    fused = dict(lm=str(lm_path), lm_weight=2.0, word_bonus=3.0, token_min_logp=token_min_logp)
     common = dict(search="prefix_beam", beam_size=4, chunk_size=4, left_chunks=-1)
     opts = DecodeOptions(**common, simulate_streaming=True, **fused)
     simulated = {
@@ -294,6 +295,7 @@ def test_stream_with_word_lm_equals_simulated_streaming_with_it(
     wav = tmp_path / "a.wav"
     sf.write(wav, test_audio[0], 16000)
     args = ["stream", "--model", str(tiny.path), "--chunk-size", "4", str(wav)]
-    assert main([*args, "--mode", "prefix_beam", "--lm", str(lm_path)]) == 0
+    prune = [] if token_min_logp is None else ["--token-min-logp", str(token_min_logp)]
+    assert main([*args, "--mode", "prefix_beam", "--lm", str(lm_path), *prune]) == 0
     assert capsys.readouterr().out.strip()
     assert main([*args, "--lm", str(lm_path)]) == 2  # greedy cannot use it

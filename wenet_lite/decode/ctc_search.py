@@ -276,7 +276,12 @@ class StreamingPrefixBeamSearch:
     one of them only if it ranks there) may extend a prefix: that bounds the work per frame at
     beam_size * token_topk instead of beam_size * V, and tokens outside the top-k rarely enter the
     beam anyway. A consequence is that ``beam_size=1`` (with the default top-k) is exactly greedy
-    search: each frame then has a single candidate token.
+    search: each frame then has a single candidate token. ``token_min_logp`` prunes further:
+    of those, tokens whose log-probability at the frame is below it are dropped (the frame's
+    best token always stays), as pyctcdecode's ``token_min_logp``. CTC outputs are peaky, so
+    most frames keep one or two tokens and the work per frame no longer grows with
+    beam_size * token_topk (on the synthetic dev set, beam 20 with the LM: -7 gave the same
+    transcripts 2.9x faster, -5 0.1 points fewer word errors 5x faster; README "Word LM").
 
     ``nbest`` (<= beam_size) is how many hypotheses ``result`` returns, best first; fewer while
     the beam holds fewer prefixes (e.g. before the first frame).
@@ -293,6 +298,7 @@ class StreamingPrefixBeamSearch:
         nbest: int = 1,
         token_topk: Optional[int] = None,
         scorer: Optional[LMScorer] = None,
+        token_min_logp: Optional[float] = None,
     ) -> None:
         if beam_size < 1:
             raise ValueError(f"beam_size must be >= 1, got {beam_size}")
@@ -305,6 +311,7 @@ class StreamingPrefixBeamSearch:
         self.nbest = nbest
         self.token_topk = topk
         self.scorer = scorer
+        self.token_min_logp = token_min_logp
         self.num_frames = 0
         start = _Prefix(None if scorer is None else scorer.START)
         # The empty prefix before any frame: probability 1, an alignment "ending in blank".
@@ -319,6 +326,9 @@ class StreamingPrefixBeamSearch:
         top_lp, top_id = log_probs.topk(k, dim=-1)  # (T_chunk, K), (T_chunk, K)
         # Python floats (double) for the accumulation; one tensor-to-list conversion per chunk.
         for t, (tokens, lps) in enumerate(zip(top_id.tolist(), top_lp.tolist()), self.num_frames):
+            if self.token_min_logp is not None:
+                kept = 1 + sum(1 for lp in lps[1:] if lp >= self.token_min_logp)  # lps descend
+                tokens, lps = tokens[:kept], lps[:kept]
             self._step(t, tokens, lps)
         self.num_frames += log_probs.size(0)
         return self.result()
@@ -356,11 +366,12 @@ def ctc_prefix_beam_search(
     nbest: int = 1,
     token_topk: Optional[int] = None,
     scorer: Optional[LMScorer] = None,
+    token_min_logp: Optional[float] = None,
 ) -> List[Hypothesis]:
     """Prefix beam search over one utterance. Args: log_probs (T, V). Returns nbest, best first.
 
-    See ``StreamingPrefixBeamSearch`` for the per-frame token pruning (``token_topk``) and the
-    language-model ``scorer``.
+    See ``StreamingPrefixBeamSearch`` for the per-frame token pruning (``token_topk``,
+    ``token_min_logp``) and the language-model ``scorer``.
     """
-    search = StreamingPrefixBeamSearch(beam_size, nbest, token_topk, scorer)
+    search = StreamingPrefixBeamSearch(beam_size, nbest, token_topk, scorer, token_min_logp)
     return search.accept(log_probs)

@@ -68,6 +68,9 @@ class DecodeOptions:
     """prefix beam size; None: the model config's decode.beam_size"""
     nbest: Optional[int] = None
     """prefix_beam: hypotheses written to nbest.txt; None: the config's decode.nbest"""
+    token_min_logp: Optional[float] = None
+    """prefix_beam: drop a frame's tokens below this log-probability (None: keep its top
+    beam_size tokens; see ``StreamingPrefixBeamSearch``)"""
     chunk_size: int = 0
     """encoder frames per chunk; <= 0 for full context"""
     left_chunks: int = -1
@@ -104,6 +107,8 @@ class DecodeOptions:
 
     def describe(self) -> str:
         search = "greedy" if self.search == "greedy" else f"prefix_beam (beam {self.beam_size})"
+        if self.search == "prefix_beam" and self.token_min_logp is not None:
+            search = search[:-1] + f", token min log-prob {self.token_min_logp})"
         if self.lm is not None:
             search += f" + LM {self.lm} (weight {self.lm_weight}, word bonus {self.word_bonus})"
         if self.chunk_size <= 0:
@@ -276,7 +281,9 @@ def _decode_batch(
     beam, nbest = options.beam_size, options.nbest
     assert beam is not None and nbest is not None, "decode_model resolves them"
     return [
-        ctc_prefix_beam_search(log_probs[i, :t], beam, nbest, scorer=scorer)
+        ctc_prefix_beam_search(
+            log_probs[i, :t], beam, nbest, scorer=scorer, token_min_logp=options.token_min_logp
+        )
         for i, t in enumerate(out_lens.tolist())
     ]
 

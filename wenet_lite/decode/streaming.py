@@ -271,6 +271,8 @@ class StreamingRecognizer:
             default the model config's ``decode.beam_size``).
         lm: a word LM (``tools/train_word_lm.py`` file, or a ``WordLM``) fused into prefix beam
             search with ``lm_weight`` and ``word_bonus`` per word (``decode/lm.py``).
+        token_min_logp: prefix_beam: a frame's tokens below this log-probability are not
+            tried (``StreamingPrefixBeamSearch``); None keeps the frame's top beam_size.
         endpoint: endpointing rules (default: ``EndpointConfig()``, see ``endpoint.py``);
             ``EndpointConfig(enabled=False)`` keeps a whole stream in one segment.
         device: where the model runs.
@@ -287,6 +289,7 @@ class StreamingRecognizer:
         lm: Union[None, str, Path, WordLM] = None,
         lm_weight: float = 0.4,
         word_bonus: float = 3.0,
+        token_min_logp: Optional[float] = None,
         endpoint: Optional[EndpointConfig] = None,
         device: Union[str, torch.device] = "cpu",
     ) -> None:
@@ -295,6 +298,7 @@ class StreamingRecognizer:
         model, tokenizer, cfg = load_model(model_path, torch.device(device))
         self._setup(model, cfg, tokenizer, chunk_size, left_chunks, search, beam_size, endpoint)
         self._set_lm(lm, lm_weight, word_bonus)
+        self.token_min_logp = token_min_logp
         check_chunked_decoding(cfg, streaming=True, source=str(model_path))
 
     @classmethod
@@ -311,6 +315,7 @@ class StreamingRecognizer:
         lm: Union[None, str, Path, WordLM] = None,
         lm_weight: float = 0.4,
         word_bonus: float = 3.0,
+        token_min_logp: Optional[float] = None,
         endpoint: Optional[EndpointConfig] = None,
     ) -> StreamingRecognizer:
         """A recogniser over a model in memory. Without a tokenizer, streams decode but
@@ -319,6 +324,7 @@ class StreamingRecognizer:
         self._setup(model.eval(), cfg, tokenizer, chunk_size, left_chunks, search, beam_size,
                     endpoint)  # fmt: skip
         self._set_lm(lm, lm_weight, word_bonus)
+        self.token_min_logp = token_min_logp
         check_chunked_decoding(cfg, streaming=True, source="the model")
         return self
 
@@ -403,7 +409,9 @@ class StreamingRecognizer:
     def _new_search(self) -> Union[StreamingGreedySearch, StreamingPrefixBeamSearch]:
         if self.search == "greedy":
             return StreamingGreedySearch()
-        return StreamingPrefixBeamSearch(self.beam_size, scorer=self._scorer)
+        return StreamingPrefixBeamSearch(
+            self.beam_size, scorer=self._scorer, token_min_logp=self.token_min_logp
+        )
 
     def _need_tokenizer(self) -> Tokenizer:
         if self.tokenizer is None:
