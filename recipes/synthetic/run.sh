@@ -39,7 +39,8 @@ average_num=${average_num:-5}
 chunks=${chunks:-"16 4"}          # decoded chunk sizes (encoder frames of 40 ms)
 stream_chunks=${stream_chunks:-"16 4"}
 lm_beam=${lm_beam:-20}            # stage 5's prefix beam search with the word LM
-token_min_logp=${token_min_logp:--5}  # ... trying only tokens above this log-prob per frame
+token_min_logp=${token_min_logp--5}  # ... trying only tokens above this log-prob per frame
+                                  # ("": all of the frame's top lm_beam tokens)
 lm_weight=${lm_weight:-0.4}       # LM weight and per-word bonus (tuned on dev, README)
 word_bonus=${word_bonus:-3.0}
 lm_text=${lm_text:-}              # LM training text; default: the corpus's
@@ -135,8 +136,8 @@ if run_stage 5; then
   if [ -n "$lm_text" ]; then lm_source=(--text "$lm_text"); else lm_source=(--data "$data/train-clean-100"); fi
   python3 tools/train_word_lm.py "${lm_source[@]}" --out "$exp/lm.json"
   wenet-lite decode --model "$model" --data "$data/$test_part" --out "$decode_dir/full_lm" \
-    --mode prefix_beam --beam "$lm_beam" --token-min-logp "$token_min_logp" --lm "$exp/lm.json" \
-    --lm-weight "$lm_weight" --word-bonus "$word_bonus" --device cpu
+    --mode prefix_beam --beam "$lm_beam" ${token_min_logp:+--token-min-logp "$token_min_logp"} \
+    --lm "$exp/lm.json" --lm-weight "$lm_weight" --word-bonus "$word_bonus" --device cpu
   for c in $chunks; do
     log 5 "decode $test_part: chunk $c, chunk-masked and simulated streaming"
     wenet-lite decode --model "$model" --data "$data/$test_part" --chunk-size "$c" \
