@@ -34,6 +34,7 @@ import torch
 from lhotse import CutSet, NumpyFilesWriter
 from lhotse.array import TemporalArray
 from lhotse.cut import Cut
+from lhotse.utils import fastcopy
 from tqdm import tqdm
 
 from wenet_lite.config import FeatureConfig
@@ -125,7 +126,8 @@ def store_fbank(
         tmp.rename(final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    stored = [_with_array(c, arrays[c.id], final) if c.id in arrays else c for c in cuts]
+    stored = [_with_array(c, arrays[c.id], final) if c.id in arrays else _without_array(c)
+              for c in cuts]  # fmt: skip
     save_cuts(CutSet.from_cuts(stored), part / CUTS_FILENAME)
     if skipped:
         detail = ", ".join(f"{n} {r}" for r, n in skipped.items())
@@ -153,6 +155,12 @@ def _with_array(cut: Cut, array: TemporalArray, storage: Path) -> Cut:
     """The cut with its array, pointing at the final folder (it was written to a temporary)."""
     moved = dataclasses.replace(array.array, storage_path=str(storage))
     return cut.with_custom(FBANK_FIELD, dataclasses.replace(array, array=moved))
+
+
+def _without_array(cut: Cut) -> Cut:
+    """The cut without a stale array of an earlier run (its audio is unusable now)."""
+    custom = {k: v for k, v in (cut.custom or {}).items() if k != FBANK_FIELD}
+    return fastcopy(cut, custom=custom or None)
 
 
 def _storage(cut: Cut) -> Optional[Path]:
