@@ -17,6 +17,13 @@ from wenet_lite.config import ConfigError
 __all__ = ["main"]
 
 
+def _add_set(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+        help="override a config value, e.g. train.max_steps=1000 (repeatable)",
+    )  # fmt: skip
+
+
 def _add_prepare(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "prepare",
@@ -68,10 +75,7 @@ def _add_compute_cmvn(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", required=True, help="experiment YAML (its features section)")
     p.add_argument("--data", required=True, nargs="+", help="prepared part dir(s) or cuts files")
     p.add_argument("--out", required=True, help="output JSON")
-    p.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
-        help="override a config value, e.g. train.max_steps=1000 (repeatable)",
-    )  # fmt: skip
+    _add_set(p)
     p.add_argument("--jobs", type=int, help="DataLoader workers (default: data.num_workers)")
     p.add_argument(
         "--max-utts", type=int, default=0, metavar="N",
@@ -108,10 +112,7 @@ def _add_compute_fbank(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--config", required=True, help="experiment YAML (features, train.seed)")
     p.add_argument("--data", required=True, nargs="+", help="prepared part dir(s)")
-    p.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
-        help="override a config value, e.g. features.num_mel_bins=80 (repeatable)",
-    )  # fmt: skip
+    _add_set(p)
     p.add_argument("--jobs", type=int, help="DataLoader workers (default: data.num_workers)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_run_compute_fbank)
@@ -148,10 +149,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", required=True, help="experiment YAML")
     p.add_argument("--data", required=True, help="prepared data dir (holding <part>/cuts...)")
     p.add_argument("--exp", required=True, help="experiment dir for checkpoints and logs")
-    p.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
-        help="override a config value, e.g. train.max_steps=1000 (repeatable)",
-    )  # fmt: skip
+    _add_set(p)
     p.add_argument("--train-part", default="train-clean-100", help="comma-separated parts")
     p.add_argument("--dev-part", default="dev-clean", help="comma-separated; '' for none")
     p.add_argument("--cmvn", help="CMVN JSON (default: DATA/cmvn.json)")

@@ -106,9 +106,12 @@ class DecodeOptions:
             raise ValueError(f"lm_weight must be >= 0, got {self.lm_weight}")
 
     def describe(self) -> str:
-        search = "greedy" if self.search == "greedy" else f"prefix_beam (beam {self.beam_size})"
-        if self.search == "prefix_beam" and self.token_min_logp is not None:
-            search = search[:-1] + f", token min log-prob {self.token_min_logp})"
+        search = "greedy"
+        if self.search == "prefix_beam":
+            prune = (
+                "" if self.token_min_logp is None else f", token min log-prob {self.token_min_logp}"
+            )
+            search = f"prefix_beam (beam {self.beam_size}{prune})"
         if self.lm is not None:
             search += f" + LM {self.lm} (weight {self.lm_weight}, word bonus {self.word_bonus})"
         if self.chunk_size <= 0:
