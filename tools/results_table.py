@@ -33,9 +33,8 @@ _EXPORTED = {
     "sherpa": "exported ONNX in sherpa-onnx (`tools/run_sherpa.py`)",
 }
 _STEP = re.compile(r"^(\S+ \S+) .*step (\d+): loss ([\d.]+) .* audio ([\d.]+) s/s", re.M)
-_SEARCH = re.compile(
-    r"^search prefix_beam \(beam (\d+)(?:, token min log-prob ([-\d.]+))?\) \+ LM "
-    r".*\(weight ([\d.]+), word bonus ([\d.]+)\)",
+_SEARCH = re.compile(  # DecodeOptions.describe of an LM decode
+    r"^search prefix_beam \((beam [^)]*)\)(, blank penalty [-\d.]+)? \+ LM \S+ \(([^)]*)\)",
     re.M,
 )
 _DEV = re.compile(r"^\S+ \S+ .*epoch (\d+) dev: (\d+) utts, loss ([\d.]+), (.*)$", re.M)
@@ -77,9 +76,8 @@ def read_summary(path: Path) -> Dict[str, str]:
     out = {k: v for k, v in _RATE.findall(text)}
     search = _SEARCH.search(text)
     if search:
-        beam, min_logp, weight, bonus = search.groups()
-        prune = f", token min log-prob {min_logp}" if min_logp else ""
-        out["search"] = f", beam {beam}{prune}, LM weight {weight}, word bonus {bonus}"
+        beam, blank, lm = search.groups()
+        out["search"] = f", {beam}{blank or ''}, LM {lm}"
     same = _IDENTICAL.search(text)
     if same:
         out["identical"] = f"{same.group(1)}/{same.group(2)}"

@@ -241,12 +241,7 @@ def _add_decode(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--beam", type=int, help="prefix beam size (default: the model's config)")
     p.add_argument("--nbest", type=int, help="prefix_beam: write the n best to nbest.txt")
     p.add_argument("--lm", help="prefix_beam: word LM file from tools/train_word_lm.py")
-    p.add_argument("--lm-weight", type=float, default=0.4, help="LM log-prob weight (0.4)")
-    p.add_argument("--word-bonus", type=float, default=3.0, help="score added per word (3.0)")
-    p.add_argument(
-        "--token-min-logp", type=float, metavar="LOGP",
-        help="prefix_beam: skip a frame's tokens below this log-prob, e.g. -5 (default: none)",
-    )  # fmt: skip
+    _add_search_options(p)
     p.add_argument("--chunk-size", type=int, default=0, help="encoder frames, 0: full context")
     p.add_argument("--left-chunks", type=int, default=-1, help="history chunks, -1: all")
     p.add_argument("--simulate-streaming", action="store_true", help="chunk by chunk, cached")
@@ -254,6 +249,31 @@ def _add_decode(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="output dir (default: MODEL_DIR/decode_<data>_<settings>)")
     p.add_argument("--device", help="cpu, cuda, ... (default: cuda if available)")
     p.set_defaults(func=_run_decode)
+
+
+def _add_search_options(p: argparse.ArgumentParser) -> None:
+    """The CTC search settings ``decode`` and ``stream`` share (after --lm)."""
+    from wenet_lite.decode.lm import LM_WEIGHT, OOV_PENALTY, WORD_BONUS
+
+    p.add_argument(
+        "--lm-weight", type=float, default=LM_WEIGHT, help=f"LM log-prob weight ({LM_WEIGHT})"
+    )
+    p.add_argument(
+        "--word-bonus", type=float, default=WORD_BONUS,
+        help=f"score added per word ({WORD_BONUS})",
+    )  # fmt: skip
+    p.add_argument(
+        "--oov-penalty", type=float, default=OOV_PENALTY,
+        help=f"score taken where a word leaves the LM's vocabulary ({OOV_PENALTY})",
+    )  # fmt: skip
+    p.add_argument(
+        "--token-min-logp", type=float, metavar="LOGP",
+        help="prefix_beam: skip a frame's tokens below this log-prob, e.g. -5 (default: none)",
+    )  # fmt: skip
+    p.add_argument(
+        "--blank-penalty", type=float, default=0.0,
+        help="subtracted from the blank's logit before the search, e.g. 0.5 (0)",
+    )  # fmt: skip
 
 
 def _run_decode(args: argparse.Namespace) -> int:
@@ -267,7 +287,8 @@ def _run_decode(args: argparse.Namespace) -> int:
             search=args.mode, beam_size=args.beam, nbest=args.nbest, chunk_size=args.chunk_size,
             left_chunks=args.left_chunks, simulate_streaming=args.simulate_streaming,
             batch_seconds=args.batch_seconds, lm=args.lm, lm_weight=args.lm_weight,
-            word_bonus=args.word_bonus, token_min_logp=args.token_min_logp,
+            word_bonus=args.word_bonus, oov_penalty=args.oov_penalty,
+            token_min_logp=args.token_min_logp, blank_penalty=args.blank_penalty,
         )  # fmt: skip
     except ValueError as e:
         raise _UsageError(str(e)) from None
@@ -310,12 +331,7 @@ def _add_stream(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", choices=["greedy", "prefix_beam"], default="greedy")
     p.add_argument("--beam", type=int, help="prefix beam size (default: the model's config)")
     p.add_argument("--lm", help="prefix_beam: word LM file from tools/train_word_lm.py")
-    p.add_argument("--lm-weight", type=float, default=0.4, help="LM log-prob weight (0.4)")
-    p.add_argument("--word-bonus", type=float, default=3.0, help="score added per word (3.0)")
-    p.add_argument(
-        "--token-min-logp", type=float, metavar="LOGP",
-        help="prefix_beam: skip a frame's tokens below this log-prob, e.g. -5 (default: none)",
-    )  # fmt: skip
+    _add_search_options(p)
     p.add_argument("--json", action="store_true", help="JSON lines on stdout")
     p.add_argument("--no-endpoint", action="store_true", help="one segment per input")
     p.add_argument("--rule1-silence", type=float, default=2.4, help="s, nothing decoded (2.4)")
@@ -345,8 +361,9 @@ def _run_stream(args: argparse.Namespace) -> int:
         recognizer = StreamingRecognizer(
             args.model, args.chunk_size, args.left_chunks, search=args.mode,
             beam_size=args.beam, lm=args.lm, lm_weight=args.lm_weight,
-            word_bonus=args.word_bonus, token_min_logp=args.token_min_logp, endpoint=endpoint,
-            device=args.device,
+            word_bonus=args.word_bonus, oov_penalty=args.oov_penalty,
+            token_min_logp=args.token_min_logp, blank_penalty=args.blank_penalty,
+            endpoint=endpoint, device=args.device,
         )  # fmt: skip
     except CheckpointError as e:
         raise ValueError(str(e)) from None

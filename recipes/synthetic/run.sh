@@ -41,8 +41,10 @@ stream_chunks=${stream_chunks:-"16 4"}
 lm_beam=${lm_beam:-20}            # stage 5's prefix beam search with the word LM
 token_min_logp=${token_min_logp--5}  # ... trying only tokens above this log-prob per frame
                                   # ("": all of the frame's top lm_beam tokens)
-lm_weight=${lm_weight:-0.4}       # LM weight and per-word bonus (tuned on dev, README)
-word_bonus=${word_bonus:-3.0}
+lm_weight=${lm_weight:-0.4}       # LM weight, per-word bonus, penalty per word outside the
+word_bonus=${word_bonus:-2.5}     # LM's vocabulary, and blank logit penalty (tuned on dev,
+oov_penalty=${oov_penalty:-3.0}   # README "Results")
+blank_penalty=${blank_penalty:-0.7}
 lm_text=${lm_text:-}              # LM training text; default: the corpus's
                                   # librispeech-lm-norm.txt.gz if any, else the train transcripts
 export_chunk=${export_chunk:-16}
@@ -69,7 +71,7 @@ while [ $# -gt 0 ]; do
       if [ $# -lt 2 ]; then echo "$0: option $1 needs a value" >&2; exit 2; fi
       case "$name" in
         stage|stop_stage|hours|seed|nj|config|overrides|average_num|chunks|stream_chunks|\
-lm_beam|token_min_logp|lm_weight|word_bonus|lm_text|export_chunk|export_left|corpus|data|exp) printf -v "$name" '%s' "$2" ;;
+lm_beam|token_min_logp|lm_weight|word_bonus|oov_penalty|blank_penalty|lm_text|export_chunk|export_left|corpus|data|exp) printf -v "$name" '%s' "$2" ;;
         *) echo "$0: unknown option $1" >&2; exit 2 ;;
       esac
       shift 2 ;;
@@ -110,7 +112,7 @@ fi
 if run_stage 2; then
   log 2 "CMVN of train-clean-100 (2000 utterances spread over it)"
   wenet-lite compute-cmvn --config "$config" --data "$data/train-clean-100" \
-    --out "$data/cmvn.json" --jobs 1 --max-utts 2000
+    --out "$data/cmvn.json" --jobs "$nj" --max-utts 2000
   log 2 "store the training fbank of train-clean-100"
   wenet-lite compute-fbank --config "$config" --data "$data/train-clean-100" --jobs "$nj" \
     --no-progress "${set_args[@]}"
@@ -137,7 +139,8 @@ if run_stage 5; then
   python3 tools/train_word_lm.py "${lm_source[@]}" --out "$exp/lm.json"
   wenet-lite decode --model "$model" --data "$data/$test_part" --out "$decode_dir/full_lm" \
     --mode prefix_beam --beam "$lm_beam" ${token_min_logp:+--token-min-logp "$token_min_logp"} \
-    --lm "$exp/lm.json" --lm-weight "$lm_weight" --word-bonus "$word_bonus" --device cpu
+    --lm "$exp/lm.json" --lm-weight "$lm_weight" --word-bonus "$word_bonus" \
+    --oov-penalty "$oov_penalty" --blank-penalty "$blank_penalty" --device cpu
   for c in $chunks; do
     log 5 "decode $test_part: chunk $c, chunk-masked and simulated streaming"
     wenet-lite decode --model "$model" --data "$data/$test_part" --chunk-size "$c" \

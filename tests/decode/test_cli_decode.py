@@ -82,7 +82,8 @@ def test_decode_prefix_beam_one_equals_greedy(corpus: Path, tiny, tmp_path: Path
 
 def test_decode_with_a_word_lm(corpus: Path, tiny, tmp_path: Path, capsys) -> None:
     """An LM trained on the test transcripts themselves (only for this test) must pull the
-    hypotheses towards them; weight 0 and bonus 0 change nothing; greedy + LM is refused."""
+    hypotheses towards them; weight, bonus and oov penalty 0 change nothing; greedy + LM is
+    refused."""
     from wenet_lite.data.manifest import cut_text
     from wenet_lite.data.tokenizer import normalize_text
     from wenet_lite.decode.lm import WordLM
@@ -92,10 +93,8 @@ def test_decode_with_a_word_lm(corpus: Path, tiny, tmp_path: Path, capsys) -> No
     args = ["decode", "--model", str(tiny.path), "--data", str(data), "--mode", "prefix_beam"]
     lm = ["--lm", str(tmp_path / "lm.json")]
     assert main([*args, "--out", str(tmp_path / "beam")]) == 0
-    assert (
-        main([*args, *lm, "--lm-weight", "0", "--word-bonus", "0", "--out", str(tmp_path / "w0")])
-        == 0
-    )
+    zero = ["--lm-weight", "0", "--word-bonus", "0", "--oov-penalty", "0"]
+    assert main([*args, *lm, *zero, "--out", str(tmp_path / "w0")]) == 0
     assert _hyps(tmp_path / "w0") == _hyps(tmp_path / "beam")
     assert main([*args, *lm, "--lm-weight", "2", "--out", str(tmp_path / "lm")]) == 0
 
@@ -104,7 +103,12 @@ def test_decode_with_a_word_lm(corpus: Path, tiny, tmp_path: Path, capsys) -> No
         return float(line.split(" %")[0])
 
     assert wer("lm") < wer("beam"), (wer("lm"), wer("beam"))
-    assert "word bonus 3.0" in (tmp_path / "lm" / "summary.txt").read_text()
+    assert "word bonus 2.5, oov penalty 3.0)" in (tmp_path / "lm" / "summary.txt").read_text()
+    penalties = ["--oov-penalty", "0", "--blank-penalty", "0.5", "--out", str(tmp_path / "pen")]
+    assert main([*args, *lm, "--lm-weight", "2", *penalties]) == 0
+    assert _hyps(tmp_path / "pen") != _hyps(tmp_path / "lm")
+    assert "blank penalty 0.5 + LM" in (tmp_path / "pen" / "summary.txt").read_text()
+    assert "word bonus 2.5)" in (tmp_path / "pen" / "summary.txt").read_text()
     capsys.readouterr()
     assert main(["decode", "--model", str(tiny.path), "--data", str(data), *lm]) == 2
     assert "needs the prefix_beam search" in capsys.readouterr().err

@@ -11,6 +11,7 @@ from wenet_lite.decode.ctc_search import (
     ctc_greedy_search,
     ctc_prefix_beam_search,
     frames_to_seconds,
+    penalize_blank,
 )
 
 
@@ -210,6 +211,20 @@ def test_token_min_logp_equals_search_without_the_pruned_tokens(seed):
     # The best token always stays: a threshold above every log-prob is greedy search.
     top_only = ctc_prefix_beam_search(log_probs, beam_size=5, token_min_logp=1.0)[0]
     assert top_only.tokens == _greedy(log_probs).tokens
+
+
+def test_blank_penalty_is_a_lower_blank_logit():
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(2, 40, 5, generator=gen)  # (B, T, V)
+    log_probs = logits.log_softmax(-1)
+    assert penalize_blank(log_probs, 0.0) is log_probs
+    lowered = logits.clone()
+    lowered[..., 0] -= 1.5
+    penalized = penalize_blank(log_probs, 1.5)
+    torch.testing.assert_close(penalized, lowered.log_softmax(-1))
+    assert torch.equal(log_probs, logits.log_softmax(-1)), "the input is left as it was"
+    blanks = [(x.argmax(-1) == 0).sum().item() for x in (log_probs, penalized)]
+    assert blanks[1] < blanks[0]
 
 
 def test_empty_input_and_bad_arguments():

@@ -39,7 +39,7 @@ def test_save_load_round_trip_and_bad_files(tmp_path: Path) -> None:
 
 def test_scorer_completes_words_at_word_starts_and_the_end() -> None:
     lm = WordLM.train(TEXTS)
-    scorer = LMScorer(lm, PIECES, weight=0.5, word_bonus=2.0)
+    scorer = LMScorer(lm, PIECES, weight=0.5, word_bonus=2.0, oov_penalty=0.0)
     state = scorer.START
     for token in (3, 4, 7):  # ▁THE ▁CAT S: THE is complete, CATS is in progress
         state = scorer.extend(state, token)
@@ -76,5 +76,51 @@ def test_fusion_fixes_a_spelling_and_weight_zero_changes_nothing() -> None:
     fused = ctc_prefix_beam_search(log_probs, 4, scorer=LMScorer(lm, PIECES, 0.5, 1.0))[0]
     assert fused.tokens == [3, 4, 6]  # THE CAT SAT
     assert fused.timestamps == [0, 2, 4]
-    zero = ctc_prefix_beam_search(log_probs, 4, scorer=LMScorer(lm, PIECES, 0.0, 0.0))[0]
+    zero = ctc_prefix_beam_search(log_probs, 4, scorer=LMScorer(lm, PIECES, 0.0, 0.0, 0.0))[0]
     assert zero.tokens == plain.tokens and zero.score == pytest.approx(plain.score)
+
+
+def test_oov_penalty_is_charged_once_where_a_word_leaves_the_vocabulary() -> None:
+    lm = WordLM.train(TEXTS)
+    pieces = [*PIECES, "\u2581CA", "T", "Q"]  # ids 8, 9, 10
+    base = LMScorer(lm, pieces, weight=0.5, word_bonus=2.0, oov_penalty=0.0)
+    oov = LMScorer(lm, pieces, weight=0.5, word_bonus=2.0, oov_penalty=4.0)
+
+    def walk(scorer: LMScorer, tokens) -> list:
+        states = [scorer.START]
+        for token in tokens:
+            states.append(scorer.extend(states[-1], token))
+        return states
+
+    # ▁CA T: CA and CAT start LM words (CAT is one): nothing charged.
+    assert [s.score for s in walk(oov, (8, 9))] == [s.score for s in walk(base, (8, 9))]
+    # ▁CA T S Q: CATS leaves the vocabulary at S; CATSQ is charged nothing more.
+    charged = [
+        a.score - b.score for a, b in zip(walk(oov, (8, 9, 7, 10)), walk(base, (8, 9, 7, 10)))
+    ]
+    assert charged == [0.0, 0.0, 0.0, -4.0, -4.0]
+    # A word that starts outside it (▁KAT) and an <unk> piece are charged at once, and
+    # the next word in the vocabulary is not.
+    states = walk(oov, (5, 3, 1, 6))
+    assert [round(a.score - b.score, 9) for a, b in zip(states, walk(base, (5, 3, 1, 6)))] == [
+        0.0, -4.0, -4.0, -8.0, -8.0
+    ]  # fmt: skip
+    assert oov.final(states[-1]) - base.final(walk(base, (5, 3, 1, 6))[-1]) == pytest.approx(-8)
+    with pytest.raises(ValueError, match="oov penalty"):
+        LMScorer(lm, pieces, oov_penalty=-1.0)
+
+
+def test_oov_penalty_keeps_a_known_spelling_the_acoustics_rank_below() -> None:
+    # ▁THE ▁CAT, then S slightly ahead of ▁SAT: CATS is not an LM word, CAT SAT is. With the
+    # LM's probabilities weighted 0, only the penalty differs.
+    lm = WordLM.train(TEXTS)
+    rows = [{3: 0.9}, {0: 0.9}, {4: 0.9}, {7: 0.55, 6: 0.45}, {0: 0.9}]
+    probs = torch.full((len(rows), len(PIECES)), 1e-3)
+    for t, row in enumerate(rows):
+        for token, p in row.items():
+            probs[t, token] = p
+    log_probs = (probs / probs.sum(-1, keepdim=True)).log()
+    fused = LMScorer(lm, PIECES, weight=0.0, word_bonus=0.0, oov_penalty=0.0)
+    assert ctc_prefix_beam_search(log_probs, 4, scorer=fused)[0].tokens == [3, 4, 7]  # THE CATS
+    strict = LMScorer(lm, PIECES, weight=0.0, word_bonus=0.0, oov_penalty=1.0)
+    assert ctc_prefix_beam_search(log_probs, 4, scorer=strict)[0].tokens == [3, 4, 6]  # SAT

@@ -261,10 +261,13 @@ def test_bad_stream_input(tiny) -> None:
         rec.decode_streams([other, other])
 
 
-@pytest.mark.parametrize("token_min_logp", [None, -5.0])
+@pytest.mark.parametrize(
+    "token_min_logp, oov_penalty, blank_penalty", [(None, 0.0, 0.0), (-5.0, 3.0, 0.5)]
+)
 def test_stream_with_word_lm_equals_simulated_streaming_with_it(
-    corpus: Path, test_audio, tiny, tmp_path: Path, capsys, token_min_logp
-) -> None:
+    corpus: Path, test_audio, tiny, tmp_path: Path, capsys, token_min_logp, oov_penalty,
+    blank_penalty,
+) -> None:  # fmt: skip
     from wenet_lite.cli import main
     from wenet_lite.data.manifest import cut_text
     from wenet_lite.data.tokenizer import normalize_text
@@ -275,7 +278,10 @@ def test_stream_with_word_lm_equals_simulated_streaming_with_it(
     WordLM.train(normalize_text(cut_text(c)) for c in load_cuts(corpus / "train-clean-100")).save(
         lm_path
     )
-    fused = dict(lm=str(lm_path), lm_weight=2.0, word_bonus=3.0, token_min_logp=token_min_logp)
+    fused = dict(
+        lm=str(lm_path), lm_weight=2.0, word_bonus=3.0, oov_penalty=oov_penalty,
+        token_min_logp=token_min_logp, blank_penalty=blank_penalty,
+    )  # fmt: skip
     common = dict(search="prefix_beam", beam_size=4, chunk_size=4, left_chunks=-1)
     opts = DecodeOptions(**common, simulate_streaming=True, **fused)
     simulated = {
@@ -296,6 +302,7 @@ def test_stream_with_word_lm_equals_simulated_streaming_with_it(
     sf.write(wav, test_audio[0], 16000)
     args = ["stream", "--model", str(tiny.path), "--chunk-size", "4", str(wav)]
     prune = [] if token_min_logp is None else ["--token-min-logp", str(token_min_logp)]
+    prune += ["--oov-penalty", str(oov_penalty), "--blank-penalty", str(blank_penalty)]
     assert main([*args, "--mode", "prefix_beam", "--lm", str(lm_path), *prune]) == 0
     assert capsys.readouterr().out.strip()
     assert main([*args, "--lm", str(lm_path)]) == 2  # greedy cannot use it

@@ -80,7 +80,10 @@ def test_decode_stream_and_results(smoke_run: Path) -> None:
     results = (smoke_run / "RESULTS.md").read_text()
     assert "| decoding mode | chunk |" in results
     assert "never occur in the" in results
-    lm_row = "beam 20, token min log-prob -5.0, LM weight 0.4, word bonus 3.0), full context |"
+    lm_row = (
+        "beam 20, token min log-prob -5.0, blank penalty 0.7, LM weight 0.4, word bonus 2.5, "
+        "oov penalty 3.0), full context |"
+    )
     assert f"(`decode --lm`, {lm_row}" in results
     assert "-word LM text (librispeech-lm-norm.txt.gz)" in results  # the corpus's LM text
     assert "![Training curves](training.png)" in results

@@ -27,6 +27,7 @@ __all__ = [
     "ctc_greedy_search",
     "ctc_prefix_beam_search",
     "frames_to_seconds",
+    "penalize_blank",
 ]
 
 BLANK = 0
@@ -84,6 +85,18 @@ def _confidence(peaks: Sequence[float], score: float, num_frames: int) -> float:
     if peaks:
         return sum(math.exp(p) for p in peaks) / len(peaks)
     return math.exp(score / num_frames) if num_frames > 0 else 1.0
+
+
+def penalize_blank(log_probs: torch.Tensor, penalty: float) -> torch.Tensor:
+    """Log-probabilities (..., V) renormalised after ``penalty`` is subtracted from the blank's:
+    the same as subtracting it from the blank's logit before the log-softmax (sherpa-onnx's
+    ``blank_penalty``). A model trained briefly emits too many blanks, so it drops letters
+    and short words; a penalty of ~0.5 trades some of those deletions for insertions."""
+    if penalty == 0:
+        return log_probs
+    shifted = log_probs.clone()
+    shifted[..., BLANK] -= penalty
+    return shifted.log_softmax(dim=-1)
 
 
 def _check_chunk(log_probs: torch.Tensor) -> None:

@@ -11,6 +11,11 @@ where a word is complete once the next word starts (a piece beginning with '▁'
 utterance ends (then ``</s>`` is scored too). The bonus offsets the LM's cost per word, which
 would otherwise favour deleting words.
 
+An out-of-vocabulary word already costs the LM's ``<unk>`` probability once complete; the
+``oov_penalty`` adds a cost (in the same units as the fused score) at the piece where the word
+in progress stops being the start of any LM word. Charging it there, rather than at the word's
+end, lets the beam drop a misspelling (PERTICULARLY) while the right spelling is still in it.
+
 The LM is a bigram with interpolated absolute discounting (Ney, Essen and Kneser 1994):
 
     P(w | v) = max(c(v, w) - D, 0) / c(v) + D * N1+(v .) / c(v) * P1(w)
@@ -30,12 +35,18 @@ from typing import Dict, Iterable, NamedTuple, Optional, Sequence, Tuple, Union
 
 from wenet_lite.fileio import write_text_atomic
 
-__all__ = ["LMState", "LMScorer", "WordLM"]
+__all__ = ["LMState", "LMScorer", "WordLM", "LM_WEIGHT", "OOV_PENALTY", "WORD_BONUS"]
 
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 _FORMAT = "wenet_lite word bigram, absolute discounting"
 _WORD_BOUNDARY = "\u2581"  # sentencepiece's '▁'
 Pathlike = Union[str, Path]
+
+# Defaults of the fusion everywhere (decode, stream, StreamingRecognizer): the best of a grid
+# on the synthetic corpus's dev set (README "Results").
+LM_WEIGHT = 0.4
+WORD_BONUS = 2.5
+OOV_PENALTY = 3.0
 
 
 class WordLM:
@@ -139,13 +150,27 @@ class LMScorer:
     START = LMState(0.0, BOS, "")
 
     def __init__(
-        self, lm: WordLM, pieces: Sequence[str], weight: float = 0.4, word_bonus: float = 3.0
+        self,
+        lm: WordLM,
+        pieces: Sequence[str],
+        weight: float = LM_WEIGHT,
+        word_bonus: float = WORD_BONUS,
+        oov_penalty: float = OOV_PENALTY,
     ) -> None:
         if weight < 0:
             raise ValueError(f"lm weight must be >= 0, got {weight}")
+        if oov_penalty < 0:
+            raise ValueError(f"oov penalty must be >= 0, got {oov_penalty}")
         self.lm = lm
         self.weight = weight
         self.word_bonus = word_bonus
+        self.oov_penalty = oov_penalty
+        self._prefixes = {  # every start of an LM word, the word included
+            word[:i]
+            for word in lm.unigrams
+            if word not in (BOS, EOS, UNK)
+            for i in range(1, len(word) + 1)
+        }
         self._starts = [p.startswith(_WORD_BOUNDARY) for p in pieces]
         self._spelling = [
             UNK if p.startswith("<") and p.endswith(">") else p.lstrip(_WORD_BOUNDARY)
@@ -157,11 +182,13 @@ class LMScorer:
         cls,
         lm: Union[Pathlike, WordLM],
         pieces: Sequence[str],
-        weight: float = 0.4,
-        word_bonus: float = 3.0,
+        weight: float = LM_WEIGHT,
+        word_bonus: float = WORD_BONUS,
+        oov_penalty: float = OOV_PENALTY,
     ) -> LMScorer:
         """A scorer over ``lm``, a ``WordLM`` or its file (``tools/train_word_lm.py``)."""
-        return cls(lm if isinstance(lm, WordLM) else WordLM.load(lm), pieces, weight, word_bonus)
+        lm = lm if isinstance(lm, WordLM) else WordLM.load(lm)
+        return cls(lm, pieces, weight, word_bonus, oov_penalty)
 
     def _complete(self, state: LMState) -> LMState:
         if not state.partial:
@@ -174,7 +201,12 @@ class LMScorer:
         """The state of the prefix ``state`` belongs to, followed by ``token``."""
         if self._starts[token]:
             state = self._complete(state)
-        return LMState(state.score, state.prev, state.partial + self._spelling[token])
+        partial = state.partial + self._spelling[token]
+        score = state.score
+        if self.oov_penalty and partial not in self._prefixes:
+            if not state.partial or state.partial in self._prefixes:
+                score -= self.oov_penalty  # the word in progress just left the lexicon
+        return LMState(score, state.prev, partial)
 
     def final(self, state: Optional[LMState]) -> float:
         """Fusion score of a finished utterance: its last word completed, then ``</s>``."""

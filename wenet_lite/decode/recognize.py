@@ -38,8 +38,9 @@ from wenet_lite.decode.ctc_search import (
     ctc_greedy_search,
     ctc_prefix_beam_search,
     frames_to_seconds,
+    penalize_blank,
 )
-from wenet_lite.decode.lm import LMScorer
+from wenet_lite.decode.lm import LM_WEIGHT, OOV_PENALTY, WORD_BONUS, LMScorer
 from wenet_lite.decode.result import spell
 from wenet_lite.decode.streaming import SearchMode, check_chunked_decoding
 from wenet_lite.decode.wer import UtteranceScore, format_details, format_summary, score_utterance
@@ -81,11 +82,15 @@ class DecodeOptions:
     """padded audio seconds per batch"""
     lm: Optional[str] = None
     """prefix_beam: a word LM file (``tools/train_word_lm.py``) fused into the search"""
-    lm_weight: float = 0.4
+    lm_weight: float = LM_WEIGHT
     """weight of the LM's log-probabilities"""
-    word_bonus: float = 3.0
-    """added per word to offset the LM's cost per word (0.4 and 3.0: best of a small grid on
-    the synthetic dev set, README "Results")"""
+    word_bonus: float = WORD_BONUS
+    """added per word to offset the LM's cost per word"""
+    oov_penalty: float = OOV_PENALTY
+    """charged where a word in progress leaves the LM's vocabulary (``decode/lm.py``); the
+    three defaults: best of a grid on the synthetic dev set (README "Results")"""
+    blank_penalty: float = 0.0
+    """subtracted from the blank's logit before the search (``penalize_blank``)"""
 
     def __post_init__(self) -> None:
         if self.search not in ("greedy", "prefix_beam"):
@@ -104,6 +109,8 @@ class DecodeOptions:
             raise ValueError("a language model needs the prefix_beam search")
         if self.lm_weight < 0:
             raise ValueError(f"lm_weight must be >= 0, got {self.lm_weight}")
+        if self.oov_penalty < 0:
+            raise ValueError(f"oov_penalty must be >= 0, got {self.oov_penalty}")
 
     def describe(self) -> str:
         search = "greedy"
@@ -112,8 +119,13 @@ class DecodeOptions:
                 "" if self.token_min_logp is None else f", token min log-prob {self.token_min_logp}"
             )
             search = f"prefix_beam (beam {self.beam_size}{prune})"
+        if self.blank_penalty:
+            search += f", blank penalty {self.blank_penalty}"
         if self.lm is not None:
-            search += f" + LM {self.lm} (weight {self.lm_weight}, word bonus {self.word_bonus})"
+            oov = f", oov penalty {self.oov_penalty}" if self.oov_penalty else ""
+            search += (
+                f" + LM {self.lm} (weight {self.lm_weight}, word bonus {self.word_bonus}{oov})"
+            )
         if self.chunk_size <= 0:
             return f"search {search}, full context"
         how = "simulated streaming" if self.simulate_streaming else "chunk-masked"
@@ -193,7 +205,9 @@ def decode_model(
     scorer = None
     if options.lm is not None:
         pieces = tokenizer.pieces()
-        scorer = LMScorer.load(options.lm, pieces, options.lm_weight, options.word_bonus)
+        scorer = LMScorer.load(
+            options.lm, pieces, options.lm_weight, options.word_bonus, options.oov_penalty
+        )
     results: List[UtteranceResult] = []
     failures: List[Tuple[str, str]] = []
     audio_seconds = 0.0
@@ -278,7 +292,8 @@ def _decode_batch(
         log_probs, out_lens = model.ctc(out), encoder.subsampling.output_lengths(lens)
     else:
         log_probs, out_lens = model.ctc_log_probs(batch, lens, c, n)  # (B, T, V)
-    log_probs, out_lens = log_probs.float().cpu(), out_lens.cpu()
+    log_probs = penalize_blank(log_probs.float().cpu(), options.blank_penalty)
+    out_lens = out_lens.cpu()
     if options.search == "greedy":
         return [[hyp] for hyp in ctc_greedy_search(log_probs, out_lens)]
     beam, nbest = options.beam_size, options.nbest

@@ -37,9 +37,10 @@ from wenet_lite.decode.ctc_search import (
     Hypothesis,
     StreamingGreedySearch,
     StreamingPrefixBeamSearch,
+    penalize_blank,
 )
 from wenet_lite.decode.endpoint import EndpointConfig, detect_endpoint
-from wenet_lite.decode.lm import LMScorer, WordLM
+from wenet_lite.decode.lm import LM_WEIGHT, OOV_PENALTY, WORD_BONUS, LMScorer, WordLM
 from wenet_lite.decode.result import Result, make_result, merge_results
 from wenet_lite.decode.stream_batch import PositionTables, State, StateBatcher
 from wenet_lite.features.fbank import OnlineFbank
@@ -270,9 +271,12 @@ class StreamingRecognizer:
         search: "greedy" or "prefix_beam" (CTC prefix beam search with ``beam_size``, by
             default the model config's ``decode.beam_size``).
         lm: a word LM (``tools/train_word_lm.py`` file, or a ``WordLM``) fused into prefix beam
-            search with ``lm_weight`` and ``word_bonus`` per word (``decode/lm.py``).
+            search with ``lm_weight``, ``word_bonus`` per word and ``oov_penalty`` per
+            word outside its vocabulary (``decode/lm.py``).
         token_min_logp: prefix_beam: a frame's tokens below this log-probability are not
             tried (``StreamingPrefixBeamSearch``); None keeps the frame's top beam_size.
+        blank_penalty: subtracted from the blank's logit before the search and endpointing
+            (``ctc_search.penalize_blank``), as ``decode --blank-penalty`` does.
         endpoint: endpointing rules (default: ``EndpointConfig()``, see ``endpoint.py``);
             ``EndpointConfig(enabled=False)`` keeps a whole stream in one segment.
         device: where the model runs.
@@ -287,9 +291,11 @@ class StreamingRecognizer:
         search: SearchMode = "greedy",
         beam_size: Optional[int] = None,
         lm: Union[None, str, Path, WordLM] = None,
-        lm_weight: float = 0.4,
-        word_bonus: float = 3.0,
+        lm_weight: float = LM_WEIGHT,
+        word_bonus: float = WORD_BONUS,
+        oov_penalty: float = OOV_PENALTY,
         token_min_logp: Optional[float] = None,
+        blank_penalty: float = 0.0,
         endpoint: Optional[EndpointConfig] = None,
         device: Union[str, torch.device] = "cpu",
     ) -> None:
@@ -297,8 +303,9 @@ class StreamingRecognizer:
 
         model, tokenizer, cfg = load_model(model_path, torch.device(device))
         self._setup(model, cfg, tokenizer, chunk_size, left_chunks, search, beam_size, endpoint)
-        self._set_lm(lm, lm_weight, word_bonus)
+        self._set_lm(lm, lm_weight, word_bonus, oov_penalty)
         self.token_min_logp = token_min_logp
+        self.blank_penalty = blank_penalty
         check_chunked_decoding(cfg, streaming=True, source=str(model_path))
 
     @classmethod
@@ -313,9 +320,11 @@ class StreamingRecognizer:
         search: SearchMode = "greedy",
         beam_size: Optional[int] = None,
         lm: Union[None, str, Path, WordLM] = None,
-        lm_weight: float = 0.4,
-        word_bonus: float = 3.0,
+        lm_weight: float = LM_WEIGHT,
+        word_bonus: float = WORD_BONUS,
+        oov_penalty: float = OOV_PENALTY,
         token_min_logp: Optional[float] = None,
+        blank_penalty: float = 0.0,
         endpoint: Optional[EndpointConfig] = None,
     ) -> StreamingRecognizer:
         """A recogniser over a model in memory. Without a tokenizer, streams decode but
@@ -323,8 +332,9 @@ class StreamingRecognizer:
         self = cls.__new__(cls)
         self._setup(model.eval(), cfg, tokenizer, chunk_size, left_chunks, search, beam_size,
                     endpoint)  # fmt: skip
-        self._set_lm(lm, lm_weight, word_bonus)
+        self._set_lm(lm, lm_weight, word_bonus, oov_penalty)
         self.token_min_logp = token_min_logp
+        self.blank_penalty = blank_penalty
         check_chunked_decoding(cfg, streaming=True, source="the model")
         return self
 
@@ -365,13 +375,15 @@ class StreamingRecognizer:
         self._batcher = StateBatcher()
         self._positions = PositionTables(model.encoder, chunk_size)
 
-    def _set_lm(self, lm: Union[None, str, Path, WordLM], weight: float, bonus: float) -> None:
+    def _set_lm(
+        self, lm: Union[None, str, Path, WordLM], weight: float, bonus: float, oov: float
+    ) -> None:
         self._scorer: Optional[LMScorer] = None
         if lm is None:
             return
         if self.search != "prefix_beam":
             raise ValueError("a word LM needs search='prefix_beam'")
-        self._scorer = LMScorer.load(lm, self._need_tokenizer().pieces(), weight, bonus)
+        self._scorer = LMScorer.load(lm, self._need_tokenizer().pieces(), weight, bonus, oov)
 
     def create_stream(self) -> Stream:
         return Stream(self)
@@ -396,6 +408,7 @@ class StreamingRecognizer:
         with torch.inference_mode():
             out, new_state = self.model.encoder.forward_chunk(feats, state, lens, pos)
             log_probs = self.model.ctc(out).float().cpu()  # (B, C, V)
+        log_probs = penalize_blank(log_probs, self.blank_penalty)
         valid = self.model.encoder.subsampling.output_lengths(lens).tolist()
         for i, (s, own) in enumerate(zip(ready, self._batcher.unstack(new_state))):
             s._advance(log_probs[i, : valid[i]], own)
