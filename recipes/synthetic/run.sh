@@ -92,6 +92,24 @@ for kv in $overrides; do set_args+=(--set "$kv"); done
 
 log() { echo "$(date '+%H:%M:%S') [stage $1] ${*:2}"; }
 run_stage() { [ "$stage" -le "$1" ] && [ "$stop_stage" -ge "$1" ]; }
+# two_at_once "FUNC ARGS" "FUNC ARGS": two of the functions below at once, one thread each
+# (on 2 cores two one-thread decodes finish ~1.7x sooner than one after the other), each
+# one's output printed when both are done, in order; fails if either failed.
+two_at_once() {
+  local out1 out2 status=0
+  out1=$(mktemp); out2=$(mktemp)
+  OMP_NUM_THREADS=1 $1 > "$out1" 2>&1 & local first=$!
+  OMP_NUM_THREADS=1 $2 > "$out2" 2>&1 & local second=$!
+  wait "$first" || status=$?
+  wait "$second" || status=$?
+  cat "$out1" "$out2"; rm -f "$out1" "$out2"
+  return "$status"
+}
+pairwise() {  # pairwise FUNC ITEM...: FUNC ITEM for every item, two at a time
+  local func=$1; shift
+  while [ $# -ge 2 ]; do two_at_once "$func $1" "$func $2"; shift 2; done
+  if [ $# -eq 1 ]; then "$func" "$1"; fi
+}
 test_audio() { find -L "$corpus/LibriSpeech/$test_part" -name '*.flac' | sort; }
 
 if run_stage 0; then
@@ -129,39 +147,44 @@ if run_stage 4; then
   wenet-lite average --exp "$exp" --num "$average_num" --out "$model"
 fi
 
+decode_test() {  # decode_test NAME [decode options]: $decode_dir/NAME
+  wenet-lite decode --model "$model" --data "$data/$test_part" --out "$decode_dir/$1" \
+    --device cpu "${@:2}"
+}
+decode_with_lm() {
+  decode_test full_lm --mode prefix_beam --beam "$lm_beam" \
+    ${token_min_logp:+--token-min-logp "$token_min_logp"} --lm "$exp/lm.json" \
+    --lm-weight "$lm_weight" --word-bonus "$word_bonus" --oov-penalty "$oov_penalty" \
+    --blank-penalty "$blank_penalty"
+}
+stream_test() {  # stream_test C: stream the test files at chunk C and score them
+  wenet-lite stream --model "$model" --chunk-size "$1" --no-endpoint --json --max-streams 8 \
+    "${files[@]}" > "$decode_dir/stream$1.jsonl"
+  local compare=()
+  [ -f "$decode_dir/chunk$1_sim/hyp.txt" ] && compare=(--compare "$decode_dir/chunk$1_sim")
+  python3 tools/score_stream.py --stream "$decode_dir/stream$1.jsonl" \
+    --data "$data/$test_part" --out "$decode_dir/stream$1" "${compare[@]}"
+}
+
 if run_stage 5; then
-  log 5 "decode $test_part: full context"
-  wenet-lite decode --model "$model" --data "$data/$test_part" --out "$decode_dir/full" \
-    --device cpu
   resolve_lm_text
-  log 5 "word bigram LM of ${lm_text:-the training transcripts}; decode full context with it"
+  log 5 "word bigram LM of ${lm_text:-the training transcripts}"
   if [ -n "$lm_text" ]; then lm_source=(--text "$lm_text"); else lm_source=(--data "$data/train-clean-100"); fi
   python3 tools/train_word_lm.py "${lm_source[@]}" --out "$exp/lm.json"
-  wenet-lite decode --model "$model" --data "$data/$test_part" --out "$decode_dir/full_lm" \
-    --mode prefix_beam --beam "$lm_beam" ${token_min_logp:+--token-min-logp "$token_min_logp"} \
-    --lm "$exp/lm.json" --lm-weight "$lm_weight" --word-bonus "$word_bonus" \
-    --oov-penalty "$oov_penalty" --blank-penalty "$blank_penalty" --device cpu
+  log 5 "decode $test_part: full context, greedy and with the LM"
+  two_at_once "decode_test full" decode_with_lm
   for c in $chunks; do
     log 5 "decode $test_part: chunk $c, chunk-masked and simulated streaming"
-    wenet-lite decode --model "$model" --data "$data/$test_part" --chunk-size "$c" \
-      --out "$decode_dir/chunk$c" --device cpu
-    wenet-lite decode --model "$model" --data "$data/$test_part" --chunk-size "$c" \
-      --simulate-streaming --out "$decode_dir/chunk${c}_sim" --device cpu
+    two_at_once "decode_test chunk$c --chunk-size $c" \
+      "decode_test chunk${c}_sim --chunk-size $c --simulate-streaming"
   done
 fi
 
 if run_stage 6; then
   mkdir -p "$decode_dir"
   mapfile -t files < <(test_audio)
-  for c in $stream_chunks; do
-    log 6 "stream ${#files[@]} files of $test_part, chunk $c (no endpointing, 8 streams batched)"
-    wenet-lite stream --model "$model" --chunk-size "$c" --no-endpoint --json --max-streams 8 \
-      "${files[@]}" > "$decode_dir/stream$c.jsonl"
-    compare=()
-    [ -f "$decode_dir/chunk${c}_sim/hyp.txt" ] && compare=(--compare "$decode_dir/chunk${c}_sim")
-    python3 tools/score_stream.py --stream "$decode_dir/stream$c.jsonl" \
-      --data "$data/$test_part" --out "$decode_dir/stream$c" "${compare[@]}"
-  done
+  log 6 "stream ${#files[@]} files of $test_part at chunk ${stream_chunks// /, } (no endpointing, 8 streams batched)"
+  pairwise stream_test $stream_chunks
   log 6 "one file as a live stream (partials on stderr, final segments with word times)"
   wenet-lite stream --model "$model" --chunk-size "${stream_chunks%% *}" "${files[0]}" \
     2> "$exp/stream_partials.txt" | tee "$exp/stream_one_file.txt"
