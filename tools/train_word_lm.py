@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Train the word bigram LM that `wenet-lite decode --lm` fuses into prefix beam search.
+"""Train the word n-gram LM that `wenet-lite decode --lm` fuses into prefix beam search.
 
 Usage:
     python tools/train_word_lm.py --data data/synthetic/train-clean-100 --out exp/x/lm.json
-        [--data more/parts ...] [--text extra.txt ...] [--discount 0.75]
+        [--data more/parts ...] [--text extra.txt ...] [--order 2] [--discount 0.75]
 
 Reads the transcripts of prepared parts (cuts.jsonl.gz) and/or text files (one sentence a
 line, gzipped if the name ends in .gz, e.g. librispeech-lm-norm.txt.gz), normalises them as
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Iterator, List, Optional
 
@@ -42,6 +43,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--data", type=Path, action="append", default=[], help="prepared part")
     p.add_argument("--text", type=Path, action="append", default=[], help="text file")
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--order", type=int, choices=[2, 3], default=2, help="bigram or trigram")
     p.add_argument("--discount", type=float, default=0.75)
     args = p.parse_args(argv)
     if not args.data and not args.text:
@@ -49,10 +51,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     for path in args.text:
         if not path.is_file():
             p.error(f"text file not found: {path}")
-    lm = WordLM.train(sentences(args.data, args.text), args.discount)
+    lm = WordLM.train(sentences(args.data, args.text), args.discount, args.order)
     lm.save(args.out)
-    bigrams = sum(len(ws) for ws in lm.bigrams.values())
-    print(f"{args.out}: {len(lm.unigrams) - 1} words, {bigrams} bigrams")
+    counts = Counter(len(h.split()) + 1 for h, ws in lm.ngrams.items() for _ in ws)
+    grams = ", ".join(f"{counts[n]} {('', '', 'bi', 'tri')[n]}grams" for n in sorted(counts))
+    print(f"{args.out}: {len(lm.unigrams) - 1} words, {grams}")
     return 0
 
 

@@ -30,7 +30,7 @@ set -euo pipefail
 stage=${stage:-0}
 stop_stage=${stop_stage:-100}
 smoke=${SMOKE:-0}
-hours=${hours:-6}                 # hours of training audio (dev and test add 5 % each, <= 0.25 h)
+hours=${hours:-5.5}               # hours of training audio (dev and test add 5 % each, <= 0.25 h)
 seed=${seed:-0}
 nj=${nj:-2}                       # parallel synthesisers / header readers
 config=${config:-conf/synthetic_small.yaml}
@@ -92,23 +92,24 @@ for kv in $overrides; do set_args+=(--set "$kv"); done
 
 log() { echo "$(date '+%H:%M:%S') [stage $1] ${*:2}"; }
 run_stage() { [ "$stage" -le "$1" ] && [ "$stop_stage" -ge "$1" ]; }
-# two_at_once "FUNC ARGS" "FUNC ARGS": two of the functions below at once, one thread each
-# (on 2 cores two one-thread decodes finish ~1.7x sooner than one after the other), each
-# one's output printed when both are done, in order; fails if either failed.
-two_at_once() {
-  local out1 out2 status=0
-  out1=$(mktemp); out2=$(mktemp)
-  OMP_NUM_THREADS=1 $1 > "$out1" 2>&1 & local first=$!
-  OMP_NUM_THREADS=1 $2 > "$out2" 2>&1 & local second=$!
-  wait "$first" || status=$?
-  wait "$second" || status=$?
-  cat "$out1" "$out2"; rm -f "$out1" "$out2"
+# in_parallel "FUNC ARGS" ...: calls of the functions below, two at a time with one thread each
+# (on 2 cores two one-thread decodes finish ~1.7x sooner than one after the other with two
+# threads each), the next one starting when one ends: give the longest first. Each call's
+# output is printed in the given order once all are done; fails if any failed.
+in_parallel() {
+  local dir job running=0 status=0 pids=() i
+  dir=$(mktemp -d)
+  for job in "$@"; do
+    if [ "$running" -ge 2 ]; then wait -n || true; running=$((running - 1)); fi
+    OMP_NUM_THREADS=1 $job > "$dir/${#pids[@]}" 2>&1 & pids+=($!)
+    running=$((running + 1))
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || status=$?  # each one's own exit status, even if wait -n took it
+    cat "$dir/$i"
+  done
+  rm -rf "$dir"
   return "$status"
-}
-pairwise() {  # pairwise FUNC ITEM...: FUNC ITEM for every item, two at a time
-  local func=$1; shift
-  while [ $# -ge 2 ]; do two_at_once "$func $1" "$func $2"; shift 2; done
-  if [ $# -eq 1 ]; then "$func" "$1"; fi
 }
 test_audio() { find -L "$corpus/LibriSpeech/$test_part" -name '*.flac' | sort; }
 
@@ -151,7 +152,9 @@ decode_test() {  # decode_test NAME [decode options]: $decode_dir/NAME
   wenet-lite decode --model "$model" --data "$data/$test_part" --out "$decode_dir/$1" \
     --device cpu "${@:2}"
 }
-decode_with_lm() {
+decode_with_lm() {  # train the word LM, then decode with it
+  if [ -n "$lm_text" ]; then lm_source=(--text "$lm_text"); else lm_source=(--data "$data/train-clean-100"); fi
+  python3 tools/train_word_lm.py "${lm_source[@]}" --out "$exp/lm.json"
   decode_test full_lm --mode prefix_beam --beam "$lm_beam" \
     ${token_min_logp:+--token-min-logp "$token_min_logp"} --lm "$exp/lm.json" \
     --lm-weight "$lm_weight" --word-bonus "$word_bonus" --oov-penalty "$oov_penalty" \
@@ -168,23 +171,22 @@ stream_test() {  # stream_test C: stream the test files at chunk C and score the
 
 if run_stage 5; then
   resolve_lm_text
-  log 5 "word bigram LM of ${lm_text:-the training transcripts}"
-  if [ -n "$lm_text" ]; then lm_source=(--text "$lm_text"); else lm_source=(--data "$data/train-clean-100"); fi
-  python3 tools/train_word_lm.py "${lm_source[@]}" --out "$exp/lm.json"
-  log 5 "decode $test_part: full context, greedy and with the LM"
-  two_at_once "decode_test full" decode_with_lm
-  for c in $chunks; do
-    log 5 "decode $test_part: chunk $c, chunk-masked and simulated streaming"
-    two_at_once "decode_test chunk$c --chunk-size $c" \
-      "decode_test chunk${c}_sim --chunk-size $c --simulate-streaming"
-  done
+  log 5 "decode $test_part: full context greedy, and with a word LM of ${lm_text:-the training transcripts}; chunk ${chunks// /, }: chunk-masked and simulated streaming (two decodes at a time)"
+  jobs=(decode_with_lm)  # the longest first
+  for c in $chunks; do jobs+=("decode_test chunk${c}_sim --chunk-size $c --simulate-streaming"); done
+  jobs+=("decode_test full")
+  for c in $chunks; do jobs+=("decode_test chunk$c --chunk-size $c"); done
+  in_parallel "${jobs[@]}"
 fi
 
 if run_stage 6; then
   mkdir -p "$decode_dir"
   mapfile -t files < <(test_audio)
   log 6 "stream ${#files[@]} files of $test_part at chunk ${stream_chunks// /, } (no endpointing, 8 streams batched)"
-  pairwise stream_test $stream_chunks
+  jobs=()
+  for c in $stream_chunks; do jobs=("stream_test $c" "${jobs[@]}"); done  # smaller chunks
+  # stream slower: the last chunk of the list (largest first) starts first
+  in_parallel "${jobs[@]}"
   log 6 "one file as a live stream (partials on stderr, final segments with word times)"
   wenet-lite stream --model "$model" --chunk-size "${stream_chunks%% *}" "${files[0]}" \
     2> "$exp/stream_partials.txt" | tee "$exp/stream_one_file.txt"
@@ -206,15 +208,17 @@ if run_stage 7; then
     python3 tools/score_stream.py --text "$out/$1.txt" --data "$data/$test_part" \
       --out "$decode_dir/$1" | grep -E "^(WER|CER)" | sed "s/^/$1: /"
   }
-  for q in "" int8; do  # each runs on one thread: both at once on 2 cores
-    python3 tools/run_exported.py --names "$out/model${q:+.$q}.ts" "${files[@]}" \
-      > "$out/ts$c${q:+_$q}.txt" & ts_job=$!
-    python3 tools/run_sherpa.py --dir "$out/onnx" ${q:+--int8} "${files[@]}" \
-      > "$out/sherpa$c${q:+_$q}.txt" & sherpa_job=$!
-    wait "$ts_job"; wait "$sherpa_job"  # each one's exit status (set -e stops on a failure)
-    score "ts$c${q:+_$q}"
-    score "sherpa$c${q:+_$q}"
-  done
+  exported() {  # exported ts|sherpa fp32|int8: stream the test files through one model
+    local name=$1$c ts=$out/model.ts int8=()
+    if [ "$2" = int8 ]; then name=${name}_int8 ts=$out/model.int8.ts int8=(--int8); fi
+    if [ "$1" = ts ]; then
+      python3 tools/run_exported.py --names "$ts" "${files[@]}" > "$out/$name.txt"
+    else
+      python3 tools/run_sherpa.py --dir "$out/onnx" "${int8[@]}" "${files[@]}" > "$out/$name.txt"
+    fi
+    score "$name"
+  }
+  in_parallel "exported ts fp32" "exported sherpa fp32" "exported ts int8" "exported sherpa int8"
   head -n 3 "$out/ts$c.txt" "$out/sherpa$c.txt"
 fi
 

@@ -1,6 +1,7 @@
 """Word bigram LM: a proper distribution, a file round trip, and shallow fusion that fixes a
 spelling the acoustics got slightly wrong."""
 
+import json
 import math
 from pathlib import Path
 
@@ -124,3 +125,45 @@ def test_oov_penalty_keeps_a_known_spelling_the_acoustics_rank_below() -> None:
     assert ctc_prefix_beam_search(log_probs, 4, scorer=fused)[0].tokens == [3, 4, 7]  # THE CATS
     strict = LMScorer(lm, PIECES, weight=0.0, word_bonus=0.0, oov_penalty=1.0)
     assert ctc_prefix_beam_search(log_probs, 4, scorer=strict)[0].tokens == [3, 4, 6]  # SAT
+
+
+def test_trigram_sums_to_one_and_uses_two_words_of_history(tmp_path: Path) -> None:
+    texts = ["THE CAT SAT", "A CAT RAN", "THE CAT SAT DOWN", "A DOG SAT"]
+    bigram, trigram = WordLM.train(texts), WordLM.train(texts, order=3)
+    vocab = set(trigram.unigrams) | {EOS, UNK}
+    for history in ("<s>", "<s> THE", "THE CAT", "A CAT", "DOG CAT", "ZEBRA", "X Y"):
+        total = sum(math.exp(trigram.log_prob(history, w)) for w in vocab)
+        assert total == pytest.approx(1.0, abs=1e-9), history
+    # CAT is followed by SAT twice and RAN once; after THE CAT only by SAT, after A CAT by RAN.
+    assert bigram.log_prob("THE CAT", "SAT") == bigram.log_prob("CAT", "SAT")
+    assert trigram.log_prob("THE CAT", "SAT") > bigram.log_prob("CAT", "SAT")
+    assert trigram.log_prob("A CAT", "RAN") > bigram.log_prob("A CAT", "RAN")
+    assert trigram.log_prob("A CAT", "SAT") < bigram.log_prob("A CAT", "SAT")
+    assert trigram.log_prob("DOG CAT", "SAT") == trigram.log_prob("CAT", "SAT")  # backs off
+    trigram.save(tmp_path / "lm3.json")
+    again = WordLM.load(tmp_path / "lm3.json")
+    assert again.order == 3 and again.log_prob("A CAT", "RAN") == trigram.log_prob("A CAT", "RAN")
+    scorer = LMScorer(trigram, PIECES, weight=1.0, word_bonus=0.0, oov_penalty=0.0)
+    state = scorer.START
+    for token in (3, 4, 2):  # ▁THE ▁CAT ▁: THE CAT complete
+        state = scorer.extend(state, token)
+    state = scorer._complete(state)
+    assert state.prev == "THE CAT"
+    assert state.score == pytest.approx(
+        trigram.log_prob("<s>", "THE") + trigram.log_prob("<s> THE", "CAT")
+    )
+
+
+def test_bigram_files_of_the_first_format_still_load(tmp_path: Path) -> None:
+    lm = WordLM.train(TEXTS)
+    old = {
+        "format": "wenet_lite word bigram, absolute discounting",
+        "discount": lm.discount,
+        "unigrams": lm.unigrams,
+        "bigrams": lm.ngrams,
+    }
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    again = WordLM.load(tmp_path / "old.json")
+    assert again.order == 2
+    for prev, word in (("THE", "CAT"), ("<s>", "A"), ("DOG", "ZEBRA")):
+        assert again.log_prob(prev, word) == lm.log_prob(prev, word)

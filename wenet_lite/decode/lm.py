@@ -1,4 +1,4 @@
-"""A word bigram language model and its shallow fusion into CTC prefix beam search.
+"""A word n-gram language model and its shallow fusion into CTC prefix beam search.
 
 A CTC model spells what it hears: on small data most of its word errors are words spelled
 as they sound (SID for SAID, RIGHT for WRITE). A word language model trained on transcripts
@@ -16,13 +16,15 @@ An out-of-vocabulary word already costs the LM's ``<unk>`` probability once comp
 in progress stops being the start of any LM word. Charging it there, rather than at the word's
 end, lets the beam drop a misspelling (PERTICULARLY) while the right spelling is still in it.
 
-The LM is a bigram with interpolated absolute discounting (Ney, Essen and Kneser 1994):
+The LM is a bigram or trigram with interpolated absolute discounting (Ney, Essen and Kneser
+1994), for a history h of one or two words (h' is h without its first word):
 
-    P(w | v) = max(c(v, w) - D, 0) / c(v) + D * N1+(v .) / c(v) * P1(w)
-    P1(w)    = max(c(w) - D, 0) / N + D * types / N * 1 / |V|
+    P(w | h) = max(c(h, w) - D, 0) / c(h) + D * N1+(h .) / c(h) * P(w | h')
+    P(w)     = max(c(w) - D, 0) / N + D * types / N * 1 / |V|
 
 over the vocabulary V of training words plus ``</s>`` and ``<unk>`` (any word not seen in
-training); both sum to one over V. It is stored as JSON counts.
+training); each sums to one over V, and an unseen history backs off to h'. It is stored as
+JSON counts.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ from wenet_lite.fileio import write_text_atomic
 __all__ = ["LMState", "LMScorer", "WordLM", "LM_WEIGHT", "OOV_PENALTY", "WORD_BONUS"]
 
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
-_FORMAT = "wenet_lite word bigram, absolute discounting"
+_FORMAT = "wenet_lite word n-gram, absolute discounting"
+_BIGRAM_FORMAT = "wenet_lite word bigram, absolute discounting"  # files written before n-grams
 _WORD_BOUNDARY = "\u2581"  # sentencepiece's '▁'
 Pathlike = Union[str, Path]
 
@@ -50,37 +53,48 @@ OOV_PENALTY = 3.0
 
 
 class WordLM:
-    """Word bigram; ``log_prob(prev, word)`` in natural log. Words are upper-case strings."""
+    """Word n-gram of order 2 or 3; ``log_prob(history, word)`` in natural log, where
+    ``history`` is the previous words joined by spaces (``<s>`` first at a sentence start;
+    only the last ``order - 1`` count). Words are upper-case strings."""
 
     def __init__(
-        self, unigrams: Dict[str, int], bigrams: Dict[str, Dict[str, int]], discount: float
+        self,
+        unigrams: Dict[str, int],
+        ngrams: Dict[str, Dict[str, int]],
+        discount: float,
+        order: int = 2,
     ) -> None:
         if not 0 < discount < 1:
             raise ValueError(f"discount must be in (0, 1), got {discount}")
+        if order not in (2, 3):
+            raise ValueError(f"order must be 2 or 3, got {order}")
         if not unigrams:
             raise ValueError("a language model needs at least one word")
         self.unigrams = dict(unigrams)
-        self.bigrams = {v: dict(ws) for v, ws in bigrams.items()}
+        self.ngrams = {h: dict(ws) for h, ws in ngrams.items()}
+        """history ("V", or "U V" for trigrams) -> {word: count}"""
         self.discount = discount
+        self.order = order
         self.vocab_size = len(set(self.unigrams) | {EOS, UNK})
         self._total = sum(self.unigrams.values())
-        self._history = {v: (sum(ws.values()), len(ws)) for v, ws in self.bigrams.items()}
+        self._history = {h: (sum(ws.values()), len(ws)) for h, ws in self.ngrams.items()}
         self._cache: Dict[Tuple[str, str], float] = {}
 
     @classmethod
-    def train(cls, texts: Iterable[str], discount: float = 0.75) -> WordLM:
+    def train(cls, texts: Iterable[str], discount: float = 0.75, order: int = 2) -> WordLM:
         """Counts over sentences ``<s> w1 .. wn </s>`` (texts already normalised, words split
         on spaces); empty texts are ignored."""
         unigrams: Counter = Counter()
-        bigrams: Dict[str, Counter] = defaultdict(Counter)
+        ngrams: Dict[str, Counter] = defaultdict(Counter)
         for text in texts:
-            words = text.split()
-            if not words:
+            words = [BOS, *text.split(), EOS]
+            if len(words) == 2:
                 continue
-            for prev, word in zip([BOS, *words], [*words, EOS]):
-                unigrams[word] += 1
-                bigrams[prev][word] += 1
-        return cls(dict(unigrams), {v: dict(ws) for v, ws in bigrams.items()}, discount)
+            for i in range(1, len(words)):
+                unigrams[words[i]] += 1
+                for n in range(1, min(order, i + 1)):  # histories of 1 .. order-1 words
+                    ngrams[" ".join(words[i - n : i])][words[i]] += 1
+        return cls(dict(unigrams), {h: dict(ws) for h, ws in ngrams.items()}, discount, order)
 
     def unigram_log_prob(self, word: str) -> float:
         count = self.unigrams.get(word, 0)
@@ -88,31 +102,44 @@ class WordLM:
         p = max(count - d, 0.0) / n + d * len(self.unigrams) / n / self.vocab_size
         return math.log(p)
 
-    def log_prob(self, prev: str, word: str) -> float:
-        """log P(word | prev); an unseen ``word`` is ``<unk>``, an unseen ``prev`` backs off."""
+    def log_prob(self, history: str, word: str) -> float:
+        """log P(word | history); an unseen ``word`` is ``<unk>``, an unseen history backs
+        off to a shorter one."""
         if word not in self.unigrams and word != EOS:
             word = UNK
-        key = (prev, word)
+        key = (history, word)
         cached = self._cache.get(key)
-        if cached is not None:
-            return cached
-        lower = math.exp(self.unigram_log_prob(word))
-        history = self._history.get(prev)
-        if history is None:
-            p = lower
-        else:
-            count, types = history
-            seen = self.bigrams[prev].get(word, 0)
-            p = max(seen - self.discount, 0.0) / count + self.discount * types / count * lower
-        self._cache[key] = value = math.log(p)
-        return value
+        if cached is None:
+            context = history.split()[1 - self.order :]
+            self._cache[key] = cached = math.log(self._prob(context, word))
+        return cached
+
+    def _prob(self, context: Sequence[str], word: str) -> float:
+        """P(w | h) = max(c(h, w) - D, 0) / c(h) + D * N1+(h .) / c(h) * P(w | h minus its
+        first word), down to the unigram."""
+        if not context:
+            return math.exp(self.unigram_log_prob(word))
+        lower = self._prob(context[1:], word)
+        history = " ".join(context)
+        stats = self._history.get(history)
+        if stats is None:
+            return lower
+        count, types = stats
+        seen = self.ngrams[history].get(word, 0)
+        return max(seen - self.discount, 0.0) / count + self.discount * types / count * lower
+
+    def next_history(self, history: str, word: str) -> str:
+        """The history after ``word`` follows ``history``: its last ``order - 1`` words."""
+        words = [*history.split(), word]
+        return " ".join(words[len(words) - self.order + 1 :])
 
     def save(self, path: Pathlike) -> None:
         payload = {
             "format": _FORMAT,
+            "order": self.order,
             "discount": self.discount,
             "unigrams": self.unigrams,
-            "bigrams": self.bigrams,
+            "ngrams": self.ngrams,
         }
         write_text_atomic(path, json.dumps(payload, ensure_ascii=False) + "\n")
 
@@ -123,17 +150,22 @@ class WordLM:
             raise FileNotFoundError(f"language model not found: {path}")
         try:
             payload = json.loads(path.read_text(encoding="utf-8"))
+            if payload.get("format") == _BIGRAM_FORMAT:
+                return cls(payload["unigrams"], payload["bigrams"], float(payload["discount"]))
             if payload.get("format") != _FORMAT:
                 raise ValueError(f"format is {payload.get('format')!r}, expected {_FORMAT!r}")
-            return cls(payload["unigrams"], payload["bigrams"], float(payload["discount"]))
+            return cls(
+                payload["unigrams"], payload["ngrams"], float(payload["discount"]),
+                int(payload["order"]),
+            )  # fmt: skip
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise ValueError(f"{path}: not a wenet_lite word LM ({e})") from None
 
 
 class LMState(NamedTuple):
     """The LM side of one prefix: its fusion score so far (weighted LM log-probabilities and
-    bonuses of completed words), the last completed word, and the spelling of the word in
-    progress."""
+    bonuses of completed words), the LM history (the last completed words, space-joined), and
+    the spelling of the word in progress."""
 
     score: float
     prev: str
@@ -195,7 +227,7 @@ class LMScorer:
             return state
         word = UNK if UNK in state.partial else state.partial
         gain = self.weight * self.lm.log_prob(state.prev, word) + self.word_bonus
-        return LMState(state.score + gain, word, "")
+        return LMState(state.score + gain, self.lm.next_history(state.prev, word), "")
 
     def extend(self, state: LMState, token: int) -> LMState:
         """The state of the prefix ``state`` belongs to, followed by ``token``."""
