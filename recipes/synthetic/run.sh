@@ -30,7 +30,7 @@ set -euo pipefail
 stage=${stage:-0}
 stop_stage=${stop_stage:-100}
 smoke=${SMOKE:-0}
-hours=${hours:-5.5}               # hours of training audio (dev and test add 5 % each, <= 0.25 h)
+hours=${hours:-6}                 # hours of training audio (dev and test add 5 % each, <= 0.25 h)
 seed=${seed:-0}
 nj=${nj:-2}                       # parallel synthesisers / header readers
 config=${config:-conf/synthetic_small.yaml}
