@@ -152,8 +152,9 @@ decode_test() {  # decode_test NAME [decode options]: $decode_dir/NAME
   wenet-lite decode --model "$model" --data "$data/$test_part" --out "$decode_dir/$1" \
     --device cpu "${@:2}"
 }
-decode_with_lm() {  # train the word LM, then decode with it
-  if [ -n "$lm_text" ]; then lm_source=(--text "$lm_text"); else lm_source=(--data "$data/train-clean-100"); fi
+decode_with_lm() {  # train the word LM, then decode with it (after resolve_lm_text)
+  local lm_source=(--data "$data/train-clean-100")
+  if [ -n "$lm_text" ]; then lm_source=(--text "$lm_text"); fi
   python3 tools/train_word_lm.py "${lm_source[@]}" --out "$exp/lm.json"
   decode_test full_lm --mode prefix_beam --beam "$lm_beam" \
     ${token_min_logp:+--token-min-logp "$token_min_logp"} --lm "$exp/lm.json" \
@@ -183,9 +184,8 @@ if run_stage 6; then
   mkdir -p "$decode_dir"
   mapfile -t files < <(test_audio)
   log 6 "stream ${#files[@]} files of $test_part at chunk ${stream_chunks// /, } (no endpointing, 8 streams batched)"
-  jobs=()
-  for c in $stream_chunks; do jobs=("stream_test $c" "${jobs[@]}"); done  # smaller chunks
-  # stream slower: the last chunk of the list (largest first) starts first
+  jobs=()  # the list's last (smallest) chunk first: smaller chunks stream slower
+  for c in $stream_chunks; do jobs=("stream_test $c" "${jobs[@]}"); done
   in_parallel "${jobs[@]}"
   log 6 "one file as a live stream (partials on stderr, final segments with word times)"
   wenet-lite stream --model "$model" --chunk-size "${stream_chunks%% *}" "${files[0]}" \

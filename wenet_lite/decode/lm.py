@@ -197,9 +197,9 @@ class LMScorer:
         self.weight = weight
         self.word_bonus = word_bonus
         self.oov_penalty = oov_penalty
-        self._prefixes = {  # every start of an LM word, the word included
+        self._prefixes = {  # every start of an LM word, the word included (when needed)
             word[:i]
-            for word in lm.unigrams
+            for word in (lm.unigrams if oov_penalty else ())
             if word not in (BOS, EOS, UNK)
             for i in range(1, len(word) + 1)
         }
