@@ -130,8 +130,7 @@ class WordLM:
 
     def next_history(self, history: str, word: str) -> str:
         """The history after ``word`` follows ``history``: its last ``order - 1`` words."""
-        words = [*history.split(), word]
-        return " ".join(words[len(words) - self.order + 1 :])
+        return " ".join([*history.split(), word][1 - self.order :])
 
     def save(self, path: Pathlike) -> None:
         payload = {
