@@ -34,7 +34,7 @@ _EXPORTED = {
 }
 _STEP = re.compile(r"^(\S+ \S+) .*step (\d+): loss ([\d.]+) .* audio ([\d.]+) s/s", re.M)
 _SEARCH = re.compile(  # DecodeOptions.describe of an LM decode
-    r"^search prefix_beam \((beam [^)]*)\)(, blank penalty [-\d.]+)? \+ LM \S+ \(([^)]*)\)",
+    r"^search prefix_beam \((beam [^)]*)\)(, blank penalty [-\d.]+)? \+ LM (\S+) \(([^)]*)\)",
     re.M,
 )
 _DEV = re.compile(r"^\S+ \S+ .*epoch (\d+) dev: (\d+) utts, loss ([\d.]+), (.*)$", re.M)
@@ -54,14 +54,15 @@ def mode_key(name: str) -> Tuple[int, int, int]:
     return (1, -chunk, kind)
 
 
-def describe(name: str, search: str = "") -> Tuple[str, str]:
-    """(decoding mode, chunk column) of a mode dir name; ``search``: the LM decode's settings."""
+def describe(name: str, search: str = " (`decode --lm`)") -> Tuple[str, str]:
+    """(decoding mode, chunk column) of a mode dir name; ``search``: the LM decode's LM file
+    and settings."""
     m = _MODE.match(name)
     assert m is not None
     if name == "full":
         return "ctc greedy, full context", "full"
     if m.group(2):
-        return f"ctc prefix beam + word bigram LM (`decode --lm`{search}), full context", "full"
+        return f"ctc prefix beam + word LM{search}, full context", "full"
     if m.group(5):
         return "ctc greedy, streamed (`wenet-lite stream`)", m.group(5)
     if m.group(6):
@@ -76,8 +77,8 @@ def read_summary(path: Path) -> Dict[str, str]:
     out = {k: v for k, v in _RATE.findall(text)}
     search = _SEARCH.search(text)
     if search:
-        beam, blank, lm = search.groups()
-        out["search"] = f", {beam}{blank or ''}, LM {lm}"
+        beam, blank, lm_file, lm = search.groups()
+        out["search"] = f" {Path(lm_file).name} (`decode --lm`, {beam}{blank or ''}, LM {lm})"
     same = _IDENTICAL.search(text)
     if same:
         out["identical"] = f"{same.group(1)}/{same.group(2)}"
@@ -99,8 +100,8 @@ def results_lines(table: Dict[str, Dict[str, Dict[str, str]]], tests: Sequence[s
     head = "| decoding mode | chunk | " + " | ".join(f"{t} WER | {t} CER" for t in tests) + " |"
     lines = [head, "|" + "---|" * (2 + 2 * len(tests))]
     for mode, per_test in table.items():
-        search = next((r["search"] for r in per_test.values() if "search" in r), "")
-        what, chunk = describe(mode, search)
+        search = next((r["search"] for r in per_test.values() if "search" in r), None)
+        what, chunk = describe(mode) if search is None else describe(mode, search)
         cells = []
         for t in tests:
             r = per_test.get(t, {})

@@ -7,7 +7,10 @@ Usage:
 
 Reads the transcripts of prepared parts (cuts.jsonl.gz) and/or text files (one sentence a
 line, gzipped if the name ends in .gz, e.g. librispeech-lm-norm.txt.gz), normalises them as
-the tokenizer does, and writes the counts as JSON (see wenet_lite/decode/lm.py). Train it on
+the tokenizer does, and writes the counts as JSON (see wenet_lite/decode/lm.py), or, when
+--out ends in .arpa or .arpa.gz, the same model as an ARPA back-off LM that other toolkits read
+(`decode --lm` takes either). Counting happens in memory: fine for millions of words; for
+LibriSpeech's 800 M-word LM text use KenLM's lmplz, or openslr.org/11's ARPA files. Train it on
 training text only: test transcripts in the LM would make the WER meaningless (the synthetic
 corpus's librispeech-lm-norm.txt.gz holds no dev or test sentence).
 """
@@ -42,7 +45,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     )
     p.add_argument("--data", type=Path, action="append", default=[], help="prepared part")
     p.add_argument("--text", type=Path, action="append", default=[], help="text file")
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True, help="lm.json, or lm.arpa[.gz]")
     p.add_argument("--order", type=int, choices=[2, 3], default=2, help="bigram or trigram")
     p.add_argument("--discount", type=float, default=0.75)
     args = p.parse_args(argv)
@@ -52,7 +55,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         if not path.is_file():
             p.error(f"text file not found: {path}")
     lm = WordLM.train(sentences(args.data, args.text), args.discount, args.order)
-    lm.save(args.out)
+    if args.out.name.endswith((".arpa", ".arpa.gz")):
+        lm.save_arpa(args.out)
+    else:
+        lm.save(args.out)
     counts = Counter(len(h.split()) + 1 for h, ws in lm.ngrams.items() for _ in ws)
     grams = ", ".join(f"{counts[n]} {('', '', 'bi', 'tri')[n]}grams" for n in sorted(counts))
     print(f"{args.out}: {len(lm.unigrams) - 1} words, {grams}")

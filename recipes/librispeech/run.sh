@@ -6,7 +6,8 @@
 #
 # Run from the repository root. Stages:
 #   0  download the parts from openslr.org (resource 12) into $dl_dir; a part that is already
-#      unpacked ($dl_dir/LibriSpeech/<part>) is skipped, so data you have is never fetched
+#      unpacked ($dl_dir/LibriSpeech/<part>) is skipped, so data you have is never fetched;
+#      and the word LM $lm (an ARPA file of resource 11) unless it is already there
 #   1  prepare:   wenet-lite prepare librispeech          -> $data/<part>/cuts.jsonl.gz
 #   2  CMVN:      wenet-lite compute-cmvn on $cmvn_utts training utterances -> $data/cmvn.json
 #                 with --store-fbank true also wenet-lite compute-fbank for each training part
@@ -15,8 +16,9 @@
 #   3  train:     torchrun --nproc_per_node $ngpu -m wenet_lite train (rank 0 first trains the
 #                 sentencepiece tokenizer on the training transcripts; --resume continues)
 #   4  average:   wenet-lite average (newest $average_num checkpoints)
-#   5  decode test-clean and test-other: full context, and chunk 16/8/4 both chunk-masked and
-#                 simulated streaming (chunk by chunk with caches)
+#   5  decode test-clean and test-other: full context, greedy and (unless --lm "") prefix
+#                 beam with the word LM $lm; chunk 16/8/4 both chunk-masked and simulated
+#                 streaming (chunk by chunk with caches)
 #   6  stream:    wenet-lite stream over both test sets at chunk 16/8/4, scored with
 #                 tools/score_stream.py and compared with simulated streaming
 #   7  export:    TorchScript and ONNX (+int8) for chunk $export_chunk, left $export_left
@@ -50,6 +52,15 @@ stream_chunks=${stream_chunks:-"16 8 4"}
 stream_device=${stream_device:-cpu}
 export_chunk=${export_chunk:-16}
 export_left=${export_left:-4}
+# Word LM for stage 5: a file name of openslr.org/11 (fetched into $dl_dir), a path to your own
+# ARPA or tools/train_word_lm.py file, or "" for none. Its weight, bonus and oov penalty are
+# the toolkit defaults, chosen on the synthetic corpus: tune them on dev-clean.
+lm=${lm:-3-gram.pruned.1e-7.arpa.gz}
+lm_mirror=${lm_mirror:-https://www.openslr.org/resources/11}
+lm_beam=${lm_beam:-20}
+lm_weight=${lm_weight:-0.4}
+word_bonus=${word_bonus:-2.5}
+oov_penalty=${oov_penalty:-3.0}
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -58,7 +69,8 @@ while [ $# -gt 0 ]; do
       if [ $# -lt 2 ]; then echo "$0: option $1 needs a value" >&2; exit 2; fi
       case "$name" in
         stage|stop_stage|dl_dir|mirror|data|exp|config|overrides|ngpu|nj|cmvn_utts|store_fbank|\
-train_set|dev_set|test_sets|average_num|chunks|stream_chunks|stream_device|export_chunk|export_left)
+train_set|dev_set|test_sets|average_num|chunks|stream_chunks|stream_device|export_chunk|export_left|\
+lm|lm_mirror|lm_beam|lm_weight|word_bonus|oov_penalty)
           printf -v "$name" '%s' "$2" ;;
         *) echo "$0: unknown option $1" >&2; exit 2 ;;
       esac
@@ -68,6 +80,8 @@ train_set|dev_set|test_sets|average_num|chunks|stream_chunks|stream_device|expor
 done
 
 model=$exp/avg_${average_num}.pt
+lm_file=$lm                       # a path of yours, or where stage 0 puts openslr's file
+if [ -n "$lm" ] && [ ! -f "$lm" ]; then lm_file=$dl_dir/$lm; fi
 set_args=()
 for kv in $overrides; do set_args+=(--set "$kv"); done
 all_parts="${train_set//,/ } ${dev_set//,/ } $test_sets"
@@ -88,6 +102,11 @@ if run_stage 0; then
     tar -xzf "$dl_dir/$part.tar.gz" -C "$dl_dir"
     rm "$dl_dir/$part.tar.gz"
   done
+  if [ -n "$lm" ] && [ ! -f "$lm_file" ]; then
+    log 0 "download the word LM $lm_mirror/$lm"
+    wget --continue --tries 10 -O "$lm_file.part" "$lm_mirror/$lm"
+    mv "$lm_file.part" "$lm_file"
+  fi
 fi
 
 if run_stage 1; then
@@ -131,6 +150,12 @@ if run_stage 5; then
     out=$exp/decode/$test
     log 5 "decode $test: full context"
     wenet-lite decode --model "$model" --data "$data/$test" --out "$out/full"
+    if [ -n "$lm" ]; then
+      log 5 "decode $test: full context, prefix beam $lm_beam with the word LM $lm_file"
+      wenet-lite decode --model "$model" --data "$data/$test" --mode prefix_beam \
+        --beam "$lm_beam" --lm "$lm_file" --lm-weight "$lm_weight" --word-bonus "$word_bonus" \
+        --oov-penalty "$oov_penalty" --out "$out/full_lm"
+    fi
     for c in $chunks; do
       log 5 "decode $test: chunk $c, chunk-masked and simulated streaming"
       wenet-lite decode --model "$model" --data "$data/$test" --chunk-size "$c" \

@@ -82,14 +82,15 @@ def test_decode_prefix_beam_one_equals_greedy(corpus: Path, tiny, tmp_path: Path
 
 def test_decode_with_a_word_lm(corpus: Path, tiny, tmp_path: Path, capsys) -> None:
     """An LM trained on the test transcripts themselves (only for this test) must pull the
-    hypotheses towards them; weight, bonus and oov penalty 0 change nothing; greedy + LM is
-    refused."""
+    hypotheses towards them, read from JSON or ARPA alike; weight, bonus and oov penalty 0
+    change nothing; greedy + LM is refused."""
     from wenet_lite.data.manifest import cut_text
     from wenet_lite.data.tokenizer import normalize_text
     from wenet_lite.decode.lm import WordLM
 
     data = corpus / "test-clean"
-    WordLM.train(normalize_text(cut_text(c)) for c in load_cuts(data)).save(tmp_path / "lm.json")
+    word_lm = WordLM.train(normalize_text(cut_text(c)) for c in load_cuts(data))
+    word_lm.save(tmp_path / "lm.json")
     args = ["decode", "--model", str(tiny.path), "--data", str(data), "--mode", "prefix_beam"]
     lm = ["--lm", str(tmp_path / "lm.json")]
     assert main([*args, "--out", str(tmp_path / "beam")]) == 0
@@ -103,6 +104,10 @@ def test_decode_with_a_word_lm(corpus: Path, tiny, tmp_path: Path, capsys) -> No
         return float(line.split(" %")[0])
 
     assert wer("lm") < wer("beam"), (wer("lm"), wer("beam"))
+    # The same LM as an ARPA file gives the same transcripts.
+    arpa = ["--lm", str(word_lm.save_arpa(tmp_path / "lm.arpa.gz"))]
+    assert main([*args, *arpa, "--lm-weight", "2", "--out", str(tmp_path / "arpa")]) == 0
+    assert _hyps(tmp_path / "arpa") == _hyps(tmp_path / "lm")
     assert "word bonus 2.5, oov penalty 3.0)" in (tmp_path / "lm" / "summary.txt").read_text()
     penalties = ["--oov-penalty", "0", "--blank-penalty", "0.5", "--out", str(tmp_path / "pen")]
     assert main([*args, *lm, "--lm-weight", "2", *penalties]) == 0

@@ -24,7 +24,9 @@ The LM is a bigram or trigram with interpolated absolute discounting (Ney, Essen
 
 over the vocabulary V of training words plus ``</s>`` and ``<unk>`` (any word not seen in
 training); each sums to one over V, and an unseen history backs off to h'. It is stored as
-JSON counts.
+JSON counts, or written as an ARPA back-off model (the same probabilities: D * N1+(h .) / c(h)
+is h's back-off weight). Fusion also takes any ARPA LM (:mod:`wenet_lite.decode.arpa`), e.g.
+LibriSpeech's own from openslr.org/11.
 """
 
 from __future__ import annotations
@@ -33,13 +35,16 @@ import json
 import math
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Dict, Iterable, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
+from wenet_lite.decode.arpa import BOS, EOS, UNK, ArpaLM, Entry, write_arpa
 from wenet_lite.fileio import write_text_atomic
 
-__all__ = ["LMState", "LMScorer", "WordLM", "LM_WEIGHT", "OOV_PENALTY", "WORD_BONUS"]
+__all__ = [
+    "LanguageModel", "LMState", "LMScorer", "WordLM", "load_lm", "LM_WEIGHT", "OOV_PENALTY",
+    "WORD_BONUS",
+]  # fmt: skip
 
-BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 _FORMAT = "wenet_lite word n-gram, absolute discounting"
 _BIGRAM_FORMAT = "wenet_lite word bigram, absolute discounting"  # files written before n-grams
 _WORD_BOUNDARY = "\u2581"  # sentencepiece's '▁'
@@ -79,6 +84,11 @@ class WordLM:
         self._total = sum(self.unigrams.values())
         self._history = {h: (sum(ws.values()), len(ws)) for h, ws in self.ngrams.items()}
         self._cache: Dict[Tuple[str, str], float] = {}
+
+    @property
+    def words(self) -> FrozenSet[str]:
+        """Every word the LM knows (``</s>`` included, ``<s>`` and ``<unk>`` not)."""
+        return frozenset(self.unigrams)
 
     @classmethod
     def train(cls, texts: Iterable[str], discount: float = 0.75, order: int = 2) -> WordLM:
@@ -132,6 +142,33 @@ class WordLM:
         """The history after ``word`` follows ``history``: its last ``order - 1`` words."""
         return " ".join([*history.split(), word][1 - self.order :])
 
+    def save_arpa(self, path: Pathlike) -> Path:
+        """Write the model as an ARPA back-off LM (gzipped if ``path`` ends in .gz); an
+        :class:`ArpaLM` read from it gives the same probabilities to 6 decimals (log10)."""
+        return write_arpa(path, self._arpa_entries())
+
+    def _arpa_entries(self) -> List[List[Entry]]:
+        """Per order: every stored n-gram's interpolated log10 P and, where it is a history,
+        log10 of its back-off weight D * N1+(h .) / c(h) (absent: 1, as for an unseen one)."""
+        log10 = math.log(10.0)
+
+        def bow(history: str) -> float:
+            stats = self._history.get(history)
+            return math.log10(self.discount * stats[1] / stats[0]) if stats else 0.0
+
+        vocab = sorted(set(self.unigrams) | {EOS, UNK})
+        orders = [[(w, self.unigram_log_prob(w) / log10, bow(w)) for w in vocab]]
+        orders[0].insert(0, (BOS, -99.0, bow(BOS)))  # never predicted; only a history
+        for n in range(2, self.order + 1):
+            grams = []
+            for history in sorted(h for h in self.ngrams if len(h.split()) == n - 1):
+                for word in sorted(self.ngrams[history]):
+                    gram = f"{history} {word}"
+                    logp = math.log10(self._prob(history.split(), word))
+                    grams.append((gram, logp, bow(gram) if n < self.order else 0.0))
+            orders.append(grams)
+        return orders
+
     def save(self, path: Pathlike) -> None:
         payload = {
             "format": _FORMAT,
@@ -161,6 +198,17 @@ class WordLM:
             raise ValueError(f"{path}: not a wenet_lite word LM ({e})") from None
 
 
+LanguageModel = Union[WordLM, ArpaLM]
+
+
+def load_lm(path: Pathlike) -> LanguageModel:
+    """An ARPA file (name ending in .arpa or .arpa.gz) or ``tools/train_word_lm.py``'s JSON."""
+    name = Path(path).name
+    if name.endswith(".arpa") or name.endswith(".arpa.gz"):
+        return ArpaLM.load(path)
+    return WordLM.load(path)
+
+
 class LMState(NamedTuple):
     """The LM side of one prefix: its fusion score so far (weighted LM log-probabilities and
     bonuses of completed words), the LM history (the last completed words, space-joined), and
@@ -182,7 +230,7 @@ class LMScorer:
 
     def __init__(
         self,
-        lm: WordLM,
+        lm: LanguageModel,
         pieces: Sequence[str],
         weight: float = LM_WEIGHT,
         word_bonus: float = WORD_BONUS,
@@ -198,7 +246,7 @@ class LMScorer:
         self.oov_penalty = oov_penalty
         self._prefixes = {  # every start of an LM word, the word included (when needed)
             word[:i]
-            for word in (lm.unigrams if oov_penalty else ())
+            for word in (lm.words if oov_penalty else ())
             if word not in (BOS, EOS, UNK)
             for i in range(1, len(word) + 1)
         }
@@ -211,14 +259,14 @@ class LMScorer:
     @classmethod
     def load(
         cls,
-        lm: Union[Pathlike, WordLM],
+        lm: Union[Pathlike, LanguageModel],
         pieces: Sequence[str],
         weight: float = LM_WEIGHT,
         word_bonus: float = WORD_BONUS,
         oov_penalty: float = OOV_PENALTY,
     ) -> LMScorer:
-        """A scorer over ``lm``, a ``WordLM`` or its file (``tools/train_word_lm.py``)."""
-        lm = lm if isinstance(lm, WordLM) else WordLM.load(lm)
+        """A scorer over ``lm``: a ``WordLM``/``ArpaLM`` or a file :func:`load_lm` reads."""
+        lm = lm if isinstance(lm, (WordLM, ArpaLM)) else load_lm(lm)
         return cls(lm, pieces, weight, word_bonus, oov_penalty)
 
     def _complete(self, state: LMState) -> LMState:

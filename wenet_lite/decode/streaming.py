@@ -40,7 +40,7 @@ from wenet_lite.decode.ctc_search import (
     penalize_blank,
 )
 from wenet_lite.decode.endpoint import EndpointConfig, detect_endpoint
-from wenet_lite.decode.lm import LM_WEIGHT, OOV_PENALTY, WORD_BONUS, LMScorer, WordLM
+from wenet_lite.decode.lm import LM_WEIGHT, OOV_PENALTY, WORD_BONUS, LanguageModel, LMScorer
 from wenet_lite.decode.result import Result, make_result, merge_results
 from wenet_lite.decode.stream_batch import PositionTables, State, StateBatcher
 from wenet_lite.features.fbank import OnlineFbank
@@ -270,9 +270,10 @@ class StreamingRecognizer:
             ``encoder.chunk.left_chunks: -1`` does), >= 0 for constant memory per stream.
         search: "greedy" or "prefix_beam" (CTC prefix beam search with ``beam_size``, by
             default the model config's ``decode.beam_size``).
-        lm: a word LM (``tools/train_word_lm.py`` file, or a ``WordLM``) fused into prefix beam
-            search with ``lm_weight``, ``word_bonus`` per word and ``oov_penalty`` per
-            word outside its vocabulary (``decode/lm.py``).
+        lm: a word LM (``tools/train_word_lm.py`` file, an ARPA file, or a loaded
+            ``WordLM``/``ArpaLM``) fused into prefix beam search with ``lm_weight``,
+            ``word_bonus`` per word and ``oov_penalty`` per word outside its vocabulary
+            (``decode/lm.py``).
         token_min_logp: prefix_beam: a frame's tokens below this log-probability are not
             tried (``StreamingPrefixBeamSearch``); None keeps the frame's top beam_size.
         blank_penalty: subtracted from the blank's logit before the search and endpointing
@@ -290,7 +291,7 @@ class StreamingRecognizer:
         *,
         search: SearchMode = "greedy",
         beam_size: Optional[int] = None,
-        lm: Union[None, str, Path, WordLM] = None,
+        lm: Union[None, str, Path, LanguageModel] = None,
         lm_weight: float = LM_WEIGHT,
         word_bonus: float = WORD_BONUS,
         oov_penalty: float = OOV_PENALTY,
@@ -319,7 +320,7 @@ class StreamingRecognizer:
         *,
         search: SearchMode = "greedy",
         beam_size: Optional[int] = None,
-        lm: Union[None, str, Path, WordLM] = None,
+        lm: Union[None, str, Path, LanguageModel] = None,
         lm_weight: float = LM_WEIGHT,
         word_bonus: float = WORD_BONUS,
         oov_penalty: float = OOV_PENALTY,
@@ -376,7 +377,7 @@ class StreamingRecognizer:
         self._positions = PositionTables(model.encoder, chunk_size)
 
     def _set_lm(
-        self, lm: Union[None, str, Path, WordLM], weight: float, bonus: float, oov: float
+        self, lm: Union[None, str, Path, LanguageModel], weight: float, bonus: float, oov: float
     ) -> None:
         self._scorer: Optional[LMScorer] = None
         if lm is None:

@@ -1,0 +1,85 @@
+"""recipes/librispeech/run.sh's word LM, offline: stage 0 fetches the ARPA file once (from a
+local HTTP server standing in for openslr.org/11) and skips the audio it already has; stage 5
+decodes with it. Uses the tiny rigged model (conftest.py) on the synthetic LibriSpeech-layout
+corpus."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from wenet_lite.data.manifest import cut_text, load_cuts
+from wenet_lite.data.tokenizer import normalize_text
+from wenet_lite.decode.lm import WordLM
+
+REPO = Path(__file__).resolve().parents[2]
+RECIPE = REPO / "recipes" / "librispeech" / "run.sh"
+LM_NAME = "3-gram.pruned.1e-7.arpa.gz"
+
+pytestmark = pytest.mark.skipif(shutil.which("wget") is None, reason="needs wget")
+
+
+@pytest.fixture()
+def lm_server(corpus: Path, tmp_path: Path) -> Iterator[str]:
+    """An HTTP server with an ARPA LM of the training transcripts under openslr's name."""
+    served = tmp_path / "served"
+    texts = (normalize_text(cut_text(c)) for c in load_cuts(corpus / "train-clean-100"))
+    WordLM.train(texts, order=3).save_arpa(served / LM_NAME)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    handler.log_message = lambda *args: None  # type: ignore[attr-defined]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def _recipe(stage: int, *args: str) -> subprocess.CompletedProcess:
+    cmd = ["bash", str(RECIPE), "--stage", str(stage), "--stop-stage", str(stage), *args]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def test_stage0_fetches_the_lm_once_and_stage5_decodes_with_it(
+    synthetic_corpus, corpus: Path, tiny, lm_server: str, tmp_path: Path
+) -> None:
+    dl_dir, exp = tmp_path / "download", tmp_path / "exp"
+    dl_dir.mkdir()
+    (dl_dir / "LibriSpeech").symlink_to(synthetic_corpus.root / "LibriSpeech")
+    exp.mkdir()
+    shutil.copy(tiny.path, exp / "avg_5.pt")
+    parts = ["--train-set", "train-clean-100", "--dev-set", "dev-clean"]
+    common = [*parts, "--test-sets", "test-clean", "--dl-dir", str(dl_dir), "--exp", str(exp)]
+
+    out = _recipe(0, *common, "--lm-mirror", lm_server).stdout
+    assert out.count("exists, not downloading") == 3  # the audio is never fetched again
+    assert f"download the word LM {lm_server}/{LM_NAME}" in out
+    lm_file = dl_dir / LM_NAME
+    assert lm_file.read_bytes() == (tmp_path / "served" / LM_NAME).read_bytes()
+    assert not list(dl_dir.glob("*.part"))
+    # Once there, it is not fetched again (this mirror does not exist).
+    again = _recipe(0, *common, "--lm-mirror", "http://127.0.0.1:9/none").stdout
+    assert "download the word LM" not in again
+
+    _recipe(5, *common, "--data", str(corpus), "--chunks", "", "--lm-weight", "1.0")
+    decode = exp / "decode" / "test-clean"
+    summary = (decode / "full_lm" / "summary.txt").read_text()
+    assert f"+ LM {lm_file} (weight 1.0, word bonus 2.5, oov penalty 3.0)" in summary
+    assert "search prefix_beam (beam 20)" in summary
+    assert (decode / "full" / "summary.txt").is_file()
+    hyps = (decode / "full_lm" / "hyp.txt").read_text().splitlines()
+    assert len(hyps) == len(load_cuts(corpus / "test-clean"))
+
+    # --lm "": no LM decode.
+    shutil.rmtree(decode)
+    _recipe(5, *common, "--data", str(corpus), "--chunks", "", "--lm", "")
+    assert (decode / "full").is_dir() and not (decode / "full_lm").exists()
