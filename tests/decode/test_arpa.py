@@ -135,3 +135,19 @@ def test_train_word_lm_writes_arpa_or_json_by_name(tmp_path: Path) -> None:
     arpa, json_lm = load_lm(tmp_path / "lm.arpa.gz"), load_lm(tmp_path / "lm.json")
     assert isinstance(arpa, ArpaLM) and isinstance(json_lm, WordLM)
     assert arpa.log_prob("THE", "CAT") == pytest.approx(json_lm.log_prob("THE", "CAT"), abs=1e-5)
+
+
+def test_score_caches_stay_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long-running stream server scores ever new (history, word) pairs: the caches start
+    over at their limit, and scores stay the same."""
+    import wenet_lite.decode.arpa as arpa_module
+    import wenet_lite.decode.lm as lm_module
+
+    monkeypatch.setattr(arpa_module, "CACHE_LIMIT", 2)
+    monkeypatch.setattr(lm_module, "CACHE_LIMIT", 2)
+    word_lm = WordLM.train(["A B", "B A"])
+    arpa = ArpaLM.load(word_lm.save_arpa(tmp_path / "lm.arpa"))
+    for lm in (word_lm, arpa):
+        first = [lm.log_prob(h, w) for h in ("<s>", "A", "B") for w in ("A", "B", EOS)]
+        assert len(lm._cache) <= 2
+        assert [lm.log_prob(h, w) for h in ("<s>", "A", "B") for w in ("A", "B", EOS)] == first

@@ -40,7 +40,8 @@ BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 _LN10 = math.log(10.0)
 _SECTION = re.compile(r"\\(\d+)-grams:")
 _COUNT = re.compile(r"ngram\s+(\d+)\s*=\s*(\d+)")
-_CACHE_LIMIT = 1_000_000  # scored (history, word) pairs kept before the cache starts over
+CACHE_LIMIT = 1_000_000  # scored (history, word) pairs kept before a cache starts over
+# (a long-running stream server would otherwise grow it without end)
 Pathlike = Union[str, Path]
 Entry = Tuple[str, float, float]  # n-gram ("w1 .. wn"), log10 P, log10 back-off weight
 
@@ -96,7 +97,7 @@ class ArpaLM:
         key = (history, word)
         cached = self._cache.get(key)
         if cached is None:
-            if len(self._cache) >= _CACHE_LIMIT:
+            if len(self._cache) >= CACHE_LIMIT:
                 self._cache.clear()
             context = history.split()[1 - self.order :]
             self._cache[key] = cached = self._score(context, word)

@@ -37,7 +37,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from wenet_lite.decode.arpa import BOS, EOS, UNK, ArpaLM, Entry, write_arpa
+from wenet_lite.decode.arpa import BOS, CACHE_LIMIT, EOS, UNK, ArpaLM, Entry, write_arpa
 from wenet_lite.fileio import write_text_atomic
 
 __all__ = [
@@ -120,6 +120,8 @@ class WordLM:
         key = (history, word)
         cached = self._cache.get(key)
         if cached is None:
+            if len(self._cache) >= CACHE_LIMIT:
+                self._cache.clear()
             context = history.split()[1 - self.order :]
             self._cache[key] = cached = math.log(self._prob(context, word))
         return cached
