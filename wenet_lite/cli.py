@@ -231,8 +231,8 @@ def _add_decode(sub: argparse._SubParsersAction) -> None:
         "summary.txt (WER, CER with S/D/I, failures, RTF) and errors.txt. --chunk-size alone "
         "decodes with the streaming attention mask in one forward; --simulate-streaming runs "
         "the encoder chunk by chunk with caches (what `stream` computes). --lm fuses a word "
-        "bigram (tools/train_word_lm.py) into prefix beam search. Exit code 1 if some "
-        "audio could not be read (each file named; the rest is decoded).",
+        "n-gram LM (tools/train_word_lm.py JSON, or an ARPA file) into prefix beam search. "
+        "Exit code 1 if some audio could not be read (each file named; the rest is decoded).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--model", required=True, help="model file (checkpoint or averaged)")

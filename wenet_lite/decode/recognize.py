@@ -81,7 +81,8 @@ class DecodeOptions:
     batch_seconds: float = 100.0
     """padded audio seconds per batch"""
     lm: Optional[str] = None
-    """prefix_beam: a word LM file (``tools/train_word_lm.py``) fused into the search"""
+    """prefix_beam: a word LM file (``tools/train_word_lm.py``'s JSON, or ARPA) fused into the
+    search"""
     lm_weight: float = LM_WEIGHT
     """weight of the LM's log-probabilities"""
     word_bonus: float = WORD_BONUS
