@@ -17,8 +17,9 @@
 #                 sentencepiece tokenizer on the training transcripts; --resume continues)
 #   4  average:   wenet-lite average (newest $average_num checkpoints)
 #   5  decode test-clean and test-other: full context, greedy and (unless --lm "") prefix
-#                 beam with the word LM $lm; chunk 16/8/4 both chunk-masked and simulated
-#                 streaming (chunk by chunk with caches)
+#                 beam with the word LM $lm, its weight and bonus tuned on dev-clean
+#                 ($lm_grid); chunk 16/8/4 both chunk-masked and simulated streaming (chunk
+#                 by chunk with caches)
 #   6  stream:    wenet-lite stream over both test sets at chunk 16/8/4, scored with
 #                 tools/score_stream.py and compared with simulated streaming
 #   7  export:    TorchScript and ONNX (+int8) for chunk $export_chunk, left $export_left
@@ -53,13 +54,15 @@ stream_device=${stream_device:-cpu}
 export_chunk=${export_chunk:-16}
 export_left=${export_left:-4}
 # Word LM for stage 5: a file name of openslr.org/11 (fetched into $dl_dir), a path to your own
-# ARPA or tools/train_word_lm.py file, or "" for none. Its weight, bonus and oov penalty are
-# the toolkit defaults, chosen on the synthetic corpus: tune them on dev-clean.
+# ARPA or tools/train_word_lm.py file, or "" for none. Stage 5 first decodes the first dev part
+# with each weight:bonus pair of lm_grid and keeps the best ("": use lm_weight, word_bonus).
 lm=${lm:-3-gram.pruned.1e-7.arpa.gz}
 lm_mirror=${lm_mirror:-https://www.openslr.org/resources/11}
+lm_grid=${lm_grid-"0.3:1.5 0.3:2.5 0.4:2.0 0.4:3.0 0.5:2.5 0.5:3.5"}
 lm_beam=${lm_beam:-20}
-lm_weight=${lm_weight:-0.4}
-word_bonus=${word_bonus:-2.5}
+token_min_logp=${token_min_logp--5}  # per frame, only tokens above this log-prob ("": top lm_beam)
+lm_weight=${lm_weight:-0.4}       # without lm_grid: the toolkit defaults, chosen on the
+word_bonus=${word_bonus:-2.5}     # synthetic corpus
 oov_penalty=${oov_penalty:-3.0}
 
 while [ $# -gt 0 ]; do
@@ -70,7 +73,7 @@ while [ $# -gt 0 ]; do
       case "$name" in
         stage|stop_stage|dl_dir|mirror|data|exp|config|overrides|ngpu|nj|cmvn_utts|store_fbank|\
 train_set|dev_set|test_sets|average_num|chunks|stream_chunks|stream_device|export_chunk|export_left|\
-lm|lm_mirror|lm_beam|lm_weight|word_bonus|oov_penalty)
+lm|lm_mirror|lm_grid|lm_beam|token_min_logp|lm_weight|word_bonus|oov_penalty)
           printf -v "$name" '%s' "$2" ;;
         *) echo "$0: unknown option $1" >&2; exit 2 ;;
       esac
@@ -88,6 +91,31 @@ all_parts="${train_set//,/ } ${dev_set//,/ } $test_sets"
 
 log() { echo "$(date '+%H:%M:%S') [stage $1] ${*:2}"; }
 run_stage() { [ "$stage" -le "$1" ] && [ "$stop_stage" -ge "$1" ]; }
+lm_decode() {  # lm_decode PART OUT WEIGHT BONUS: full context, prefix beam with the word LM
+  wenet-lite decode --model "$model" --data "$data/$1" --mode prefix_beam --beam "$lm_beam" \
+    ${token_min_logp:+--token-min-logp "$token_min_logp"} --lm "$lm_file" --lm-weight "$3" \
+    --word-bonus "$4" --oov-penalty "$oov_penalty" --out "$2"
+}
+tune_lm() {  # decode the first dev part with each lm_grid pair; keep the lowest WER's (CER's)
+  local part=${dev_set%%,*} best="" pair w b dir score
+  for pair in $lm_grid; do
+    case "$pair" in
+      *:*) w=${pair%%:*}; b=${pair#*:} ;;
+      *) echo "$0: lm_grid pairs are WEIGHT:BONUS, got '$pair'" >&2; exit 2 ;;
+    esac
+    dir=$exp/decode/$part/lm_w${w}_b${b}
+    log 5 "tune the word LM on $part: weight $w, bonus $b"
+    lm_decode "$part" "$dir" "$w" "$b"
+    score=$(awk '/^(WER|CER) / { printf "%s ", $2 }' "$dir/summary.txt")  # "WER CER "
+    if [ -z "$best" ] || awk -v a="$score" -v b="$best" 'BEGIN {
+        split(a, x, " "); split(b, y, " ")
+        exit !(x[1] < y[1] || (x[1] == y[1] && x[2] < y[2])) }'; then
+      best=$score; lm_weight=$w; word_bonus=$b
+    fi
+  done
+  read -r wer cer <<< "$best"
+  log 5 "best on $part: weight $lm_weight, bonus $word_bonus (WER $wer %, CER $cer %)"
+}
 
 if run_stage 0; then
   mkdir -p "$dl_dir"
@@ -146,15 +174,14 @@ if run_stage 4; then
 fi
 
 if run_stage 5; then
+  if [ -n "$lm" ] && [ -n "$lm_grid" ]; then tune_lm; fi
   for test in $test_sets; do
     out=$exp/decode/$test
     log 5 "decode $test: full context"
     wenet-lite decode --model "$model" --data "$data/$test" --out "$out/full"
     if [ -n "$lm" ]; then
       log 5 "decode $test: full context, prefix beam $lm_beam with the word LM $lm_file"
-      wenet-lite decode --model "$model" --data "$data/$test" --mode prefix_beam \
-        --beam "$lm_beam" --lm "$lm_file" --lm-weight "$lm_weight" --word-bonus "$word_bonus" \
-        --oov-penalty "$oov_penalty" --out "$out/full_lm"
+      lm_decode "$test" "$out/full_lm" "$lm_weight" "$word_bonus"
     fi
     for c in $chunks; do
       log 5 "decode $test: chunk $c, chunk-masked and simulated streaming"

@@ -1,7 +1,7 @@
 """recipes/librispeech/run.sh's word LM, offline: stage 0 fetches the ARPA file once (from a
 local HTTP server standing in for openslr.org/11) and skips the audio it already has; stage 5
-decodes with it. Uses the tiny rigged model (conftest.py) on the synthetic LibriSpeech-layout
-corpus."""
+picks the LM weight and bonus on dev-clean and decodes the test set with them. Uses the tiny
+rigged model (conftest.py) on the synthetic LibriSpeech-layout corpus."""
 
 from __future__ import annotations
 
@@ -70,16 +70,30 @@ def test_stage0_fetches_the_lm_once_and_stage5_decodes_with_it(
     again = _recipe(0, *common, "--lm-mirror", "http://127.0.0.1:9/none").stdout
     assert "download the word LM" not in again
 
-    _recipe(5, *common, "--data", str(corpus), "--chunks", "", "--lm-weight", "1.0")
+    # The better pair comes second (CER 116 vs 119 % on the rigged model), so keeping the
+    # first pair would fail.
+    grid = {("2.0", "4.0"): None, ("0.2", "0.5"): None}
+    lm_grid = " ".join(f"{w}:{b}" for w, b in grid)
+    out = _recipe(5, *common, "--data", str(corpus), "--chunks", "", "--lm-grid", lm_grid).stdout
+    for w, b in grid:  # each pair decoded dev-clean
+        summary = (exp / "decode" / "dev-clean" / f"lm_w{w}_b{b}" / "summary.txt").read_text()
+        assert f"(weight {w}, word bonus {b}, oov penalty 3.0)" in summary
+        rates = [summary.split(f"\n{rate} ")[1].split(" %")[0] for rate in ("WER", "CER")]
+        grid[w, b] = tuple(float(r) for r in rates)
+    assert len(set(grid.values())) == 2, grid  # so picking the best is tested
+    w, b = min(grid, key=lambda pair: grid[pair])  # lowest WER, then lowest CER
+    wer, cer = grid[w, b]
+    assert f"best on dev-clean: weight {w}, bonus {b} (WER {wer:.2f} %, CER {cer:.2f} %)" in out
     decode = exp / "decode" / "test-clean"
     summary = (decode / "full_lm" / "summary.txt").read_text()
-    assert f"+ LM {lm_file} (weight 1.0, word bonus 2.5, oov penalty 3.0)" in summary
-    assert "search prefix_beam (beam 20)" in summary
+    assert f"+ LM {lm_file} (weight {w}, word bonus {b}, oov penalty 3.0)" in summary
+    assert "search prefix_beam (beam 20, token min log-prob -5.0)" in summary
     assert (decode / "full" / "summary.txt").is_file()
     hyps = (decode / "full_lm" / "hyp.txt").read_text().splitlines()
     assert len(hyps) == len(load_cuts(corpus / "test-clean"))
 
     # --lm "": no LM decode.
     shutil.rmtree(decode)
-    _recipe(5, *common, "--data", str(corpus), "--chunks", "", "--lm", "")
+    out = _recipe(5, *common, "--data", str(corpus), "--chunks", "", "--lm", "").stdout
+    assert "tune the word LM" not in out
     assert (decode / "full").is_dir() and not (decode / "full_lm").exists()
