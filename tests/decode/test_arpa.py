@@ -108,6 +108,7 @@ def test_load_lm_picks_the_format_by_name(tmp_path: Path) -> None:
         (HAND.replace("-0.1\tA B", "-0.1\tA"), "hand.arpa:14: expected a 2-gram line"),
         (HAND.replace("\\2-grams:", "\\3-grams:"), "3-grams were not declared"),
         (HAND.replace("\tA", "\ta").replace("\tB", "\tb"), "not upper case (e.g. 'a')"),
+        ("\\data\\\nngram 1=1\n\\1-grams:\n-1\t<s>\n\\end\\\n", "no words but <s>"),
     ],
 )
 def test_broken_files_name_the_file_and_line(tmp_path: Path, text: str, message: str) -> None:

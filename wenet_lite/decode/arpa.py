@@ -66,6 +66,8 @@ class ArpaLM:
         self._backoffs = backoffs
         self.words = frozenset(k for k in probs if " " not in k and k != BOS)
         """every word with a unigram (``</s>`` and ``<unk>`` included when stored)"""
+        if not self.words:
+            raise ValueError(f"{source or 'an ARPA LM'}: no words but <s>")
         if UNK in probs:
             self._unk = probs[UNK]
         else:  # no <unk> in the file: an unknown word is as likely as the rarest known one
