@@ -174,6 +174,11 @@ if run_stage 4; then
 fi
 
 if run_stage 5; then
+  if [ -n "$lm" ] && [ ! -f "$lm_file" ]; then
+    echo "$0: word LM $lm_file not found: run stage 0 to fetch it, or pass --lm PATH" \
+      "(--lm \"\" for none)" >&2
+    exit 1
+  fi
   if [ -n "$lm" ] && [ -n "$lm_grid" ]; then tune_lm; fi
   for test in $test_sets; do
     out=$exp/decode/$test

@@ -42,10 +42,10 @@ def lm_server(corpus: Path, tmp_path: Path) -> Iterator[str]:
     server.server_close()
 
 
-def _recipe(stage: int, *args: str) -> subprocess.CompletedProcess:
+def _recipe(stage: int, *args: str, rc: int = 0) -> subprocess.CompletedProcess:
     cmd = ["bash", str(RECIPE), "--stage", str(stage), "--stop-stage", str(stage), *args]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == rc, proc.stdout + proc.stderr
     return proc
 
 
@@ -59,6 +59,11 @@ def test_stage0_fetches_the_lm_once_and_stage5_decodes_with_it(
     shutil.copy(tiny.path, exp / "avg_5.pt")
     parts = ["--train-set", "train-clean-100", "--dev-set", "dev-clean"]
     common = [*parts, "--test-sets", "test-clean", "--dl-dir", str(dl_dir), "--exp", str(exp)]
+
+    # Stage 5 before the LM is there says how to get it, before decoding anything.
+    err = _recipe(5, *common, "--data", str(corpus), rc=1).stderr
+    assert f"word LM {dl_dir / LM_NAME} not found: run stage 0" in err
+    assert not (exp / "decode").exists()
 
     out = _recipe(0, *common, "--lm-mirror", lm_server).stdout
     assert out.count("exists, not downloading") == 3  # the audio is never fetched again
