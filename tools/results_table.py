@@ -9,7 +9,8 @@ Usage:
 Reads EXP/decode/<test part>/<mode>/summary.txt, where <mode> is ``full`` (``full_lm``: with
 the word LM), ``chunkC``
 (chunk-masked forward), ``chunkC_sim`` (`decode --simulate-streaming`), ``streamC``
-(`wenet-lite stream`, scored by tools/score_stream.py) or ``tsC``/``sherpaC`` (+``_int8``:
+(`wenet-lite stream`, scored by tools/score_stream.py; ``chunkC_sim_lm``/``streamC_lm``: both
+with the word LM) or ``tsC``/``sherpaC`` (+``_int8``:
 the exported models streamed by tools/run_exported.py and tools/run_sherpa.py), and writes
 one table row per mode and chunk size with WER and CER per test set. Also reports the
 unseen-word rate of each test set (reference words that never occur in the training
@@ -27,7 +28,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 _RATE = re.compile(r"^(WER|CER) ([\d.]+) %", re.M)
 _IDENTICAL = re.compile(r"identical to .*: (\d+)/(\d+)")
-_MODE = re.compile(r"^(full(_lm)?|chunk(\d+)(_sim)?|stream(\d+)|(ts|sherpa)(\d+)(_int8)?)$")
+_MODE = re.compile(
+    r"^(full(_lm)?|chunk(\d+)(_sim)?|stream(\d+)|(ts|sherpa)(\d+)(_int8)?)$"
+    r"|^(chunk(\d+)_sim|stream(\d+))_lm$"  # streaming with the word LM
+)
 _EXPORTED = {
     "ts": "exported TorchScript (`tools/run_exported.py`)",
     "sherpa": "exported ONNX in sherpa-onnx (`tools/run_sherpa.py`)",
@@ -45,6 +49,8 @@ def mode_key(name: str) -> Tuple[int, int, int]:
     simulated, streamed; then the exported models (TorchScript, sherpa-onnx; fp32, int8)."""
     m = _MODE.match(name)
     assert m is not None
+    if m.group(9):  # with the LM: after the same chunk's greedy rows
+        return (1, -int(m.group(10) or m.group(11)), 3 + bool(m.group(11)))
     if m.group(1).startswith("full"):
         return (0, 0, int(bool(m.group(2))))
     if m.group(6):
@@ -59,6 +65,9 @@ def describe(name: str, search: str = " (`decode --lm`)") -> Tuple[str, str]:
     and settings."""
     m = _MODE.match(name)
     assert m is not None
+    if m.group(9):
+        how = "simulated streaming" if m.group(10) else "streamed (`wenet-lite stream --lm`)"
+        return f"ctc prefix beam + word LM{search}, {how}", m.group(10) or m.group(11)
     if name == "full":
         return "ctc greedy, full context", "full"
     if m.group(2):
@@ -99,8 +108,13 @@ def collect(decode_root: Path, tests: Sequence[str]) -> Dict[str, Dict[str, Dict
 def results_lines(table: Dict[str, Dict[str, Dict[str, str]]], tests: Sequence[str]) -> List[str]:
     head = "| decoding mode | chunk | " + " | ".join(f"{t} WER | {t} CER" for t in tests) + " |"
     lines = [head, "|" + "---|" * (2 + 2 * len(tests))]
+    # A streamed row's summary has no search line: it was streamed with the LM decodes' settings.
+    searches = [r.get("search") for per_test in table.values() for r in per_test.values()]
+    lm_search = next((s for s in searches if s is not None), None)
     for mode, per_test in table.items():
         search = next((r["search"] for r in per_test.values() if "search" in r), None)
+        if search is None and mode.endswith("_lm"):
+            search = lm_search
         what, chunk = describe(mode) if search is None else describe(mode, search)
         cells = []
         for t in tests:
@@ -108,7 +122,7 @@ def results_lines(table: Dict[str, Dict[str, Dict[str, str]]], tests: Sequence[s
             cells += [r.get("WER", "-"), r.get("CER", "-")]
         lines.append(f"| {what} | {chunk} | " + " | ".join(cells) + " |")
     identical = [
-        f"{describe(m)[1]}: {r['identical']} ({t})"
+        f"{describe(m)[1]}{' with the LM' if m.endswith('_lm') else ''}: {r['identical']} ({t})"
         for m, per_test in table.items()
         for t, r in per_test.items()
         if "identical" in r

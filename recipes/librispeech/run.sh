@@ -19,9 +19,10 @@
 #   5  decode test-clean and test-other: full context, greedy and (unless --lm "") prefix
 #                 beam with the word LM $lm, its weight and bonus tuned on dev-clean
 #                 ($lm_grid); chunk 16/8/4 both chunk-masked and simulated streaming (chunk
-#                 by chunk with caches)
-#   6  stream:    wenet-lite stream over both test sets at chunk 16/8/4, scored with
-#                 tools/score_stream.py and compared with simulated streaming
+#                 by chunk with caches); simulated streaming with the LM at chunk $lm_chunk
+#   6  stream:    wenet-lite stream over both test sets at chunk 16/8/4 (and at $lm_chunk with
+#                 the word LM), scored with tools/score_stream.py and compared with simulated
+#                 streaming
 #   7  export:    TorchScript and ONNX (+int8) for chunk $export_chunk, left $export_left
 #   8  results:   tools/results_table.py -> $exp/RESULTS.md, tools/plot_training.py
 # Options: --name value (dashes or underscores) or environment variables of the same name.
@@ -64,6 +65,8 @@ token_min_logp=${token_min_logp--5}  # per frame, only tokens above this log-pro
 lm_weight=${lm_weight:-0.4}       # without lm_grid: the toolkit defaults, chosen on the
 word_bonus=${word_bonus:-2.5}     # synthetic corpus
 oov_penalty=${oov_penalty:-3.0}
+lm_chunk=${lm_chunk-16}           # streaming with the LM at this chunk: stage 5 simulates it,
+                                  # stage 6 streams it and compares ("": neither)
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -73,7 +76,7 @@ while [ $# -gt 0 ]; do
       case "$name" in
         stage|stop_stage|dl_dir|mirror|data|exp|config|overrides|ngpu|nj|cmvn_utts|store_fbank|\
 train_set|dev_set|test_sets|average_num|chunks|stream_chunks|stream_device|export_chunk|export_left|\
-lm|lm_mirror|lm_grid|lm_beam|token_min_logp|lm_weight|word_bonus|oov_penalty)
+lm|lm_mirror|lm_grid|lm_beam|token_min_logp|lm_weight|word_bonus|oov_penalty|lm_chunk)
           printf -v "$name" '%s' "$2" ;;
         *) echo "$0: unknown option $1" >&2; exit 2 ;;
       esac
@@ -91,10 +94,13 @@ all_parts="${train_set//,/ } ${dev_set//,/ } $test_sets"
 
 log() { echo "$(date '+%H:%M:%S') [stage $1] ${*:2}"; }
 run_stage() { [ "$stage" -le "$1" ] && [ "$stop_stage" -ge "$1" ]; }
-lm_decode() {  # lm_decode PART OUT WEIGHT BONUS: full context, prefix beam with the word LM
-  wenet-lite decode --model "$model" --data "$data/$1" --mode prefix_beam --beam "$lm_beam" \
-    ${token_min_logp:+--token-min-logp "$token_min_logp"} --lm "$lm_file" --lm-weight "$3" \
-    --word-bonus "$4" --oov-penalty "$oov_penalty" --out "$2"
+lm_search() {  # lm_search WEIGHT BONUS: lm_flags = the LM search flags of decode and stream
+  lm_flags=(--mode prefix_beam --beam "$lm_beam" ${token_min_logp:+--token-min-logp "$token_min_logp"}
+            --lm "$lm_file" --lm-weight "$1" --word-bonus "$2" --oov-penalty "$oov_penalty")
+}
+lm_decode() {  # lm_decode PART OUT WEIGHT BONUS [decode options]: prefix beam with the word LM
+  lm_search "$3" "$4"
+  wenet-lite decode --model "$model" --data "$data/$1" "${lm_flags[@]}" --out "$2" "${@:5}"
 }
 tune_lm() {  # decode the first dev part with each lm_grid pair; keep the lowest WER's (CER's)
   local part=${dev_set%%,*} best="" pair w b dir score
@@ -179,7 +185,11 @@ if run_stage 5; then
       "(--lm \"\" for none)" >&2
     exit 1
   fi
-  if [ -n "$lm" ] && [ -n "$lm_grid" ]; then tune_lm; fi
+  if [ -n "$lm" ]; then
+    if [ -n "$lm_grid" ]; then tune_lm; fi
+    mkdir -p "$exp/decode"
+    echo "$lm_weight $word_bonus" > "$exp/decode/lm_weight_bonus.txt"  # for stage 6
+  fi
   for test in $test_sets; do
     out=$exp/decode/$test
     log 5 "decode $test: full context"
@@ -187,6 +197,11 @@ if run_stage 5; then
     if [ -n "$lm" ]; then
       log 5 "decode $test: full context, prefix beam $lm_beam with the word LM $lm_file"
       lm_decode "$test" "$out/full_lm" "$lm_weight" "$word_bonus"
+      if [ -n "$lm_chunk" ]; then
+        log 5 "decode $test: chunk $lm_chunk, simulated streaming with the word LM"
+        lm_decode "$test" "$out/chunk${lm_chunk}_sim_lm" "$lm_weight" "$word_bonus" \
+          --chunk-size "$lm_chunk" --simulate-streaming
+      fi
     fi
     for c in $chunks; do
       log 5 "decode $test: chunk $c, chunk-masked and simulated streaming"
@@ -198,20 +213,32 @@ if run_stage 5; then
   done
 fi
 
+stream_test() {  # stream_test TEST NAME SIM [stream options]: stream TEST's files to NAME.jsonl,
+  # score them into NAME/ and compare with the simulated streaming decode SIM (if there)
+  local out=$exp/decode/$1 compare=() files=()
+  mkdir -p "$out"
+  mapfile -t files < <(find -L "$dl_dir/LibriSpeech/$1" -name '*.flac' | sort)
+  log 6 "stream ${#files[@]} files of $1 -> $2 (32 streams batched, no endpointing): ${*:4}"
+  wenet-lite stream --model "$model" --no-endpoint --json --max-streams 32 \
+    --device "$stream_device" "${@:4}" "${files[@]}" > "$out/$2.jsonl"
+  [ -f "$out/$3/hyp.txt" ] && compare=(--compare "$out/$3")
+  python3 tools/score_stream.py --stream "$out/$2.jsonl" --data "$data/$1" --out "$out/$2" \
+    "${compare[@]}"
+}
+
 if run_stage 6; then
+  if [ -n "$lm" ] && [ -n "$lm_chunk" ] && [ -f "$exp/decode/lm_weight_bonus.txt" ]; then
+    read -r lm_weight word_bonus < "$exp/decode/lm_weight_bonus.txt"  # what stage 5 used
+  fi
   for test in $test_sets; do
-    out=$exp/decode/$test
-    mkdir -p "$out"
-    mapfile -t files < <(find -L "$dl_dir/LibriSpeech/$test" -name '*.flac' | sort)
     for c in $stream_chunks; do
-      log 6 "stream ${#files[@]} files of $test, chunk $c (32 streams batched, no endpointing)"
-      wenet-lite stream --model "$model" --chunk-size "$c" --no-endpoint --json \
-        --max-streams 32 --device "$stream_device" "${files[@]}" > "$out/stream$c.jsonl"
-      compare=()
-      [ -f "$out/chunk${c}_sim/hyp.txt" ] && compare=(--compare "$out/chunk${c}_sim")
-      python3 tools/score_stream.py --stream "$out/stream$c.jsonl" --data "$data/$test" \
-        --out "$out/stream$c" "${compare[@]}"
+      stream_test "$test" "stream$c" "chunk${c}_sim" --chunk-size "$c"
     done
+    if [ -n "$lm" ] && [ -n "$lm_chunk" ]; then
+      lm_search "$lm_weight" "$word_bonus"
+      stream_test "$test" "stream${lm_chunk}_lm" "chunk${lm_chunk}_sim_lm" \
+        --chunk-size "$lm_chunk" "${lm_flags[@]}"
+    fi
   done
 fi
 

@@ -1,6 +1,7 @@
 """recipes/librispeech/run.sh's word LM, offline: stage 0 fetches the ARPA file once (from a
 local HTTP server standing in for openslr.org/11) and skips the audio it already has; stage 5
-picks the LM weight and bonus on dev-clean and decodes the test set with them. Uses the tiny
+picks the LM weight and bonus on dev-clean and decodes the test set with them, also in
+simulated streaming; stage 6 streams with them and gets the same transcripts. Uses the tiny
 rigged model (conftest.py) on the synthetic LibriSpeech-layout corpus."""
 
 from __future__ import annotations
@@ -79,7 +80,8 @@ def test_stage0_fetches_the_lm_once_and_stage5_decodes_with_it(
     # first pair would fail.
     grid = {("2.0", "4.0"): None, ("0.2", "0.5"): None}
     lm_grid = " ".join(f"{w}:{b}" for w, b in grid)
-    out = _recipe(5, *common, "--data", str(corpus), "--chunks", "", "--lm-grid", lm_grid).stdout
+    decoding = [*common, "--data", str(corpus), "--chunks", "", "--lm-chunk", "4"]
+    out = _recipe(5, *decoding, "--lm-grid", lm_grid).stdout
     for w, b in grid:  # each pair decoded dev-clean
         summary = (exp / "decode" / "dev-clean" / f"lm_w{w}_b{b}" / "summary.txt").read_text()
         assert f"(weight {w}, word bonus {b}, oov penalty 3.0)" in summary
@@ -96,6 +98,16 @@ def test_stage0_fetches_the_lm_once_and_stage5_decodes_with_it(
     assert (decode / "full" / "summary.txt").is_file()
     hyps = (decode / "full_lm" / "hyp.txt").read_text().splitlines()
     assert len(hyps) == len(load_cuts(corpus / "test-clean"))
+    simulated = (decode / "chunk4_sim_lm" / "summary.txt").read_text()
+    settings = f"(weight {w}, word bonus {b}, oov penalty 3.0)"
+    assert f"{settings}, chunk 4, left -1, simulated streaming" in simulated
+
+    # Stage 6 streams with the LM and the pair stage 5 chose, and matches simulated streaming.
+    _recipe(6, *decoding, "--stream-chunks", "", "--lm-weight", "9")
+    n = len(hyps)
+    streamed = (decode / "stream4_lm" / "summary.txt").read_text()
+    assert f"identical to {decode / 'chunk4_sim_lm' / 'hyp.txt'}: {n}/{n}" in streamed
+    assert not (decode / "stream16").exists()
 
     # --lm "": no LM decode.
     shutil.rmtree(decode)
