@@ -15,11 +15,13 @@
 #   4  average:        wenet-lite average               -> $exp/avg_$average_num.pt
 #   5  decode test-clean: full context (greedy, and prefix beam with a word bigram LM of the
 #                      corpus's LM text: the whole train sentence pool, none of it in dev or
-#                      test), and for each chunk in $chunks the chunk-masked forward
-#                      and simulated streaming (chunk by chunk with caches)
-#   6  stream test-clean with `wenet-lite stream` for each chunk in $stream_chunks, score it
-#                      and compare with the simulated streaming transcripts; stream one file
-#                      with endpointing as a live stream would be printed
+#                      test; with the LM also simulated streaming at chunk $lm_chunk), and for
+#                      each chunk in $chunks the chunk-masked forward and simulated streaming
+#                      (chunk by chunk with caches)
+#   6  stream test-clean with `wenet-lite stream` for each chunk in $stream_chunks (and with
+#                      the LM at $lm_chunk), score it and compare with the simulated streaming
+#                      transcripts; stream one file with endpointing as a live stream would be
+#                      printed
 #   7  export TorchScript and ONNX (each fp32 and int8); stream the test set through them with
 #                      tools/run_exported.py and sherpa-onnx (tools/run_sherpa.py) and score it
 #   8  plots (training curves, CTC posteriors) and $exp/RESULTS.md
@@ -47,6 +49,8 @@ oov_penalty=${oov_penalty:-3.0}   # README "Results")
 blank_penalty=${blank_penalty:-0.7}
 lm_text=${lm_text:-}              # LM training text; default: the corpus's
                                   # librispeech-lm-norm.txt.gz if any, else the train transcripts
+lm_chunk=${lm_chunk-16}           # streaming with the LM at this chunk: simulated (stage 5) and
+                                  # streamed (stage 6) ("": neither)
 export_chunk=${export_chunk:-16}
 export_left=${export_left:-4}
 if [ "$smoke" = 1 ]; then
@@ -71,7 +75,8 @@ while [ $# -gt 0 ]; do
       if [ $# -lt 2 ]; then echo "$0: option $1 needs a value" >&2; exit 2; fi
       case "$name" in
         stage|stop_stage|hours|seed|nj|config|overrides|average_num|chunks|stream_chunks|\
-lm_beam|token_min_logp|lm_weight|word_bonus|oov_penalty|blank_penalty|lm_text|export_chunk|export_left|corpus|data|exp) printf -v "$name" '%s' "$2" ;;
+lm_beam|token_min_logp|lm_weight|word_bonus|oov_penalty|blank_penalty|lm_text|lm_chunk|\
+export_chunk|export_left|corpus|data|exp) printf -v "$name" '%s' "$2" ;;
         *) echo "$0: unknown option $1" >&2; exit 2 ;;
       esac
       shift 2 ;;
@@ -152,28 +157,36 @@ decode_test() {  # decode_test NAME [decode options]: $decode_dir/NAME
   wenet-lite decode --model "$model" --data "$data/$test_part" --out "$decode_dir/$1" \
     --device cpu "${@:2}"
 }
-decode_with_lm() {  # train the word LM, then decode with it (after resolve_lm_text)
+train_lm() {  # the word LM of stage 5 (after resolve_lm_text)
   local lm_source=(--data "$data/train-clean-100")
   if [ -n "$lm_text" ]; then lm_source=(--text "$lm_text"); fi
   python3 tools/train_word_lm.py "${lm_source[@]}" --out "$exp/lm.json"
-  decode_test full_lm --mode prefix_beam --beam "$lm_beam" \
-    ${token_min_logp:+--token-min-logp "$token_min_logp"} --lm "$exp/lm.json" \
-    --lm-weight "$lm_weight" --word-bonus "$word_bonus" --oov-penalty "$oov_penalty" \
-    --blank-penalty "$blank_penalty"
 }
-stream_test() {  # stream_test C: stream the test files at chunk C and score them
+lm_search=(--mode prefix_beam --beam "$lm_beam" ${token_min_logp:+--token-min-logp "$token_min_logp"}
+           --lm "$exp/lm.json" --lm-weight "$lm_weight" --word-bonus "$word_bonus"
+           --oov-penalty "$oov_penalty" --blank-penalty "$blank_penalty")
+decode_lm() {  # decode_lm NAME [decode options]: decode_test with the word LM
+  decode_test "$1" "${lm_search[@]}" "${@:2}"
+}
+stream_test() {  # stream_test C [lm]: stream the test files at chunk C (with the LM) and score
+  local name=stream$1${2:+_$2} sim=chunk$1_sim${2:+_$2} compare=() search=()
+  if [ -n "${2:-}" ]; then search=("${lm_search[@]}"); fi
   wenet-lite stream --model "$model" --chunk-size "$1" --no-endpoint --json --max-streams 8 \
-    "${files[@]}" > "$decode_dir/stream$1.jsonl"
-  local compare=()
-  [ -f "$decode_dir/chunk$1_sim/hyp.txt" ] && compare=(--compare "$decode_dir/chunk$1_sim")
-  python3 tools/score_stream.py --stream "$decode_dir/stream$1.jsonl" \
-    --data "$data/$test_part" --out "$decode_dir/stream$1" "${compare[@]}"
+    "${search[@]}" "${files[@]}" > "$decode_dir/$name.jsonl"
+  [ -f "$decode_dir/$sim/hyp.txt" ] && compare=(--compare "$decode_dir/$sim")
+  python3 tools/score_stream.py --stream "$decode_dir/$name.jsonl" \
+    --data "$data/$test_part" --out "$decode_dir/$name" "${compare[@]}"
 }
 
 if run_stage 5; then
   resolve_lm_text
-  log 5 "decode $test_part: full context greedy, and with a word LM of ${lm_text:-the training transcripts}; chunk ${chunks// /, }: chunk-masked and simulated streaming (two decodes at a time)"
-  jobs=(decode_with_lm)  # the longest first
+  log 5 "word LM of ${lm_text:-the training transcripts} -> $exp/lm.json"
+  train_lm
+  log 5 "decode $test_part: full context greedy and with the word LM${lm_chunk:+ (also simulated streaming at chunk $lm_chunk)}; chunk ${chunks// /, }: chunk-masked and simulated streaming (two decodes at a time)"
+  jobs=("decode_lm full_lm")  # the longest first
+  if [ -n "$lm_chunk" ]; then
+    jobs+=("decode_lm chunk${lm_chunk}_sim_lm --chunk-size $lm_chunk --simulate-streaming")
+  fi
   for c in $chunks; do jobs+=("decode_test chunk${c}_sim --chunk-size $c --simulate-streaming"); done
   jobs+=("decode_test full")
   for c in $chunks; do jobs+=("decode_test chunk$c --chunk-size $c"); done
@@ -183,9 +196,10 @@ fi
 if run_stage 6; then
   mkdir -p "$decode_dir"
   mapfile -t files < <(test_audio)
-  log 6 "stream ${#files[@]} files of $test_part at chunk ${stream_chunks// /, } (no endpointing, 8 streams batched)"
+  log 6 "stream ${#files[@]} files of $test_part at chunk ${stream_chunks// /, }${lm_chunk:+ and with the word LM at chunk $lm_chunk} (no endpointing, 8 streams batched)"
   jobs=()  # the list's last (smallest) chunk first: smaller chunks stream slower
   for c in $stream_chunks; do jobs=("stream_test $c" "${jobs[@]}"); done
+  if [ -n "$lm_chunk" ]; then jobs=("stream_test $lm_chunk lm" "${jobs[@]}"); fi
   in_parallel "${jobs[@]}"
   log 6 "one file as a live stream (partials on stderr, final segments with word times)"
   wenet-lite stream --model "$model" --chunk-size "${stream_chunks%% *}" "${files[0]}" \

@@ -72,7 +72,7 @@ def test_training_artefacts(smoke_run: Path) -> None:
 def test_decode_stream_and_results(smoke_run: Path) -> None:
     decode = smoke_run / "decode" / "test-clean"
     modes = ["full", "full_lm"] + [f"{m}{c}" for c in CHUNKS for m in ("chunk", "stream")]
-    modes += [f"chunk{c}_sim" for c in CHUNKS]
+    modes += [f"chunk{c}_sim" for c in CHUNKS] + ["chunk16_sim_lm", "stream16_lm"]
     for mode in modes:
         summary = (decode / mode / "summary.txt").read_text()
         assert "WER " in summary and "CER " in summary, mode
@@ -92,15 +92,19 @@ def test_decode_stream_and_results(smoke_run: Path) -> None:
     assert (smoke_run / "stream_one_file.txt").is_file()
 
 
-@pytest.mark.parametrize("chunk", CHUNKS)
-def test_stream_equals_simulated_streaming(smoke_run: Path, chunk: int) -> None:
+@pytest.mark.parametrize("chunk, lm", [(16, ""), (4, ""), (16, "_lm")])
+def test_stream_equals_simulated_streaming(smoke_run: Path, chunk: int, lm: str) -> None:
+    """Also with the word LM (stage 5's settings, beam, pruning and penalties)."""
     decode = smoke_run / "decode" / "test-clean"
-    streamed = _hyps(decode / f"stream{chunk}" / "hyp.txt")
-    simulated = _hyps(decode / f"chunk{chunk}_sim" / "hyp.txt")
+    streamed = _hyps(decode / f"stream{chunk}{lm}" / "hyp.txt")
+    simulated = _hyps(decode / f"chunk{chunk}_sim{lm}" / "hyp.txt")
     assert len(streamed) >= 10
     assert streamed == simulated
-    summary = (decode / f"stream{chunk}" / "summary.txt").read_text()
+    summary = (decode / f"stream{chunk}{lm}" / "summary.txt").read_text()
     assert f"{len(streamed)}/{len(streamed)}" in summary
+    if lm:
+        sim = (decode / f"chunk{chunk}_sim{lm}" / "summary.txt").read_text()
+        assert "+ LM " in sim and "blank penalty 0.7" in sim and "simulated streaming" in sim
 
 
 def test_exported_models_ran(smoke_run: Path) -> None:
