@@ -6,7 +6,7 @@ test:
 	$(PYTHON) -m pytest -q
 
 # Generate a synthetic LibriSpeech-layout corpus, train, decode, stream, export, print results
-# (recipes/synthetic/run.sh; 20.5-25 min measured on 2 CPU cores). Extra recipe flags: make demo ARGS="--stage 5".
+# (recipes/synthetic/run.sh; 16-25 min measured on 2 CPU cores). Extra recipe flags: make demo ARGS="--stage 5".
 demo:
 	bash recipes/synthetic/run.sh $(ARGS)
 
