@@ -21,22 +21,9 @@ import argparse
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import List, Optional
 
-from wenet_lite.data.manifest import cut_text, load_cuts
-from wenet_lite.data.tokenizer import normalize_text
-from wenet_lite.decode.lm import WordLM
-from wenet_lite.fileio import open_text
-
-
-def sentences(parts: List[Path], texts: List[Path]) -> Iterator[str]:
-    for part in parts:
-        for cut in load_cuts(part):
-            yield normalize_text(cut_text(cut))
-    for path in texts:
-        with open_text(path) as f:
-            for line in f:
-                yield normalize_text(line)
+from wenet_lite.decode.lm import WordLM, read_sentences
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -54,7 +41,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     for path in args.text:
         if not path.is_file():
             p.error(f"text file not found: {path}")
-    lm = WordLM.train(sentences(args.data, args.text), args.discount, args.order)
+    lm = WordLM.train(read_sentences(args.data, args.text), args.discount, args.order)
     if args.out.name.endswith((".arpa", ".arpa.gz")):
         lm.save_arpa(args.out)
     else:

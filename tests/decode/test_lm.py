@@ -167,3 +167,35 @@ def test_bigram_files_of_the_first_format_still_load(tmp_path: Path) -> None:
     assert again.order == 2
     for prev, word in (("THE", "CAT"), ("<s>", "A"), ("DOG", "ZEBRA")):
         assert again.log_prob(prev, word) == lm.log_prob(prev, word)
+
+
+def test_perplexity_by_hand_and_the_tool(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from wenet_lite.decode.lm import perplexity
+
+    lm = WordLM.train(TEXTS)
+    # THE CAT SAT </s> and DOG ZEBRA </s>: 7 predictions, ZEBRA outside the vocabulary.
+    logp = (
+        lm.log_prob("<s>", "THE") + lm.log_prob("THE", "CAT") + lm.log_prob("CAT", "SAT")
+        + lm.log_prob("SAT", EOS) + lm.log_prob("<s>", "DOG") + lm.log_prob("DOG", UNK)
+        + lm.log_prob("ZEBRA", EOS)
+    )  # fmt: skip
+    result = perplexity(lm, ["THE CAT SAT", "", "DOG ZEBRA"])
+    assert result.perplexity == pytest.approx(math.exp(-logp / 7))
+    assert (result.sentences, result.words, result.unknown) == (2, 5, 1)
+    with pytest.raises(ValueError, match="no words"):
+        perplexity(lm, ["", " "])
+
+    lm.save(tmp_path / "lm.json")
+    lm.save_arpa(tmp_path / "lm.arpa")
+    (tmp_path / "dev.txt").write_text("the cat sat\ndog zebra\n")
+    script = Path(__file__).parents[2] / "tools" / "lm_perplexity.py"
+    cmd = [sys.executable, str(script), "--text", str(tmp_path / "dev.txt")]
+    cmd += ["--lm", str(tmp_path / "lm.json"), "--lm", str(tmp_path / "lm.arpa")]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    want = f"| {result.perplexity:.1f} | 2 | 5 | 1 (20.0 %) |"
+    assert out.count(want) == 2, out  # the same model as JSON and as ARPA
+    bad = subprocess.run([*cmd[:4], "--lm", str(tmp_path / "nope.arpa")], capture_output=True)
+    assert bad.returncode == 2 and b"nope.arpa" in bad.stderr

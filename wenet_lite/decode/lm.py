@@ -35,14 +35,27 @@ import json
 import math
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import (
+    Dict,
+    FrozenSet,
+    Iterable,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
+from wenet_lite.data.manifest import cut_text, load_cuts
+from wenet_lite.data.tokenizer import normalize_text
 from wenet_lite.decode.arpa import BOS, CACHE_LIMIT, EOS, UNK, ArpaLM, Entry, write_arpa
-from wenet_lite.fileio import write_text_atomic
+from wenet_lite.fileio import open_text, write_text_atomic
 
 __all__ = [
-    "LanguageModel", "LMState", "LMScorer", "WordLM", "load_lm", "LM_WEIGHT", "OOV_PENALTY",
-    "WORD_BONUS",
+    "LanguageModel", "LMState", "LMScorer", "Perplexity", "WordLM", "load_lm", "perplexity",
+    "read_sentences", "LM_WEIGHT", "OOV_PENALTY", "WORD_BONUS",
 ]  # fmt: skip
 
 _FORMAT = "wenet_lite word n-gram, absolute discounting"
@@ -209,6 +222,50 @@ def load_lm(path: Pathlike) -> LanguageModel:
     if name.endswith(".arpa") or name.endswith(".arpa.gz"):
         return ArpaLM.load(path)
     return WordLM.load(path)
+
+
+class Perplexity(NamedTuple):
+    """An LM's perplexity over sentences: exp of the mean negative log-probability of every
+    word and each sentence's ``</s>``, unknown words scored as ``<unk>`` (as fusion scores them)."""
+
+    perplexity: float
+    sentences: int
+    words: int
+    unknown: int
+    """words outside the LM's vocabulary"""
+
+
+def read_sentences(parts: Iterable[Pathlike], texts: Iterable[Pathlike]) -> Iterator[str]:
+    """Normalised sentences (as the tokenizer normalises text): the transcripts of prepared
+    parts (cuts.jsonl.gz), then the lines of text files (gzipped if named .gz)."""
+    for part in parts:
+        for cut in load_cuts(part):
+            yield normalize_text(cut_text(cut))
+    for path in texts:
+        with open_text(path) as f:
+            for line in f:
+                yield normalize_text(line)
+
+
+def perplexity(lm: LanguageModel, sentences: Iterable[str]) -> Perplexity:
+    """:class:`Perplexity` of ``lm`` over normalised sentences (words split on spaces; empty
+    ones are skipped)."""
+    total, tokens, count, words, unknown = 0.0, 0, 0, 0, 0
+    for sentence in sentences:
+        history = BOS
+        sentence_words = sentence.split()
+        if not sentence_words:
+            continue
+        for word in [*sentence_words, EOS]:
+            total += lm.log_prob(history, word)
+            history = lm.next_history(history, word)
+        count += 1
+        tokens += len(sentence_words) + 1
+        words += len(sentence_words)
+        unknown += sum(w not in lm.words for w in sentence_words)
+    if not tokens:
+        raise ValueError("no words to compute a perplexity over")
+    return Perplexity(math.exp(-total / tokens), count, words, unknown)
 
 
 class LMState(NamedTuple):
