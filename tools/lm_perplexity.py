@@ -33,10 +33,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = p.parse_args(argv)
     if not args.data and not args.text:
         p.error("give --data and/or --text")
-    for path in args.text:
-        if not path.is_file():
-            p.error(f"text file not found: {path}")
-    sentences = list(read_sentences(args.data, args.text))
+    try:
+        sentences = list(read_sentences(args.data, args.text))
+    except FileNotFoundError as e:
+        p.error(str(e))
     print("| LM | perplexity | sentences | words | outside the LM's vocabulary |")
     print("|---|---|---|---|---|")
     for path in args.lm:

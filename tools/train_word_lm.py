@@ -38,10 +38,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = p.parse_args(argv)
     if not args.data and not args.text:
         p.error("give --data and/or --text")
-    for path in args.text:
-        if not path.is_file():
-            p.error(f"text file not found: {path}")
-    lm = WordLM.train(read_sentences(args.data, args.text), args.discount, args.order)
+    try:
+        lm = WordLM.train(read_sentences(args.data, args.text), args.discount, args.order)
+    except FileNotFoundError as e:
+        p.error(str(e))
     if args.out.name.endswith((".arpa", ".arpa.gz")):
         lm.save_arpa(args.out)
     else:

@@ -237,7 +237,12 @@ class Perplexity(NamedTuple):
 
 def read_sentences(parts: Iterable[Pathlike], texts: Iterable[Pathlike]) -> Iterator[str]:
     """Normalised sentences (as the tokenizer normalises text): the transcripts of prepared
-    parts (cuts.jsonl.gz), then the lines of text files (gzipped if named .gz)."""
+    parts (cuts.jsonl.gz), then the lines of text files (gzipped if named .gz). A missing text
+    file raises FileNotFoundError before any sentence is read."""
+    texts = list(texts)
+    for path in texts:
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"text file not found: {path}")
     for part in parts:
         for cut in load_cuts(part):
             yield normalize_text(cut_text(cut))
