@@ -42,7 +42,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         lm = WordLM.train(read_sentences(args.data, args.text), args.discount, args.order)
     except FileNotFoundError as e:
         p.error(str(e))
-    if args.out.name.endswith((".arpa", ".arpa.gz")):
+    if args.out.name.lower().endswith((".arpa", ".arpa.gz")):
         lm.save_arpa(args.out)
     else:
         lm.save(args.out)

@@ -92,6 +92,7 @@ def test_load_lm_picks_the_format_by_name(tmp_path: Path) -> None:
     lm.save(tmp_path / "lm.json")
     assert isinstance(load_lm(tmp_path / "lm.json"), WordLM)
     assert isinstance(load_lm(_write(tmp_path / "x.arpa", HAND)), ArpaLM)
+    assert isinstance(load_lm(_write(tmp_path / "X.ARPA", HAND)), ArpaLM)
     scorer = LMScorer.load(tmp_path / "x.arpa", ["<blank>", "\u2581A"])
     assert scorer.lm.words == {"A", "B", EOS}
 

@@ -218,8 +218,8 @@ LanguageModel = Union[WordLM, ArpaLM]
 
 def load_lm(path: Pathlike) -> LanguageModel:
     """An ARPA file (name ending in .arpa or .arpa.gz) or ``tools/train_word_lm.py``'s JSON."""
-    name = Path(path).name
-    if name.endswith(".arpa") or name.endswith(".arpa.gz"):
+    name = Path(path).name.lower()
+    if name.endswith((".arpa", ".arpa.gz")):
         return ArpaLM.load(path)
     return WordLM.load(path)
 
