@@ -1,4 +1,5 @@
-"""Back-off word n-gram LMs in the ARPA text format: read one, write one.
+"""Word n-gram LMs as fusion scores them (:class:`NGramLM`), and back-off LMs in the ARPA text
+format: read one (:class:`ArpaLM`), write one.
 
 ARPA is what n-gram toolkits exchange: KenLM's ``lmplz`` and SRILM's ``ngram-count`` write it,
 and openslr.org/11 publishes LibriSpeech's LMs in it (``3-gram.pruned.1e-7.arpa.gz``, ...).
@@ -30,11 +31,11 @@ import io
 import math
 import re
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Tuple, Union
+from typing import Dict, Iterable, Iterator, List, Sequence, Tuple, Union
 
 from wenet_lite.fileio import atomic_open, open_text
 
-__all__ = ["ArpaLM", "BOS", "EOS", "UNK", "write_arpa"]
+__all__ = ["ArpaLM", "BOS", "EOS", "NGramLM", "UNK", "write_arpa"]
 
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 _LN10 = math.log(10.0)
@@ -46,33 +47,62 @@ Pathlike = Union[str, Path]
 Entry = Tuple[str, float, float]  # n-gram ("w1 .. wn"), log10 P, log10 back-off weight
 
 
-class ArpaLM:
-    """A back-off n-gram read from an ARPA file, scored in natural log.
+class NGramLM:
+    """What fusion and perplexity ask of a word n-gram LM, in natural log.
 
-    Same interface as :class:`wenet_lite.decode.lm.WordLM`: ``log_prob(history, word)`` with
-    ``history`` the previous words joined by spaces (``<s>`` first at a sentence start),
-    ``next_history``, ``words`` and ``order``. Words must be upper case, as wenet_lite
-    transcripts are.
+    ``log_prob(history, word)``: ``history`` is the previous words joined by spaces (``<s>``
+    first at a sentence start; only the last ``order - 1`` count), a word outside ``words`` is
+    ``<unk>``. Scores are cached per (history, word). Subclasses implement ``_log_prob``.
     """
+
+    def __init__(self, order: int, words: Iterable[str]) -> None:
+        self.order = order
+        self.words = frozenset(words)
+        """every word the LM scores as itself (``</s>`` included, ``<s>`` not)"""
+        self._cache: Dict[Tuple[str, str], float] = {}
+
+    def log_prob(self, history: str, word: str) -> float:
+        """log P(word | history)."""
+        if word not in self.words:
+            word = UNK
+        key = (history, word)
+        cached = self._cache.get(key)
+        if cached is None:
+            if len(self._cache) >= CACHE_LIMIT:
+                self._cache.clear()
+            context = history.split()[1 - self.order :]
+            self._cache[key] = cached = self._log_prob(context, word)
+        return cached
+
+    def _log_prob(self, context: Sequence[str], word: str) -> float:
+        """log P(word | context), context the last ``order - 1`` words (or fewer)."""
+        raise NotImplementedError
+
+    def next_history(self, history: str, word: str) -> str:
+        """The history after ``word`` follows ``history``: its last ``order - 1`` words."""
+        return " ".join([*history.split(), word][1 - self.order :])
+
+
+class ArpaLM(NGramLM):
+    """A back-off n-gram read from an ARPA file (:class:`NGramLM`, backing off as the module
+    docstring says). Words must be upper case, as wenet_lite transcripts are."""
 
     def __init__(
         self, probs: Dict[str, float], backoffs: Dict[str, float], order: int, source: str = ""
     ) -> None:
         """``probs``/``backoffs``: n-gram ("w1 .. wn") -> natural-log probability / back-off
         weight (a missing weight is 0)."""
-        self.order = order
+        # Every word with a unigram (</s> and <unk> included when stored).
+        super().__init__(order, (k for k in probs if " " not in k and k != BOS))
         self.source = source
         self._probs = probs
         self._backoffs = backoffs
-        self.words = frozenset(k for k in probs if " " not in k and k != BOS)
-        """every word with a unigram (``</s>`` and ``<unk>`` included when stored)"""
         if not self.words:
             raise ValueError(f"{source or 'an ARPA LM'}: no words but <s>")
         if UNK in probs:
             self._unk = probs[UNK]
         else:  # no <unk> in the file: an unknown word is as likely as the rarest known one
             self._unk = min(probs[w] for w in self.words)
-        self._cache: Dict[Tuple[str, str], float] = {}
 
     @classmethod
     def load(cls, path: Pathlike) -> ArpaLM:
@@ -92,20 +122,7 @@ class ArpaLM:
             )
         return cls(probs, backoffs, max(declared), str(path))
 
-    def log_prob(self, history: str, word: str) -> float:
-        """log P(word | history), backing off as the module docstring says."""
-        if word not in self.words:
-            word = UNK
-        key = (history, word)
-        cached = self._cache.get(key)
-        if cached is None:
-            if len(self._cache) >= CACHE_LIMIT:
-                self._cache.clear()
-            context = history.split()[1 - self.order :]
-            self._cache[key] = cached = self._score(context, word)
-        return cached
-
-    def _score(self, context: List[str], word: str) -> float:
+    def _log_prob(self, context: Sequence[str], word: str) -> float:
         # An unknown history word is <unk>, which the file may hold n-grams of.
         context = [w if w in self.words or w == BOS else UNK for w in context]
         total = 0.0
@@ -117,10 +134,6 @@ class ArpaLM:
                 return total + self._unk  # <unk> itself when the file has no <unk>
             total += self._backoffs.get(" ".join(context), 0.0)
             context = context[1:]
-
-    def next_history(self, history: str, word: str) -> str:
-        """The history after ``word`` follows ``history``: its last ``order - 1`` words."""
-        return " ".join([*history.split(), word][1 - self.order :])
 
 
 def _read_arpa(path: Path, probs: Dict[str, float], backoffs: Dict[str, float]) -> Dict[int, int]:

@@ -35,22 +35,11 @@ import json
 import math
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import (
-    Dict,
-    FrozenSet,
-    Iterable,
-    Iterator,
-    List,
-    NamedTuple,
-    Optional,
-    Sequence,
-    Tuple,
-    Union,
-)
+from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Union
 
 from wenet_lite.data.manifest import cut_text, load_cuts
 from wenet_lite.data.tokenizer import normalize_text
-from wenet_lite.decode.arpa import BOS, CACHE_LIMIT, EOS, UNK, ArpaLM, Entry, write_arpa
+from wenet_lite.decode.arpa import BOS, EOS, UNK, ArpaLM, Entry, NGramLM, write_arpa
 from wenet_lite.fileio import open_text, write_text_atomic
 
 __all__ = [
@@ -70,10 +59,9 @@ WORD_BONUS = 2.5
 OOV_PENALTY = 3.0
 
 
-class WordLM:
-    """Word n-gram of order 2 or 3; ``log_prob(history, word)`` in natural log, where
-    ``history`` is the previous words joined by spaces (``<s>`` first at a sentence start;
-    only the last ``order - 1`` count). Words are upper-case strings."""
+class WordLM(NGramLM):
+    """Word n-gram of order 2 or 3 (:class:`NGramLM`: ``log_prob(history, word)`` in natural
+    log). Words are upper-case strings."""
 
     def __init__(
         self,
@@ -88,20 +76,14 @@ class WordLM:
             raise ValueError(f"order must be 2 or 3, got {order}")
         if not unigrams:
             raise ValueError("a language model needs at least one word")
+        super().__init__(order, [*unigrams, EOS])  # any other word is <unk>
         self.unigrams = dict(unigrams)
         self.ngrams = {h: dict(ws) for h, ws in ngrams.items()}
         """history ("V", or "U V" for trigrams) -> {word: count}"""
         self.discount = discount
-        self.order = order
         self.vocab_size = len(set(self.unigrams) | {EOS, UNK})
         self._total = sum(self.unigrams.values())
         self._history = {h: (sum(ws.values()), len(ws)) for h, ws in self.ngrams.items()}
-        self._cache: Dict[Tuple[str, str], float] = {}
-
-    @property
-    def words(self) -> FrozenSet[str]:
-        """Every word the LM knows (``</s>`` included, ``<s>`` and ``<unk>`` not)."""
-        return frozenset(self.unigrams)
 
     @classmethod
     def train(cls, texts: Iterable[str], discount: float = 0.75, order: int = 2) -> WordLM:
@@ -125,19 +107,8 @@ class WordLM:
         p = max(count - d, 0.0) / n + d * len(self.unigrams) / n / self.vocab_size
         return math.log(p)
 
-    def log_prob(self, history: str, word: str) -> float:
-        """log P(word | history); an unseen ``word`` is ``<unk>``, an unseen history backs
-        off to a shorter one."""
-        if word not in self.unigrams and word != EOS:
-            word = UNK
-        key = (history, word)
-        cached = self._cache.get(key)
-        if cached is None:
-            if len(self._cache) >= CACHE_LIMIT:
-                self._cache.clear()
-            context = history.split()[1 - self.order :]
-            self._cache[key] = cached = math.log(self._prob(context, word))
-        return cached
+    def _log_prob(self, context: Sequence[str], word: str) -> float:
+        return math.log(self._prob(context, word))  # an unseen history backs off
 
     def _prob(self, context: Sequence[str], word: str) -> float:
         """P(w | h) = max(c(h, w) - D, 0) / c(h) + D * N1+(h .) / c(h) * P(w | h minus its
@@ -152,10 +123,6 @@ class WordLM:
         count, types = stats
         seen = self.ngrams[history].get(word, 0)
         return max(seen - self.discount, 0.0) / count + self.discount * types / count * lower
-
-    def next_history(self, history: str, word: str) -> str:
-        """The history after ``word`` follows ``history``: its last ``order - 1`` words."""
-        return " ".join([*history.split(), word][1 - self.order :])
 
     def save_arpa(self, path: Pathlike) -> Path:
         """Write the model as an ARPA back-off LM (gzipped if ``path`` ends in .gz); an
@@ -213,7 +180,7 @@ class WordLM:
             raise ValueError(f"{path}: not a wenet_lite word LM ({e})") from None
 
 
-LanguageModel = Union[WordLM, ArpaLM]
+LanguageModel = NGramLM  # a WordLM or an ArpaLM
 
 
 def load_lm(path: Pathlike) -> LanguageModel:
@@ -330,7 +297,7 @@ class LMScorer:
         oov_penalty: float = OOV_PENALTY,
     ) -> LMScorer:
         """A scorer over ``lm``: a ``WordLM``/``ArpaLM`` or a file :func:`load_lm` reads."""
-        lm = lm if isinstance(lm, (WordLM, ArpaLM)) else load_lm(lm)
+        lm = lm if isinstance(lm, NGramLM) else load_lm(lm)
         return cls(lm, pieces, weight, word_bonus, oov_penalty)
 
     def _complete(self, state: LMState) -> LMState:
