@@ -1,3 +1,4 @@
+import os
 import shutil
 import subprocess
 import sys
@@ -9,6 +10,10 @@ import torch
 
 # Tests are small; one thread keeps them fast and deterministic on a shared 2-core machine.
 torch.set_num_threads(1)
+
+# Recipes and CLI subprocesses call `wenet-lite` and `python3`: those of the environment running
+# the tests, whether or not it is activated (`make test` runs .venv/bin/python directly).
+os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
 
 
 # ---- a tiny generated LibriSpeech-layout corpus, shared by the data and training tests ----

@@ -9,10 +9,10 @@ import torch
 from lhotse import CutSet, MonoCut, Recording, SupervisionSegment
 
 from wenet_lite import fileio
+from wenet_lite.checkpoint import load_checkpoint, save_checkpoint
 from wenet_lite.data.manifest import load_cuts, save_cuts
 from wenet_lite.decode.lm import WordLM
 from wenet_lite.features.cmvn import load_cmvn, save_cmvn
-from wenet_lite.train.checkpoint import load_checkpoint, save_checkpoint
 
 
 def _fail_fsync(monkeypatch: pytest.MonkeyPatch) -> None:

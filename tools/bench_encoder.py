@@ -43,6 +43,8 @@ def _build(config: str):
 
 def _stream(enc, feats: torch.Tensor, chunk: int, left: int) -> List[float]:
     """Time each forward_chunk call the way a streaming server would make them."""
+    from wenet_lite.model.posenc import slice_tables
+
     sub = enc.subsampling
     total = int(sub.output_lengths(torch.tensor(feats.size(1))).item())
     num_chunks = (total + chunk - 1) // chunk
@@ -54,8 +56,7 @@ def _stream(enc, feats: torch.Tensor, chunk: int, left: int) -> List[float]:
     times = []
     for k in range(num_chunks):
         c = min(chunk, total - k * chunk)
-        keys = state[0].size(3) + c
-        pos = [p[:, max_keys - keys : max_keys + c - 1] for p in tables]
+        pos = slice_tables(tables, max_keys, c, state.att_cache.size(3) + c)
         start = k * chunk * sub.rate
         t0 = time.perf_counter()
         _, state = enc.forward_chunk(feats[:, start : start + window], state, None, pos)

@@ -44,12 +44,13 @@ def _recognizer(config: str, chunk: int, left: int, device: str, dtype: torch.dt
     from wenet_lite.decode.endpoint import EndpointConfig
     from wenet_lite.decode.streaming import StreamingRecognizer
     from wenet_lite.model import build_model
+    from wenet_lite.model.chunking import Chunking
 
     cfg = load_config(config)
     torch.manual_seed(0)
     model = build_model(cfg, cfg.tokenizer.vocab_size).to(device, dtype)
     return StreamingRecognizer.from_model(
-        model, cfg, None, chunk, left, endpoint=EndpointConfig(enabled=False)
+        model, cfg, None, Chunking(chunk, left), endpoint=EndpointConfig(enabled=False)
     )
 
 

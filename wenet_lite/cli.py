@@ -8,9 +8,11 @@ imports its module lazily (so `--help` is instant) and calls the typed function.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
-from typing import Callable, List, Optional
+import typing
+from typing import Any, Callable, List, Literal, Optional, Sequence, Union
 
 from wenet_lite.config import ConfigError
 
@@ -162,7 +164,6 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 def _run_train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from wenet_lite.train.checkpoint import CheckpointError
     from wenet_lite.train.trainer import TrainOptions, train
 
     def parts(text: str) -> tuple:
@@ -182,10 +183,7 @@ def _run_train(args: argparse.Namespace) -> int:
         resume=args.resume,
         progress_bar=not args.no_progress,
     )
-    try:
-        result = train(opts)
-    except CheckpointError as e:
-        raise ValueError(str(e)) from None
+    result = train(opts)
     if result.is_main:
         print(f"{args.exp}: trained to step {result.step} (epoch {result.epoch - 1} done)")
     return 0
@@ -210,17 +208,63 @@ def _add_average(sub: argparse._SubParsersAction) -> None:
 
 def _run_average(args: argparse.Namespace) -> int:
     from wenet_lite.train.average import average_checkpoints
-    from wenet_lite.train.checkpoint import CheckpointError
 
-    try:
-        out = average_checkpoints(args.exp, args.num, args.out, best=args.best)
-    except CheckpointError as e:
-        raise ValueError(str(e)) from None
-    print(out)
+    print(average_checkpoints(args.exp, args.num, args.out, best=args.best))
     return 0
 
 
+def _add_options(p: argparse.ArgumentParser, cls: type, skip: Sequence[str] = ()) -> None:
+    """One flag per field of the options dataclass ``cls`` that declares one in its metadata
+    (see ``decode/options.py``): type, choices and default come from the field."""
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if "flag" not in f.metadata or f.name in skip:
+            continue
+        extra = {k: v for k, v in f.metadata.items() if k not in ("flag", "help")}
+        kind = hints[f.name]
+        if typing.get_origin(kind) is Union:  # Optional[X]
+            kind = next(a for a in typing.get_args(kind) if a is not type(None))
+        if typing.get_origin(kind) is Literal:
+            extra.setdefault("choices", typing.get_args(kind))
+            kind = str
+        default = f.default
+        help_text = f.metadata["help"] + ("" if default is None else f" ({default})")
+        p.add_argument(
+            f.metadata["flag"], dest=f.name, type=kind, default=default, help=help_text, **extra
+        )
+
+
+def _options(cls: type, args: argparse.Namespace, **given: Any) -> Any:
+    """``cls`` from the flags :func:`_add_options` declared; a refused value is a usage error."""
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if f.name in args}
+    try:
+        return cls(**{**values, **given})
+    except ValueError as e:
+        raise _UsageError(str(e)) from None
+
+
+def _add_chunking(p: argparse.ArgumentParser, chunk: int, left: int, full: str = "") -> None:
+    p.add_argument(
+        "--chunk-size", type=int, default=chunk,
+        help=f"encoder frames per chunk{full} ({chunk})",
+    )  # fmt: skip
+    p.add_argument(
+        "--left-chunks", type=int, default=left, help=f"history chunks, -1: all ({left})"
+    )
+
+
+def _chunking(args: argparse.Namespace) -> Any:
+    from wenet_lite.model.chunking import Chunking
+
+    try:
+        return Chunking(args.chunk_size, args.left_chunks)
+    except ValueError as e:
+        raise _UsageError(str(e)) from None
+
+
 def _add_decode(sub: argparse._SubParsersAction) -> None:
+    from wenet_lite.decode.options import SearchOptions
+
     p = sub.add_parser(
         "decode",
         help="decode a test set and score WER/CER",
@@ -228,22 +272,18 @@ def _add_decode(sub: argparse._SubParsersAction) -> None:
         "[--mode greedy|prefix_beam] [--beam 10] [--lm lm.json] [--chunk-size 16 "
         "--left-chunks -1 [--simulate-streaming]] [--out DIR]\n\n"
         "Writes DIR/hyp.txt (id text), details.txt (alignments, token times, confidence), "
-        "summary.txt (WER, CER with S/D/I, failures, RTF) and errors.txt. --chunk-size alone "
+        "summary.txt (WER, CER with S/D/I, failures, RTF), summary.json (the same, for "
+        "tools) and errors.txt. --chunk-size alone "
         "decodes with the streaming attention mask in one forward; --simulate-streaming runs "
         "the encoder chunk by chunk with caches (what `stream` computes). --lm fuses a word "
-        "n-gram LM (tools/train_word_lm.py JSON, or an ARPA file) into prefix beam search. "
+        "n-gram LM (`wenet-lite train-lm` JSON, or an ARPA file) into prefix beam search. "
         "Exit code 1 if some audio could not be read (each file named; the rest is decoded).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--model", required=True, help="model file (checkpoint or averaged)")
     p.add_argument("--data", required=True, help="dir holding cuts.jsonl.gz, or the file")
-    p.add_argument("--mode", choices=["greedy", "prefix_beam"], default="greedy")
-    p.add_argument("--beam", type=int, help="prefix beam size (default: the model's config)")
-    p.add_argument("--nbest", type=int, help="prefix_beam: write the n best to nbest.txt")
-    p.add_argument("--lm", help="prefix_beam: word LM (tools/train_word_lm.py JSON, or .arpa[.gz])")
-    _add_search_options(p)
-    p.add_argument("--chunk-size", type=int, default=0, help="encoder frames, 0: full context")
-    p.add_argument("--left-chunks", type=int, default=-1, help="history chunks, -1: all")
+    _add_options(p, SearchOptions)
+    _add_chunking(p, 0, -1, full=", 0: full context")
     p.add_argument("--simulate-streaming", action="store_true", help="chunk by chunk, cached")
     p.add_argument("--batch-seconds", type=float, default=100.0, help="padded audio per batch")
     p.add_argument("--out", help="output dir (default: MODEL_DIR/decode_<data>_<settings>)")
@@ -251,52 +291,19 @@ def _add_decode(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run_decode)
 
 
-def _add_search_options(p: argparse.ArgumentParser) -> None:
-    """The CTC search settings ``decode`` and ``stream`` share (after --lm)."""
-    from wenet_lite.decode.lm import LM_WEIGHT, OOV_PENALTY, WORD_BONUS
-
-    p.add_argument(
-        "--lm-weight", type=float, default=LM_WEIGHT, help=f"LM log-prob weight ({LM_WEIGHT})"
-    )
-    p.add_argument(
-        "--word-bonus", type=float, default=WORD_BONUS,
-        help=f"score added per word ({WORD_BONUS})",
-    )  # fmt: skip
-    p.add_argument(
-        "--oov-penalty", type=float, default=OOV_PENALTY,
-        help=f"score taken where a word leaves the LM's vocabulary ({OOV_PENALTY})",
-    )  # fmt: skip
-    p.add_argument(
-        "--token-min-logp", type=float, metavar="LOGP",
-        help="prefix_beam: skip a frame's tokens below this log-prob, e.g. -5 (default: none)",
-    )  # fmt: skip
-    p.add_argument(
-        "--blank-penalty", type=float, default=0.0,
-        help="subtracted from the blank's logit before the search, e.g. 0.5 (0)",
-    )  # fmt: skip
-
-
 def _run_decode(args: argparse.Namespace) -> int:
+    from wenet_lite.decode.options import SearchOptions
     from wenet_lite.decode.recognize import DecodeOptions, decode_cuts, default_out_dir
-    from wenet_lite.train.checkpoint import CheckpointError
 
-    if args.simulate_streaming and args.chunk_size <= 0:
-        raise _UsageError("--simulate-streaming needs --chunk-size > 0")
     try:
         options = DecodeOptions(
-            search=args.mode, beam_size=args.beam, nbest=args.nbest, chunk_size=args.chunk_size,
-            left_chunks=args.left_chunks, simulate_streaming=args.simulate_streaming,
-            batch_seconds=args.batch_seconds, lm=args.lm, lm_weight=args.lm_weight,
-            word_bonus=args.word_bonus, oov_penalty=args.oov_penalty,
-            token_min_logp=args.token_min_logp, blank_penalty=args.blank_penalty,
+            search=_options(SearchOptions, args), chunking=_chunking(args),
+            simulate_streaming=args.simulate_streaming, batch_seconds=args.batch_seconds,
         )  # fmt: skip
     except ValueError as e:
         raise _UsageError(str(e)) from None
     out = args.out or default_out_dir(args.model, args.data, options)
-    try:
-        report = decode_cuts(args.model, args.data, out, options, _device(args.device))
-    except CheckpointError as e:
-        raise ValueError(str(e)) from None
+    report = decode_cuts(args.model, args.data, out, options, _device(args.device))
     print("\n".join(report.summary_lines()))
     print(f"results in {out}")
     for utt, message in report.failures:
@@ -311,6 +318,8 @@ def _device(name: Optional[str]) -> str:
 
 
 def _add_stream(sub: argparse._SubParsersAction) -> None:
+    from wenet_lite.decode.options import SearchOptions
+
     p = sub.add_parser(
         "stream",
         help="streaming recognition of audio files or live PCM on stdin",
@@ -326,12 +335,8 @@ def _add_stream(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("inputs", nargs="+", metavar="AUDIO", help="audio files, or - for stdin")
     p.add_argument("--model", required=True, help="model file (checkpoint or averaged)")
-    p.add_argument("--chunk-size", type=int, default=16, help="encoder frames per chunk (16)")
-    p.add_argument("--left-chunks", type=int, default=-1, help="history chunks, -1: all (-1)")
-    p.add_argument("--mode", choices=["greedy", "prefix_beam"], default="greedy")
-    p.add_argument("--beam", type=int, help="prefix beam size (default: the model's config)")
-    p.add_argument("--lm", help="prefix_beam: word LM (tools/train_word_lm.py JSON, or .arpa[.gz])")
-    _add_search_options(p)
+    _add_chunking(p, 16, -1)
+    _add_options(p, SearchOptions, skip=("nbest",))
     p.add_argument("--json", action="store_true", help="JSON lines on stdout")
     p.add_argument("--no-endpoint", action="store_true", help="one segment per input")
     p.add_argument("--rule1-silence", type=float, default=2.4, help="s, nothing decoded (2.4)")
@@ -345,9 +350,9 @@ def _add_stream(sub: argparse._SubParsersAction) -> None:
 
 def _run_stream(args: argparse.Namespace) -> int:
     from wenet_lite.decode.endpoint import EndpointConfig
+    from wenet_lite.decode.options import SearchOptions
     from wenet_lite.decode.stream_files import stream_inputs
     from wenet_lite.decode.streaming import StreamingRecognizer
-    from wenet_lite.train.checkpoint import CheckpointError
 
     try:
         endpoint = EndpointConfig(
@@ -355,18 +360,12 @@ def _run_stream(args: argparse.Namespace) -> int:
         )
     except ValueError as e:
         raise _UsageError(str(e)) from None
-    if args.lm and args.mode != "prefix_beam":
-        raise _UsageError("--lm needs --mode prefix_beam")
-    try:
-        recognizer = StreamingRecognizer(
-            args.model, args.chunk_size, args.left_chunks, search=args.mode,
-            beam_size=args.beam, lm=args.lm, lm_weight=args.lm_weight,
-            word_bonus=args.word_bonus, oov_penalty=args.oov_penalty,
-            token_min_logp=args.token_min_logp, blank_penalty=args.blank_penalty,
-            endpoint=endpoint, device=args.device,
-        )  # fmt: skip
-    except CheckpointError as e:
-        raise ValueError(str(e)) from None
+    chunking, options = _chunking(args), _options(SearchOptions, args)
+    if not chunking.streaming:
+        raise _UsageError(f"--chunk-size must be >= 1 to stream, got {chunking.chunk_size}")
+    recognizer = StreamingRecognizer(
+        args.model, chunking, options, endpoint=endpoint, device=args.device
+    )
     failed = stream_inputs(
         recognizer, args.inputs, json_lines=args.json, max_streams=args.max_streams,
         sample_rate=args.sample_rate,
@@ -392,28 +391,23 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", required=True, help="model file (checkpoint or averaged)")
     p.add_argument("--format", required=True, choices=["torchscript", "onnx"])
     p.add_argument("--out", required=True, help="torchscript: output file; onnx: output dir")
-    p.add_argument("--chunk-size", type=int, default=16, help="encoder frames per chunk (16)")
-    p.add_argument("--left-chunks", type=int, default=4, help="cached chunks, -1: all (4)")
+    _add_chunking(p, 16, 4, full=", 0: full context (torchscript)")
     p.add_argument("--quantize", choices=["int8"], help="dynamic int8 Linear/MatMul weights")
     p.set_defaults(func=_run_export)
 
 
 def _run_export(args: argparse.Namespace) -> int:
-    from wenet_lite.train.checkpoint import CheckpointError
-
     chunking = dict(chunk_size=args.chunk_size, left_chunks=args.left_chunks)
-    try:
-        if args.format == "torchscript":
-            from wenet_lite.export.torchscript import export_torchscript
+    if args.format == "torchscript":
+        from wenet_lite.export.torchscript import export_torchscript
 
-            written = [export_torchscript(args.model, args.out, **chunking, quantize=args.quantize)]
-        else:
-            from wenet_lite.export.onnx import export_onnx
+        written = [export_torchscript(args.model, args.out, **chunking, quantize=args.quantize)]
+    else:
+        from wenet_lite.export.onnx import export_onnx
 
-            paths = export_onnx(args.model, args.out, **chunking, quantize=args.quantize)
-            written = list(paths.values())
-    except CheckpointError as e:
-        raise ValueError(str(e)) from None
+        written = list(
+            export_onnx(args.model, args.out, **chunking, quantize=args.quantize).values()
+        )
     for path in written:
         print(path)
     return 0

@@ -1,20 +1,21 @@
-"""Model files: what `decode`, `stream` and `export` take.
+"""Model files as models: what `decode`, `stream`, `export` and the trainer read and write.
 
-A model file (a training checkpoint or an averaged model) holds the state dict, the resolved
-config and the tokenizer, so it alone rebuilds the model: dims are never passed as flags.
+A model file (a training checkpoint or an averaged model, in the format of
+``wenet_lite.checkpoint``) holds the state dict, the resolved config and the tokenizer, so it
+alone rebuilds the model: dims are never passed as flags.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple, Union
 
 import torch
 
+from wenet_lite.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from wenet_lite.config import ExperimentConfig, config_from_dict, config_to_dict
 from wenet_lite.data.tokenizer import Tokenizer
 from wenet_lite.model import ASRModel, build_model
-from wenet_lite.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 
 __all__ = ["load_model", "save_model", "model_payload"]
 
@@ -30,29 +31,29 @@ def model_payload(
 
 
 def save_model(
-    path: str | Path, model: ASRModel, cfg: ExperimentConfig, tokenizer: Tokenizer
+    path: Union[str, Path], model: ASRModel, cfg: ExperimentConfig, tokenizer: Tokenizer
 ) -> None:
     """Write a model file atomically (no optimizer state)."""
     save_checkpoint(model_payload(model, cfg, tokenizer), path)
 
 
 def load_model(
-    path: str | Path, device: Optional[torch.device] = None
+    path: Union[str, Path], device: Optional[torch.device] = None
 ) -> Tuple[ASRModel, Tokenizer, ExperimentConfig]:
     """Rebuild the model from a checkpoint or averaged model file, in eval mode.
 
-    Raises FileNotFoundError for a missing file and CheckpointError for a truncated, corrupt or
-    foreign one, both naming the path.
+    Raises FileNotFoundError for a missing file and CheckpointError for a truncated, corrupt,
+    foreign or too new one, both naming the path.
     """
     payload = load_checkpoint(path)
     try:
         cfg = config_from_dict(payload["config"])
         tokenizer = Tokenizer.from_bytes(payload["tokenizer"])
     except (KeyError, ValueError) as e:
-        raise CheckpointError(f"{path}: config or tokenizer inside is unusable: {e}") from None
+        raise CheckpointError(path, f"config or tokenizer inside is unusable: {e}") from None
     model = build_model(cfg, tokenizer.vocab_size)
     try:
         model.load_state_dict(payload["model"])
     except RuntimeError as e:
-        raise CheckpointError(f"{path}: weights do not match its config: {e}") from None
+        raise CheckpointError(path, f"weights do not match its config: {e}") from None
     return model.to(device or torch.device("cpu")).eval(), tokenizer, cfg

@@ -20,6 +20,7 @@ from wenet_lite.data.manifest import load_cuts, prepare_cuts
 from wenet_lite.decode.endpoint import EndpointConfig
 from wenet_lite.decode.stream_files import stream_inputs
 from wenet_lite.decode.streaming import StreamingRecognizer
+from wenet_lite.model.chunking import Chunking
 
 
 def _hyps(out: Path) -> Dict[str, str]:
@@ -216,7 +217,7 @@ def test_ctrl_c_finishes_live_input(mixed_rates: Path, tiny, tmp_path: Path) -> 
     samples = sf.read(mixed_rates / "a.wav", dtype="int16")[0]
     samples = samples[: len(samples) // 1600 * 1600]
     sf.write(tmp_path / "a.wav", samples, 16000)
-    rec = StreamingRecognizer(tiny.path, chunk_size=4, endpoint=EndpointConfig(enabled=False))
+    rec = StreamingRecognizer(tiny.path, Chunking(4), endpoint=EndpointConfig(enabled=False))
     out, live = io.StringIO(), io.StringIO()
     assert stream_inputs(rec, [str(tmp_path / "a.wav")], json_lines=True, out=out) == 0
     pipe = _PipeThenCtrlC(samples.astype("<i2").tobytes())

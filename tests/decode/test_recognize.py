@@ -12,9 +12,13 @@ from lhotse.utils import fastcopy
 
 from wenet_lite.data.manifest import cut_text, load_cuts
 from wenet_lite.data.tokenizer import normalize_text
+from wenet_lite.decode.options import SearchOptions
 from wenet_lite.decode.recognize import DecodeOptions, _cut_samples, decode_cuts, decode_model
 from wenet_lite.decode.wer import sum_counts, word_errors
 from wenet_lite.features.audio import load_audio
+from wenet_lite.model.chunking import Chunking
+
+CHUNK4 = Chunking(4, -1)
 
 
 def _hyps(out: Path) -> Dict[str, str]:
@@ -49,7 +53,9 @@ def test_batching_does_not_change_results(corpus: Path, tiny, chunk: int, simula
     cuts = list(load_cuts(corpus / "test-clean"))
     results = []
     for seconds in (1.0, 1000.0):  # one utterance per batch, and all in one padded batch
-        opts = DecodeOptions(chunk_size=chunk, simulate_streaming=simulate, batch_seconds=seconds)
+        opts = DecodeOptions(
+            chunking=Chunking(chunk), simulate_streaming=simulate, batch_seconds=seconds
+        )
         report = decode_model(tiny.model, tiny.tokenizer, tiny.cfg, cuts, opts)
         results.append([(r.utt_id, r.hyp.tokens, r.hyp.timestamps) for r in report.results])
     assert results[0] == results[1] and all(tokens for _, tokens, _ in results[0])
@@ -95,11 +101,14 @@ def test_full_context_model_and_chunks(
     data = corpus / "test-clean"
     with pytest.raises(ValueError, match="causal_conv") as info:
         decode_cuts(
-            full_context_model, data, tmp_path, DecodeOptions(chunk_size=4, simulate_streaming=True)
+            full_context_model,
+            data,
+            tmp_path,
+            DecodeOptions(chunking=CHUNK4, simulate_streaming=True),
         )
     assert str(full_context_model) in str(info.value)
     with caplog.at_level(logging.WARNING):
-        decode_cuts(full_context_model, data, tmp_path, DecodeOptions(chunk_size=4))
+        decode_cuts(full_context_model, data, tmp_path, DecodeOptions(chunking=CHUNK4))
     assert "will not match streaming" in caplog.text and str(full_context_model) in caplog.text
     caplog.clear()
     with caplog.at_level(logging.WARNING):
@@ -108,14 +117,18 @@ def test_full_context_model_and_chunks(
 
 
 def test_bad_options() -> None:
-    with pytest.raises(ValueError, match="chunk_size"):
+    with pytest.raises(ValueError, match="chunk size"):
         DecodeOptions(simulate_streaming=True)
-    with pytest.raises(ValueError, match="search"):
-        DecodeOptions(search="beam")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="search mode"):
+        SearchOptions(mode="beam")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="prefix_beam"):
+        SearchOptions(lm="lm.json")
+    with pytest.raises(ValueError, match="left chunks"):
+        Chunking(0, 4)
 
 
 def test_nbest_file(corpus: Path, tiny, tmp_path: Path) -> None:
-    opts = DecodeOptions(search="prefix_beam", beam_size=4, nbest=3)
+    opts = DecodeOptions(SearchOptions(mode="prefix_beam", beam_size=4, nbest=3))
     decode_cuts(tiny.path, corpus / "test-clean", tmp_path, opts)
     hyps = _hyps(tmp_path)
     rows: Dict[str, list] = {}

@@ -14,18 +14,24 @@ import torch
 from wenet_lite.data.manifest import load_cuts
 from wenet_lite.decode.ctc_search import ctc_greedy_search
 from wenet_lite.decode.endpoint import EndpointConfig
+from wenet_lite.decode.options import SearchOptions
 from wenet_lite.decode.recognize import DecodeOptions, decode_model
 from wenet_lite.decode.result import Result
 from wenet_lite.decode.streaming import Stream, StreamingRecognizer
 from wenet_lite.features.audio import load_audio
 from wenet_lite.features.fbank import compute_fbank, num_frames
+from wenet_lite.model.chunking import Chunking
 
 NO_ENDPOINT = EndpointConfig(enabled=False)
 
 
-def _recognizer(tiny, chunk: int = 4, left: int = -1, **kw) -> StreamingRecognizer:
-    kw.setdefault("endpoint", NO_ENDPOINT)
-    return StreamingRecognizer.from_model(tiny.model, tiny.cfg, tiny.tokenizer, chunk, left, **kw)
+def _recognizer(
+    tiny, chunk: int = 4, left: int = -1, endpoint: EndpointConfig = NO_ENDPOINT, **search
+) -> StreamingRecognizer:
+    return StreamingRecognizer.from_model(
+        tiny.model, tiny.cfg, tiny.tokenizer, Chunking(chunk, left), SearchOptions(**search),
+        endpoint=endpoint,
+    )  # fmt: skip
 
 
 def _feed(stream: Stream, audio: np.ndarray, rng: np.random.Generator, rate: int = 16000):
@@ -78,13 +84,13 @@ def test_stream_equals_simulated_streaming_and_chunk_masked_decode(
     corpus: Path, test_audio, tiny, search: str, chunk: int, left: int
 ) -> None:
     cuts = list(load_cuts(corpus / "test-clean"))
-    common = dict(search=search, beam_size=4, chunk_size=chunk, left_chunks=left)
+    search_opts = SearchOptions(mode=search, beam_size=4)
     decoded = {}
     for simulate in (True, False):
-        opts = DecodeOptions(**common, simulate_streaming=simulate)
+        opts = DecodeOptions(search_opts, Chunking(chunk, left), simulate_streaming=simulate)
         report = decode_model(tiny.model, tiny.tokenizer, tiny.cfg, cuts, opts)
         decoded[simulate] = {r.utt_id: r for r in report.results}
-    rec = _recognizer(tiny, chunk, left, search=search, beam_size=4)
+    rec = _recognizer(tiny, chunk, left, mode=search, beam_size=4)
     for i, (cut, audio) in enumerate(zip(cuts, test_audio)):
         streamed = _stream(rec, audio, seed=i)
         simulated, masked = decoded[True][cut.id], decoded[False][cut.id]
@@ -136,7 +142,7 @@ def test_batched_streams_equal_streams_alone(test_audio, tiny, left: int) -> Non
             if step >= k and not s.fbank.finished and next(feeder, "end") == "end":
                 s.input_finished()
         ready = [s for s in streams if s.is_ready]
-        cache_sizes.add(tuple(s.state[0].size(3) for s in ready))
+        cache_sizes.add(tuple(s.state.att_cache.size(3) for s in ready))
         batch_sizes.append(len(rec.decode_streams(streams)))
         step += 1
     assert max(batch_sizes) > 1
@@ -206,7 +212,7 @@ def test_long_audio_keeps_state_and_buffers_bounded(
         s.accept_waveform(16000, audio[i : i + piece])
         while rec.decode_streams([s]):
             chunks += 1
-            max_cache = max(max_cache, s.state[0].size(3))
+            max_cache = max(max_cache, s.state.att_cache.size(3))
             max_buffer = max(max_buffer, s.buffered_frames)
     s.input_finished()
     rec.decode_until_done([s])
@@ -219,7 +225,7 @@ def test_long_audio_keeps_state_and_buffers_bounded(
 
 def test_full_context_model_cannot_stream(full_context_model: Path) -> None:
     with pytest.raises(ValueError, match="causal_conv") as info:
-        StreamingRecognizer(full_context_model, chunk_size=4)
+        StreamingRecognizer(full_context_model, Chunking(4, -1))
     assert str(full_context_model) in str(info.value)
 
 
@@ -284,13 +290,13 @@ def test_stream_with_word_lm_equals_simulated_streaming_with_it(
         lm=str(lm_path), lm_weight=2.0, word_bonus=3.0, oov_penalty=oov_penalty,
         token_min_logp=token_min_logp, blank_penalty=blank_penalty,
     )  # fmt: skip
-    common = dict(search="prefix_beam", beam_size=4, chunk_size=4, left_chunks=-1)
-    opts = DecodeOptions(**common, simulate_streaming=True, **fused)
+    search = SearchOptions(mode="prefix_beam", beam_size=4, **fused)
+    opts = DecodeOptions(search, Chunking(4, -1), simulate_streaming=True)
     simulated = {
         r.utt_id: r for r in decode_model(tiny.model, tiny.tokenizer, tiny.cfg, cuts, opts).results
     }
-    rec = _recognizer(tiny, 4, -1, search="prefix_beam", beam_size=4, **fused)
-    plain = _recognizer(tiny, 4, -1, search="prefix_beam", beam_size=4)
+    rec = _recognizer(tiny, 4, -1, mode="prefix_beam", beam_size=4, **fused)
+    plain = _recognizer(tiny, 4, -1, mode="prefix_beam", beam_size=4)
     changed = 0
     for i, (cut, audio) in enumerate(zip(cuts, test_audio)):
         streamed = _stream(rec, audio, seed=i)

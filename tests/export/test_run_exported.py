@@ -60,9 +60,10 @@ def _recognizer_text(model_file: ModelFile, path: Path) -> str:
     """`wenet-lite stream`'s recogniser, endpointing off (one segment, like the runner)."""
     from wenet_lite.decode.endpoint import EndpointConfig
     from wenet_lite.decode.streaming import StreamingRecognizer
+    from wenet_lite.model.chunking import Chunking
 
     rec = StreamingRecognizer.from_model(
-        model_file.model, model_file.cfg, model_file.tokenizer, CHUNK, LEFT,
+        model_file.model, model_file.cfg, model_file.tokenizer, Chunking(CHUNK, LEFT),
         endpoint=EndpointConfig(enabled=False),
     )  # fmt: skip
     stream = rec.create_stream()

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 import torch
 
+from wenet_lite.checkpoint import CheckpointError
 from wenet_lite.cli import main
 from wenet_lite.config import load_config
 from wenet_lite.export.common import export_metadata
@@ -17,7 +18,6 @@ from wenet_lite.export.torchscript import export_torchscript
 from wenet_lite.model import build_model
 from wenet_lite.model.linear import Linear
 from wenet_lite.model_io import save_model
-from wenet_lite.train.checkpoint import CheckpointError
 
 if TYPE_CHECKING:  # tests are not a package: fixtures come from conftest, types only here
     from tests.export.conftest import ModelFile

@@ -37,7 +37,6 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Union
 
-from wenet_lite.data.manifest import cut_text, load_cuts
 from wenet_lite.data.tokenizer import normalize_text
 from wenet_lite.decode.arpa import BOS, EOS, UNK, ArpaLM, Entry, NGramLM, write_arpa
 from wenet_lite.fileio import open_text, write_text_atomic
@@ -211,6 +210,8 @@ def read_sentences(parts: Iterable[Pathlike], texts: Iterable[Pathlike]) -> Iter
         if not Path(path).is_file():
             raise FileNotFoundError(f"text file not found: {path}")
     for part in parts:
+        from wenet_lite.data.manifest import cut_text, load_cuts  # lhotse: only when used
+
         for cut in load_cuts(part):
             yield normalize_text(cut_text(cut))
     for path in texts:

@@ -40,13 +40,14 @@ from wenet_lite.decode.ctc_search import (
     frames_to_seconds,
     penalize_blank,
 )
-from wenet_lite.decode.lm import LM_WEIGHT, OOV_PENALTY, WORD_BONUS, LMScorer
+from wenet_lite.decode.lm import LMScorer
+from wenet_lite.decode.options import SearchOptions
 from wenet_lite.decode.result import spell
-from wenet_lite.decode.streaming import SearchMode, check_chunked_decoding
 from wenet_lite.decode.wer import UtteranceScore, format_details, format_summary, score_utterance
 from wenet_lite.features.audio import AudioError, load_audio
 from wenet_lite.features.fbank import compute_fbank
 from wenet_lite.model import ASRModel
+from wenet_lite.model.chunking import Chunking, check_chunking
 
 __all__ = [
     "DecodeOptions",
@@ -64,73 +65,27 @@ Pathlike = Union[str, Path]
 
 @dataclass(frozen=True)
 class DecodeOptions:
-    search: SearchMode = "greedy"
-    beam_size: Optional[int] = None
-    """prefix beam size; None: the model config's decode.beam_size"""
-    nbest: Optional[int] = None
-    """prefix_beam: hypotheses written to nbest.txt; None: the config's decode.nbest"""
-    token_min_logp: Optional[float] = None
-    """prefix_beam: drop a frame's tokens below this log-probability (None: keep its top
-    beam_size tokens; see ``StreamingPrefixBeamSearch``)"""
-    chunk_size: int = 0
-    """encoder frames per chunk; <= 0 for full context"""
-    left_chunks: int = -1
-    """chunks of history each chunk sees (-1: all)"""
+    """What `wenet-lite decode` runs: a search over an encoder mode, in batches."""
+
+    search: SearchOptions = SearchOptions()
+    chunking: Chunking = Chunking()
+    """chunk size 0: full context; else chunk-masked, or cached with ``simulate_streaming``"""
     simulate_streaming: bool = False
     """run the encoder chunk by chunk with caches instead of one chunk-masked forward"""
     batch_seconds: float = 100.0
     """padded audio seconds per batch"""
-    lm: Optional[str] = None
-    """prefix_beam: a word LM file (``tools/train_word_lm.py``'s JSON, or ARPA) fused into the
-    search"""
-    lm_weight: float = LM_WEIGHT
-    """weight of the LM's log-probabilities"""
-    word_bonus: float = WORD_BONUS
-    """added per word to offset the LM's cost per word"""
-    oov_penalty: float = OOV_PENALTY
-    """charged where a word in progress leaves the LM's vocabulary (``decode/lm.py``); the
-    three defaults: best of a grid on the synthetic dev set (README "Results")"""
-    blank_penalty: float = 0.0
-    """subtracted from the blank's logit before the search (``penalize_blank``)"""
 
     def __post_init__(self) -> None:
-        if self.search not in ("greedy", "prefix_beam"):
-            raise ValueError(f"search must be 'greedy' or 'prefix_beam', got {self.search!r}")
-        if self.beam_size is not None and self.beam_size < 1:
-            raise ValueError(f"beam_size must be >= 1, got {self.beam_size}")
-        if self.nbest is not None and not 1 <= self.nbest <= (self.beam_size or self.nbest):
-            raise ValueError(f"nbest must be in 1..beam_size ({self.beam_size}), got {self.nbest}")
-        if self.left_chunks < -1:
-            raise ValueError(f"left_chunks must be -1 or >= 0, got {self.left_chunks}")
-        if self.simulate_streaming and self.chunk_size <= 0:
-            raise ValueError("simulate_streaming needs a chunk_size > 0")
+        if self.simulate_streaming and not self.chunking.streaming:
+            raise ValueError("simulated streaming needs a chunk size > 0 (--chunk-size)")
         if self.batch_seconds <= 0:
-            raise ValueError(f"batch_seconds must be positive, got {self.batch_seconds}")
-        if self.lm is not None and self.search != "prefix_beam":
-            raise ValueError("a language model needs the prefix_beam search")
-        if self.lm_weight < 0:
-            raise ValueError(f"lm_weight must be >= 0, got {self.lm_weight}")
-        if self.oov_penalty < 0:
-            raise ValueError(f"oov_penalty must be >= 0, got {self.oov_penalty}")
+            raise ValueError(f"batch seconds must be positive, got {self.batch_seconds}")
 
     def describe(self) -> str:
-        search = "greedy"
-        if self.search == "prefix_beam":
-            prune = (
-                "" if self.token_min_logp is None else f", token min log-prob {self.token_min_logp}"
-            )
-            search = f"prefix_beam (beam {self.beam_size}{prune})"
-        if self.blank_penalty:
-            search += f", blank penalty {self.blank_penalty}"
-        if self.lm is not None:
-            oov = f", oov penalty {self.oov_penalty}" if self.oov_penalty else ""
-            search += (
-                f" + LM {self.lm} (weight {self.lm_weight}, word bonus {self.word_bonus}{oov})"
-            )
-        if self.chunk_size <= 0:
-            return f"search {search}, full context"
-        how = "simulated streaming" if self.simulate_streaming else "chunk-masked"
-        return f"search {search}, chunk {self.chunk_size}, left {self.left_chunks}, {how}"
+        text = f"search {self.search.describe()}, {self.chunking.describe()}"
+        if self.chunking.streaming:
+            text += ", simulated streaming" if self.simulate_streaming else ", chunk-masked"
+        return text
 
 
 @dataclass(frozen=True)
@@ -182,8 +137,7 @@ def decode_cuts(
     from wenet_lite.model_io import load_model
 
     model, tokenizer, cfg = load_model(model_path, torch.device(device))
-    if options.chunk_size > 0:
-        check_chunked_decoding(cfg, options.simulate_streaming, str(model_path))
+    check_chunking(cfg.encoder, options.chunking, options.simulate_streaming, str(model_path))
     cuts = list(load_cuts(data))
     report = decode_model(model, tokenizer, cfg, cuts, options)
     header = [f"model {model_path}", f"data {data}"]
@@ -199,15 +153,12 @@ def decode_model(
     options: DecodeOptions,
 ) -> DecodeReport:
     """Decode lhotse cuts with a model in memory (see the module docstring)."""
-    if options.beam_size is None:
-        options = dataclasses.replace(options, beam_size=cfg.decode.beam_size)
-    if options.nbest is None:
-        options = dataclasses.replace(options, nbest=min(cfg.decode.nbest, options.beam_size))
+    search = options.search.resolved(cfg.decode)
+    options = dataclasses.replace(options, search=search)
     scorer = None
-    if options.lm is not None:
-        pieces = tokenizer.pieces()
+    if search.lm is not None:
         scorer = LMScorer.load(
-            options.lm, pieces, options.lm_weight, options.word_bonus, options.oov_penalty
+            search.lm, tokenizer.pieces(), search.lm_weight, search.word_bonus, search.oov_penalty
         )
     results: List[UtteranceResult] = []
     failures: List[Tuple[str, str]] = []
@@ -287,21 +238,22 @@ def _decode_batch(
     for i, f in enumerate(feats):
         batch[i, : f.size(0)] = f
     batch, lens = batch.to(device), lens.to(device)
-    c, n = options.chunk_size, options.left_chunks
+    c, n = options.chunking.chunk_size, options.chunking.left_chunks
     if options.simulate_streaming:
         out = encoder.forward_chunk_by_chunk(batch, c, n, lens)  # (B, T, D)
         log_probs, out_lens = model.ctc(out), encoder.subsampling.output_lengths(lens)
     else:
         log_probs, out_lens = model.ctc_log_probs(batch, lens, c, n)  # (B, T, V)
-    log_probs = penalize_blank(log_probs.float().cpu(), options.blank_penalty)
+    search = options.search
+    log_probs = penalize_blank(log_probs.float().cpu(), search.blank_penalty)
     out_lens = out_lens.cpu()
-    if options.search == "greedy":
+    if search.mode == "greedy":
         return [[hyp] for hyp in ctc_greedy_search(log_probs, out_lens)]
-    beam, nbest = options.beam_size, options.nbest
+    beam, nbest = search.beam_size, search.nbest
     assert beam is not None and nbest is not None, "decode_model resolves them"
     return [
         ctc_prefix_beam_search(
-            log_probs[i, :t], beam, nbest, scorer=scorer, token_min_logp=options.token_min_logp
+            log_probs[i, :t], beam, nbest, scorer=scorer, token_min_logp=search.token_min_logp
         )
         for i, t in enumerate(out_lens.tolist())
     ]
@@ -354,12 +306,13 @@ def _details(r: UtteranceResult) -> List[str]:
 
 def default_out_dir(model_path: Pathlike, data: Pathlike, options: DecodeOptions) -> Path:
     """``<model dir>/decode_<data>_<search>[_chunkC_leftN[_sim]]``."""
-    tag = f"{Path(data).name.replace('.jsonl.gz', '')}_{options.search}"
-    if options.search == "prefix_beam":
-        tag += f"{options.beam_size}"
-    if options.lm is not None:
+    search, chunking = options.search, options.chunking
+    tag = f"{Path(data).name.replace('.jsonl.gz', '')}_{search.mode}"
+    if search.mode == "prefix_beam":
+        tag += f"{search.beam_size}"
+    if search.lm is not None:
         tag += "_lm"
-    if options.chunk_size > 0:
-        tag += f"_chunk{options.chunk_size}_left{options.left_chunks}"
+    if chunking.streaming:
+        tag += f"_chunk{chunking.chunk_size}_left{chunking.left_chunks}"
         tag += "_sim" if options.simulate_streaming else ""
     return Path(model_path).parent / f"decode_{tag}"

@@ -22,9 +22,8 @@ time per chunk. With ``left_chunks = -1`` the attention cache grows until the ne
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
-from typing import List, Literal, Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import soxr
@@ -40,41 +39,21 @@ from wenet_lite.decode.ctc_search import (
     penalize_blank,
 )
 from wenet_lite.decode.endpoint import EndpointConfig, detect_endpoint
-from wenet_lite.decode.lm import LM_WEIGHT, OOV_PENALTY, WORD_BONUS, LanguageModel, LMScorer
+from wenet_lite.decode.lm import LMScorer
+from wenet_lite.decode.options import SearchOptions
 from wenet_lite.decode.result import Result, make_result, merge_results
-from wenet_lite.decode.stream_batch import PositionTables, State, StateBatcher
 from wenet_lite.features.fbank import OnlineFbank
 from wenet_lite.malloc import keep_freed_memory
 from wenet_lite.model import ASRModel
+from wenet_lite.model.chunking import Chunking, check_chunking
+from wenet_lite.model.posenc import PositionTables
+from wenet_lite.model.state import EncoderState, StateBatcher
 
-__all__ = ["SearchMode", "Stream", "StreamingRecognizer", "check_chunked_decoding"]
+__all__ = ["STREAM_CHUNKING", "Stream", "StreamingRecognizer"]
 
-SearchMode = Literal["greedy", "prefix_beam"]
-_log = logging.getLogger(__name__)
+STREAM_CHUNKING = Chunking(16, -1)
+"""The default of ``StreamingRecognizer`` and `wenet-lite stream`: 640 ms, all history."""
 _SOXR_QUALITY = "HQ"  # as features.audio.load_audio, so streamed and offline samples agree
-
-
-def check_chunked_decoding(cfg: ExperimentConfig, streaming: bool, source: str) -> None:
-    """Refuse or warn about chunked decoding of a model not trained for it.
-
-    A non-causal conv sees future frames: chunk-by-chunk decoding cannot run (ValueError when
-    ``streaming``) and a chunk-masked forward runs but matches no streaming condition (warning).
-    A causal model trained only with full context streams exactly, but not accurately (warning).
-    """
-    if not cfg.encoder.causal_conv:
-        message = (
-            f"{source} was trained full-context (encoder.causal_conv: false): its convolution "
-            "sees future frames, so chunked decoding will not match streaming or its training"
-        )
-        if streaming:
-            raise ValueError(f"{message}; decode it without --chunk-size / streaming")
-        _log.warning("%s", message)
-    elif cfg.encoder.chunk.mode == "full":
-        _log.warning(
-            "%s was trained with full context only (encoder.chunk.mode: full): chunked decoding "
-            "is exact but its accuracy may be poor",
-            source,
-        )
 
 
 class Stream:
@@ -101,7 +80,7 @@ class Stream:
 
     def _start_segment(self) -> None:
         rec = self._rec
-        self._state: State = rec.model.encoder.init_state(1, rec.chunk_size, rec.left_chunks)
+        self._state: EncoderState = rec.model.encoder.init_state(1, rec.chunk_size, rec.left_chunks)
         self._search = rec._new_search()
         self._hyp = Hypothesis([], 0.0, [], 1.0)
         self._segment_start = self._next_frame // rec.subsampling_rate  # encoder frame
@@ -160,8 +139,8 @@ class Stream:
         return self._done
 
     @property
-    def state(self) -> State:
-        """The encoder state (att_cache, conv_cache, cache_len, cache_limit), batch of one."""
+    def state(self) -> EncoderState:
+        """The encoder state, a batch of one."""
         return self._state
 
     @property
@@ -206,7 +185,7 @@ class Stream:
         available = self.fbank.num_frames_ready - self._next_frame
         return self.fbank.get_frames(self._next_frame, min(available, self._rec.window_size))
 
-    def _advance(self, log_probs: torch.Tensor, state: State) -> None:
+    def _advance(self, log_probs: torch.Tensor, state: EncoderState) -> None:
         """Take one decoded chunk: (n, V) log-probs of its valid frames and the new state."""
         rec = self._rec
         self._state = state
@@ -251,7 +230,7 @@ class StreamingRecognizer:
 
     Example::
 
-        rec = StreamingRecognizer("exp/u2/avg.pt", chunk_size=16, left_chunks=4)
+        rec = StreamingRecognizer("exp/u2/avg.pt", Chunking(16, 4), SearchOptions())
         stream = rec.create_stream()
         for samples in microphone_pieces():          # (N,) float32 at any rate
             stream.accept_waveform(16000, samples)
@@ -264,20 +243,12 @@ class StreamingRecognizer:
 
     Args:
         model_path: a model file (``wenet_lite.model_io.save_model`` or a trainer checkpoint).
-        chunk_size: C, encoder frames per chunk (C * 40 ms of audio for 10 ms frames and
-            subsampling 4); latency and accuracy grow with it.
-        left_chunks: chunks of history each chunk attends to; -1 for all (as training with
-            ``encoder.chunk.left_chunks: -1`` does), >= 0 for constant memory per stream.
-        search: "greedy" or "prefix_beam" (CTC prefix beam search with ``beam_size``, by
-            default the model config's ``decode.beam_size``).
-        lm: a word LM (``tools/train_word_lm.py`` file, an ARPA file, or a loaded
-            ``WordLM``/``ArpaLM``) fused into prefix beam search with ``lm_weight``,
-            ``word_bonus`` per word and ``oov_penalty`` per word outside its vocabulary
-            (``decode/lm.py``).
-        token_min_logp: prefix_beam: a frame's tokens below this log-probability are not
-            tried (``StreamingPrefixBeamSearch``); None keeps the frame's top beam_size.
-        blank_penalty: subtracted from the blank's logit before the search and endpointing
-            (``ctc_search.penalize_blank``), as ``decode --blank-penalty`` does.
+        chunking: C, encoder frames per chunk (C * 40 ms of audio for 10 ms frames and
+            subsampling 4; latency and accuracy grow with it), and N, chunks of history each
+            chunk attends to: -1 for all (as training with ``encoder.chunk.left_chunks: -1``
+            does), >= 0 for constant memory per stream.
+        options: the CTC search (greedy, or prefix beam with an optional word LM, token
+            pruning and a blank penalty), as ``decode`` takes it; default greedy.
         endpoint: endpointing rules (default: ``EndpointConfig()``, see ``endpoint.py``);
             ``EndpointConfig(enabled=False)`` keeps a whole stream in one segment.
         device: where the model runs.
@@ -286,28 +257,16 @@ class StreamingRecognizer:
     def __init__(
         self,
         model_path: Union[str, Path],
-        chunk_size: int = 16,
-        left_chunks: int = -1,
+        chunking: Chunking = STREAM_CHUNKING,
+        options: Optional[SearchOptions] = None,
         *,
-        search: SearchMode = "greedy",
-        beam_size: Optional[int] = None,
-        lm: Union[None, str, Path, LanguageModel] = None,
-        lm_weight: float = LM_WEIGHT,
-        word_bonus: float = WORD_BONUS,
-        oov_penalty: float = OOV_PENALTY,
-        token_min_logp: Optional[float] = None,
-        blank_penalty: float = 0.0,
         endpoint: Optional[EndpointConfig] = None,
         device: Union[str, torch.device] = "cpu",
     ) -> None:
         from wenet_lite.model_io import load_model
 
         model, tokenizer, cfg = load_model(model_path, torch.device(device))
-        self._setup(model, cfg, tokenizer, chunk_size, left_chunks, search, beam_size, endpoint)
-        self._set_lm(lm, lm_weight, word_bonus, oov_penalty)
-        self.token_min_logp = token_min_logp
-        self.blank_penalty = blank_penalty
-        check_chunked_decoding(cfg, streaming=True, source=str(model_path))
+        self._setup(model, cfg, tokenizer, chunking, options, endpoint, str(model_path))
 
     @classmethod
     def from_model(
@@ -315,28 +274,15 @@ class StreamingRecognizer:
         model: ASRModel,
         cfg: ExperimentConfig,
         tokenizer: Optional[Tokenizer],
-        chunk_size: int = 16,
-        left_chunks: int = -1,
+        chunking: Chunking = STREAM_CHUNKING,
+        options: Optional[SearchOptions] = None,
         *,
-        search: SearchMode = "greedy",
-        beam_size: Optional[int] = None,
-        lm: Union[None, str, Path, LanguageModel] = None,
-        lm_weight: float = LM_WEIGHT,
-        word_bonus: float = WORD_BONUS,
-        oov_penalty: float = OOV_PENALTY,
-        token_min_logp: Optional[float] = None,
-        blank_penalty: float = 0.0,
         endpoint: Optional[EndpointConfig] = None,
     ) -> StreamingRecognizer:
         """A recogniser over a model in memory. Without a tokenizer, streams decode but
         results (which need text) cannot be read: for benchmarks."""
         self = cls.__new__(cls)
-        self._setup(model.eval(), cfg, tokenizer, chunk_size, left_chunks, search, beam_size,
-                    endpoint)  # fmt: skip
-        self._set_lm(lm, lm_weight, word_bonus, oov_penalty)
-        self.token_min_logp = token_min_logp
-        self.blank_penalty = blank_penalty
-        check_chunked_decoding(cfg, streaming=True, source="the model")
+        self._setup(model.eval(), cfg, tokenizer, chunking, options, endpoint, "the model")
         return self
 
     def _setup(
@@ -344,47 +290,46 @@ class StreamingRecognizer:
         model: ASRModel,
         cfg: ExperimentConfig,
         tokenizer: Optional[Tokenizer],
-        chunk_size: int,
-        left_chunks: int,
-        search: str,
-        beam_size: Optional[int],
+        chunking: Chunking,
+        options: Optional[SearchOptions],
         endpoint: Optional[EndpointConfig],
+        source: str,
     ) -> None:
-        if chunk_size < 1:
-            raise ValueError(f"chunk_size must be >= 1 encoder frames, got {chunk_size}")
-        if left_chunks < -1:
-            raise ValueError(f"left_chunks must be -1 (all history) or >= 0, got {left_chunks}")
-        if search not in ("greedy", "prefix_beam"):
-            raise ValueError(f"search must be 'greedy' or 'prefix_beam', got {search!r}")
-        beam_size = cfg.decode.beam_size if beam_size is None else beam_size
-        if beam_size < 1:
-            raise ValueError(f"beam_size must be >= 1, got {beam_size}")
+        if not chunking.streaming:
+            raise ValueError(f"streaming needs a chunk size >= 1, got {chunking.chunk_size}")
+        check_chunking(cfg.encoder, chunking, cached=True, source=source)
         keep_freed_memory()  # batched steps reuse freed activations (wenet_lite/malloc.py)
         self.model, self.cfg, self.tokenizer = model, cfg, tokenizer
-        self.chunk_size, self.left_chunks = chunk_size, left_chunks
-        self.search, self.beam_size = search, beam_size
+        self.chunking = chunking
+        self.options = (options or SearchOptions()).resolved(cfg.decode)
         self.endpoint = endpoint if endpoint is not None else EndpointConfig()
         sub = model.encoder.subsampling
         self.subsampling_rate: int = sub.rate
-        self.window_size: int = sub.window_size(chunk_size)
-        """W_in: input frames of one chunk's window"""
+        self.window_size: int = sub.window_size(chunking.chunk_size)
+        """W: input frames of one chunk's window"""
         self.min_window_size: int = sub.right_context + 1
         """input frames that give one encoder frame: a shorter final window gives nothing"""
         self.frame_shift_s: float = cfg.features.frame_shift_ms / 1000
         self.device = model.encoder.cmvn.mean.device
         self.dtype = model.encoder.cmvn.mean.dtype  # e.g. a model converted to bfloat16
         self._batcher = StateBatcher()
-        self._positions = PositionTables(model.encoder, chunk_size)
-
-    def _set_lm(
-        self, lm: Union[None, str, Path, LanguageModel], weight: float, bonus: float, oov: float
-    ) -> None:
+        self._positions = PositionTables(model.encoder, chunking.chunk_size)
         self._scorer: Optional[LMScorer] = None
-        if lm is None:
-            return
-        if self.search != "prefix_beam":
-            raise ValueError("a word LM needs search='prefix_beam'")
-        self._scorer = LMScorer.load(lm, self._need_tokenizer().pieces(), weight, bonus, oov)
+        if self.options.lm is not None:
+            self._scorer = LMScorer.load(
+                self.options.lm, self._need_tokenizer().pieces(), self.options.lm_weight,
+                self.options.word_bonus, self.options.oov_penalty,
+            )  # fmt: skip
+
+    @property
+    def chunk_size(self) -> int:
+        """C, encoder frames per chunk."""
+        return self.chunking.chunk_size
+
+    @property
+    def left_chunks(self) -> int:
+        """N, chunks of history (-1: all)."""
+        return self.chunking.left_chunks
 
     def create_stream(self) -> Stream:
         return Stream(self)
@@ -405,11 +350,11 @@ class StreamingRecognizer:
                 raise ValueError("a stream can only be decoded by the recognizer that created it")
         feats, lens = self._batch_windows(ready)  # (B, W_in, F), (B,)
         state = self._batcher.stack([s._state for s in ready])
-        pos = self._positions.get(state[0].size(3))
+        pos = self._positions.get(state.att_cache.size(3))
         with torch.inference_mode():
             out, new_state = self.model.encoder.forward_chunk(feats, state, lens, pos)
             log_probs = self.model.ctc(out).float().cpu()  # (B, C, V)
-        log_probs = penalize_blank(log_probs, self.blank_penalty)
+        log_probs = penalize_blank(log_probs, self.options.blank_penalty)
         valid = self.model.encoder.subsampling.output_lengths(lens).tolist()
         for i, (s, own) in enumerate(zip(ready, self._batcher.unstack(new_state))):
             s._advance(log_probs[i, : valid[i]], own)
@@ -421,10 +366,12 @@ class StreamingRecognizer:
             pass
 
     def _new_search(self) -> Union[StreamingGreedySearch, StreamingPrefixBeamSearch]:
-        if self.search == "greedy":
+        opts = self.options
+        if opts.mode == "greedy":
             return StreamingGreedySearch()
+        assert opts.beam_size is not None, "resolved in _setup"
         return StreamingPrefixBeamSearch(
-            self.beam_size, scorer=self._scorer, token_min_logp=self.token_min_logp
+            opts.beam_size, scorer=self._scorer, token_min_logp=opts.token_min_logp
         )
 
     def _need_tokenizer(self) -> Tokenizer:

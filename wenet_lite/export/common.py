@@ -12,7 +12,6 @@ Shapes: D model dim.
 from __future__ import annotations
 
 import copy
-import logging
 from pathlib import Path
 from typing import Dict, List, Tuple, Union
 
@@ -22,12 +21,13 @@ from wenet_lite.config import ExperimentConfig
 from wenet_lite.data.tokenizer import BLANK_ID, Tokenizer
 from wenet_lite.features.fbank import INT16_SCALE, fbank_options
 from wenet_lite.model import ASRModel
+from wenet_lite.model.chunking import Chunking, check_chunking
 from wenet_lite.model.linear import Linear
 from wenet_lite.model_io import load_model
 
 __all__ = [
     "FORMAT_VERSION",
-    "check_chunking",
+    "check_export_chunking",
     "load_for_export",
     "export_metadata",
     "to_torch_linear",
@@ -37,30 +37,6 @@ __all__ = [
 PathLike = Union[str, Path]
 FORMAT_VERSION = "1"
 """Bumped when the meaning of a metadata key or of an exported method's arguments changes."""
-
-_log = logging.getLogger(__name__)
-
-
-def check_chunking(model: ASRModel, chunk_size: int, left_chunks: int) -> None:
-    """Refuse chunk settings the model cannot stream with; ValueError names the fix.
-
-    ``chunk_size`` 0 means a full-context (non-streaming) export; then ``left_chunks`` must be -1.
-    """
-    if chunk_size < 0:
-        raise ValueError(f"chunk_size must be >= 0 (0: full context), got {chunk_size}")
-    if left_chunks < -1:
-        raise ValueError(f"left_chunks must be >= -1 (-1: all history), got {left_chunks}")
-    if chunk_size == 0 and left_chunks != -1:
-        raise ValueError(
-            f"left_chunks ({left_chunks}) needs chunks: a full-context export (chunk_size 0) "
-            "sees the whole utterance; pass left_chunks -1"
-        )
-    if chunk_size > 0 and not model.encoder.causal_conv:
-        raise ValueError(
-            "this model is full-context (encoder.causal_conv is false: its conv sees future "
-            "frames), so it cannot stream; export it with chunk size 0 for full-utterance "
-            "decoding (TorchScript only)"
-        )
 
 
 def load_for_export(
@@ -72,14 +48,15 @@ def load_for_export(
     ValueError (settings the model cannot stream with).
     """
     model, tokenizer, cfg = load_model(model_path)
-    check_chunking(model, chunk_size, left_chunks)
-    if chunk_size > 0 and cfg.encoder.chunk.mode == "full":
-        _log.warning(
-            "%s was trained with full context only (encoder.chunk.mode 'full'); chunked "
-            "decoding will be worse than its full-context accuracy",
-            model_path,
-        )
+    check_export_chunking(cfg, chunk_size, left_chunks, str(model_path))
     return model, tokenizer, cfg
+
+
+def check_export_chunking(
+    cfg: ExperimentConfig, chunk_size: int, left_chunks: int, source: str = "the model"
+) -> None:
+    """ValueError for chunk settings the model cannot be exported with (``model.chunking``)."""
+    check_chunking(cfg.encoder, Chunking(chunk_size, left_chunks), cached=True, source=source)
 
 
 def export_metadata(

@@ -47,7 +47,7 @@ from torch import nn
 
 from wenet_lite.config import ExperimentConfig
 from wenet_lite.export.common import (
-    check_chunking,
+    check_export_chunking,
     export_metadata,
     load_for_export,
     to_torch_linear,
@@ -57,6 +57,7 @@ from wenet_lite.fileio import atomic_open, temporary_path, write_text_atomic
 from wenet_lite.model import ASRModel
 from wenet_lite.model.conformer import ConformerEncoder
 from wenet_lite.model.ctc import CTCHead
+from wenet_lite.model.state import EncoderState
 
 if TYPE_CHECKING:  # imported where used: `import wenet_lite.export.onnx` needs neither
     import onnx
@@ -109,10 +110,15 @@ class SherpaWenetCtc(nn.Module):
         del offset, required_cache_size  # relative positions; the cache size is its shape
         cache_len = attn_mask[:, 0, : self.cached].to(torch.int64).sum(dim=1)  # (1,)
         limit = torch.full([1], self.cached, dtype=torch.int64)
-        state = (attn_cache.unsqueeze(1), conv_cache, cache_len, limit)  # (L, 1, H, M, 2*d_k)
+        state = EncoderState(
+            att_cache=attn_cache.unsqueeze(1),  # (L, 1, H, M, 2*d_k)
+            conv_cache=conv_cache,
+            cache_len=cache_len,
+            cache_limit=limit,
+        )
         pos = list(self.pos_tables.unbind(0))
-        out, new_state = self.encoder.forward_chunk(x, state, None, pos)
-        return self.ctc(out), new_state[0].squeeze(1), new_state[1]
+        out, new = self.encoder.forward_chunk(x, state, None, pos)
+        return self.ctc(out), new.att_cache.squeeze(1), new.conv_cache
 
 
 def check_sherpa_compatible(cfg: ExperimentConfig, chunk_size: int, left_chunks: int) -> None:
@@ -172,7 +178,7 @@ def export_onnx_model(
     """Export an in-memory model (fp32) to one ONNX file with sherpa-onnx's metadata."""
     import onnx
 
-    check_chunking(model, chunk_size, left_chunks)
+    check_export_chunking(cfg, chunk_size, left_chunks)
     check_sherpa_compatible(cfg, chunk_size, left_chunks)
     # nn.Linear exports as MatMul with a constant weight, which int8 quantization recognises.
     wrapper = to_torch_linear(SherpaWenetCtc(model.encoder, model.ctc, chunk_size, left_chunks))

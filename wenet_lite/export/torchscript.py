@@ -3,9 +3,10 @@
 The file is a ``torch.jit`` module whose methods are the whole runtime interface, so a runtime
 needs torch (Python or C++ libtorch) and no wenet_lite:
 
-- ``init_state(batch_size=1) -> state``: zero streaming state, a tuple of 4 tensors
+- ``init_state(batch_size=1) -> state``: zero streaming state, a plain tuple of 4 tensors
   ``(att_cache (L, B, H, M, 2*d_k), conv_cache (L, B, D, K-1), cache_len (B,), cache_limit (1,))``
-  with M = chunk_size * left_chunks (or growing from 0 when left_chunks is -1).
+  with M = chunk_size * left_chunks (or growing from 0 when left_chunks is -1): the fields of
+  ``EncoderState`` in order, flattened at this boundary so that runtimes need no named type.
 - ``forward_chunk(feats_window (B, W_in, F), state, window_lens=None)
   -> (log_probs (B, C, V), state)``: one chunk. Windows are ``window_size`` fbank frames
   starting every ``window_shift`` frames (consecutive windows overlap); the last window of a
@@ -39,7 +40,7 @@ from torch import nn
 
 from wenet_lite.config import ExperimentConfig
 from wenet_lite.export.common import (
-    check_chunking,
+    check_export_chunking,
     export_metadata,
     load_for_export,
     to_torch_linear,
@@ -49,11 +50,14 @@ from wenet_lite.fileio import atomic_open
 from wenet_lite.model import ASRModel
 from wenet_lite.model.conformer import ConformerEncoder
 from wenet_lite.model.ctc import CTCHead
+from wenet_lite.model.posenc import slice_tables
+from wenet_lite.model.state import EncoderState
 
 __all__ = ["StreamingCTC", "script_model", "save_scripted", "export_torchscript"]
 
 PathLike = Union[str, Path]
 State = Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+"""The exported interface's state: ``EncoderState``'s fields as a plain tuple."""
 
 
 class StreamingCTC(nn.Module):
@@ -100,7 +104,8 @@ class StreamingCTC(nn.Module):
         """Zero state for ``batch_size`` new streams."""
         if self.chunk_size <= 0:
             raise RuntimeError("this model was exported full-context (chunk_size 0): no streaming")
-        return self.encoder.init_state(batch_size, self.chunk_size, self.left_chunks)
+        s = self.encoder.init_state(batch_size, self.chunk_size, self.left_chunks)
+        return s.att_cache, s.conv_cache, s.cache_len, s.cache_limit
 
     @torch.jit.export
     def forward_chunk(
@@ -124,14 +129,15 @@ class StreamingCTC(nn.Module):
         w_in = feats_window.size(1)
         if w_in > self.window_size:
             raise ValueError(f"a chunk window holds at most {self.window_size} frames, got {w_in}")
+        own = EncoderState(state[0], state[1], state[2], state[3])
         pos: Optional[List[torch.Tensor]] = None
         if self.left_chunks >= 0:
             lens = self.encoder.subsampling.output_lengths(torch.tensor([w_in]))
             c = int(lens.item())
-            keys = state[0].size(3) + c
-            pos = self.pos_tables[:, :, self.max_keys - keys : self.max_keys + c - 1].unbind(0)
-        out, new_state = self.encoder.forward_chunk(feats_window, state, window_lens, pos)
-        return self.ctc(out), new_state
+            tables = list(self.pos_tables.unbind(0))
+            pos = slice_tables(tables, self.max_keys, c, own.att_cache.size(3) + c)
+        out, new = self.encoder.forward_chunk(feats_window, own, window_lens, pos)
+        return self.ctc(out), (new.att_cache, new.conv_cache, new.cache_len, new.cache_limit)
 
     @torch.jit.export
     def metadata(self) -> Dict[str, str]:
@@ -157,7 +163,7 @@ def script_model(
     """
     if quantize not in (None, "int8"):
         raise ValueError(f"quantize must be None or 'int8', got {quantize!r}")
-    check_chunking(model, chunk_size, left_chunks)
+    check_export_chunking(cfg, chunk_size, left_chunks)
     if len(pieces) != model.ctc.proj.out_features:
         raise ValueError(
             f"{len(pieces)} vocabulary pieces for a CTC head of {model.ctc.proj.out_features}"

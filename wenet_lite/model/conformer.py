@@ -1,12 +1,7 @@
 """Conformer block and the streaming Conformer encoder.
 
-Shapes: B batch, T_in input frames, F feature dim, T encoder frames, D model dim, H heads,
-d_k head dim, C chunk frames, M cached frames, L layers (blocks), K conv kernel.
-
-Streaming state is data: ``(att_cache (L, B, H, M, 2*d_k), conv_cache (L, B, D, K-1),
-cache_len (B,), cache_limit (1,))``. ``cache_len`` counts the valid (right-aligned) frames in
-the attention cache, so a zero-filled fixed-size cache works from the first chunk;
-``cache_limit`` is C*N frames kept, or -1 to keep all history (the cache then grows).
+Streaming state is data, an :class:`~wenet_lite.model.state.EncoderState` that
+``forward_chunk`` takes and returns new. Shapes: the legend of ``wenet_lite.model``.
 """
 
 from __future__ import annotations
@@ -20,12 +15,16 @@ from wenet_lite.model.attention import RelPositionAttention
 from wenet_lite.model.convolution import ConvModule
 from wenet_lite.model.linear import Linear
 from wenet_lite.model.mask import attention_mask, valid_mask
-from wenet_lite.model.posenc import ShawRelPosition, XLRelPosition, window_distances
+from wenet_lite.model.posenc import (
+    ShawRelPosition,
+    XLRelPosition,
+    slice_tables,
+    window_distances,
+)
+from wenet_lite.model.state import EncoderState
 from wenet_lite.model.subsampling import Conv2dSubsampling
 
 __all__ = ["GlobalCMVN", "ConformerBlock", "ConformerEncoder"]
-
-State = Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 class GlobalCMVN(nn.Module):
@@ -182,7 +181,9 @@ class ConformerEncoder(nn.Module):
         return [block.rel_pos(distances) for block in self.blocks]
 
     @torch.jit.export
-    def init_state(self, batch_size: int, chunk_size: int = 0, num_left_chunks: int = -1) -> State:
+    def init_state(
+        self, batch_size: int, chunk_size: int = 0, num_left_chunks: int = -1
+    ) -> EncoderState:
         """Zero state for ``batch_size`` new streams.
 
         With ``num_left_chunks >= 0`` the attention cache has a fixed size of
@@ -202,18 +203,21 @@ class ConformerEncoder(nn.Module):
         conv_cache = ref.new_zeros(
             self.num_blocks, batch_size, self.d_model, self._conv_cache_size()
         )
-        cache_len = torch.zeros(batch_size, dtype=torch.long, device=ref.device)
-        cache_limit = torch.full([1], limit, dtype=torch.long, device=ref.device)
-        return att_cache, conv_cache, cache_len, cache_limit
+        return EncoderState(
+            att_cache=att_cache,
+            conv_cache=conv_cache,
+            cache_len=torch.zeros(batch_size, dtype=torch.long, device=ref.device),
+            cache_limit=torch.full([1], limit, dtype=torch.long, device=ref.device),
+        )
 
     @torch.jit.export
     def forward_chunk(
         self,
         feats_window: torch.Tensor,
-        state: State,
+        state: EncoderState,
         window_lens: Optional[torch.Tensor] = None,
         pos: Optional[List[torch.Tensor]] = None,
-    ) -> Tuple[torch.Tensor, State]:
+    ) -> Tuple[torch.Tensor, EncoderState]:
         """Encode one chunk of a stream; pure: returns a new state, never writes its input.
 
         Args:
@@ -231,27 +235,30 @@ class ConformerEncoder(nn.Module):
                 "forward_chunk needs a causal conv: this encoder's conv sees future frames, "
                 "so chunk-by-chunk output would not match any training condition"
             )
-        att_cache, conv_cache, cache_len, cache_limit = state
         b, w_in, _ = feats_window.size()
         if window_lens is None:
             window_lens = torch.full([b], w_in, dtype=torch.long, device=feats_window.device)
         x, chunk_lens = self.subsampling(self.cmvn(feats_window), window_lens)  # (B, C, D)
         c = x.size(1)
-        m = att_cache.size(3)
+        m = state.att_cache.size(3)
         if pos is None:
             pos = self.position_tables(c, m + c)
-        mask = self._chunk_mask(cache_len, chunk_lens, m, c)  # (B, C, M+C)
+        mask = self._chunk_mask(state.cache_len, chunk_lens, m, c)  # (B, C, M+C)
         valid = valid_mask(chunk_lens, c)  # (B, C)
-        limit = int(cache_limit.item())
+        limit = int(state.cache_limit.item())
         new_att: List[torch.Tensor] = []
         new_conv: List[torch.Tensor] = []
         for i, block in enumerate(self.blocks):
-            x, kv, cv = block(x, pos[i], mask, valid, att_cache[i], conv_cache[i])
+            x, kv, cv = block(x, pos[i], mask, valid, state.att_cache[i], state.conv_cache[i])
             new_att.append(kv if limit < 0 else kv[:, :, kv.size(2) - limit :])
             new_conv.append(cv)
         kept = m + c if limit < 0 else limit
-        new_len = torch.clamp(cache_len + c, max=kept)
-        return x, (torch.stack(new_att), torch.stack(new_conv), new_len, cache_limit)
+        return x, EncoderState(
+            att_cache=torch.stack(new_att),  # (L, B, H, M', 2*d_k)
+            conv_cache=torch.stack(new_conv),  # (L, B, D, K-1)
+            cache_len=torch.clamp(state.cache_len + c, max=kept),
+            cache_limit=state.cache_limit,
+        )
 
     @torch.jit.export
     def forward_chunk_by_chunk(
@@ -291,8 +298,7 @@ class ConformerEncoder(nn.Module):
         for k in range(num_chunks):
             start = k * chunk_size * sub.rate
             c = min(chunk_size, total - k * chunk_size)
-            keys = state[0].size(3) + c
-            pos = [p[:, max_keys - keys : max_keys + c - 1] for p in tables]
+            pos = slice_tables(tables, max_keys, c, state.att_cache.size(3) + c)
             lens = torch.clamp(feats_lens - start, 0, window)
             out, state = self.forward_chunk(feats[:, start : start + window], state, lens, pos)
             outs.append(out)

@@ -1,21 +1,33 @@
-"""Relative position embeddings p(r) for signed distances r = i - j (query minus key).
-
-Shapes: W distinct distances, D model dim, H heads, d_k head dim.
+"""Relative position embeddings p(r) for signed distances r = i - j (query minus key), and
+the per-window tables of them that streaming reuses.
 
 No absolute-position table exists: embeddings are computed for whatever distances a window
-needs, so a stream has no length limit and its outputs do not depend on its offset.
+needs, so a stream has no length limit and its outputs do not depend on its offset. A window
+of C queries over L keys needs W = L+C-1 distances, and a smaller window's distances are a
+contiguous slice of a larger one's: tables are computed once for the largest window and sliced.
 """
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, List
 
 import torch
 from torch import nn
 
 from wenet_lite.model.linear import Linear
 
-__all__ = ["window_distances", "rel_sinusoid", "XLRelPosition", "ShawRelPosition"]
+if TYPE_CHECKING:
+    from wenet_lite.model.conformer import ConformerEncoder
+
+__all__ = [
+    "window_distances",
+    "rel_sinusoid",
+    "slice_tables",
+    "PositionTables",
+    "XLRelPosition",
+    "ShawRelPosition",
+]
 
 
 def window_distances(num_queries: int, num_keys: int, device: torch.device) -> torch.Tensor:
@@ -26,6 +38,38 @@ def window_distances(num_queries: int, num_keys: int, device: torch.device) -> t
     of one shared row (see attention._rel_shift).
     """
     return torch.arange(num_keys - 1, -num_queries, -1, device=device)  # (W,)
+
+
+def slice_tables(
+    tables: List[torch.Tensor], max_keys: int, num_queries: int, num_keys: int
+) -> List[torch.Tensor]:
+    """Tables of C queries over L keys cut from tables of C' >= C queries over ``max_keys``
+    >= L keys: [(H, max_keys+C'-1, d_k)] -> [(H, L+C-1, d_k)].
+
+    Column k of a table holds distance max_keys-1-k, so L-1 .. -(C-1) are the columns
+    max_keys-L .. max_keys+C-2.
+    """
+    return [p[:, max_keys - num_keys : max_keys + num_queries - 1] for p in tables]
+
+
+class PositionTables:
+    """Each block's p(r) for a chunk of C queries over M cached frames, for any M: computed
+    once for the largest window so far and sliced (for batched streams whose caches grow)."""
+
+    def __init__(self, encoder: ConformerEncoder, chunk_size: int) -> None:
+        self._encoder = encoder
+        self._chunk = chunk_size
+        self._keys = 0  # keys covered by the tables
+        self._tables: List[torch.Tensor] = []
+
+    def get(self, cached: int) -> List[torch.Tensor]:
+        """[(H, M+2C-1, d_k)] * L for M = ``cached`` frames."""
+        keys = cached + self._chunk
+        if keys > self._keys:
+            self._keys = max(keys, 2 * self._keys)  # growing caches: amortised recomputation
+            with torch.inference_mode():
+                self._tables = self._encoder.position_tables(self._chunk, self._keys)
+        return slice_tables(self._tables, self._keys, self._chunk, keys)
 
 
 def rel_sinusoid(distances: torch.Tensor, dim: int) -> torch.Tensor:

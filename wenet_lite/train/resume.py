@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List
 
 import torch
 import torch.distributed as dist
 
+from wenet_lite.checkpoint import CheckpointError, prune_checkpoints, save_checkpoint
 from wenet_lite.fileio import write_text_atomic
 from wenet_lite.model_io import model_payload
-from wenet_lite.train.checkpoint import CheckpointError, prune_checkpoints, save_checkpoint
 from wenet_lite.train.dist import DistInfo
 
 if TYPE_CHECKING:
@@ -73,8 +74,11 @@ def save_training_checkpoint(trainer: Trainer, end_of_epoch: bool) -> None:
     _log.info("saved %s", path)
 
 
-def restore_training_state(parts: TrainParts, progress: Progress, payload: Dict[str, Any]) -> None:
-    """Load optimizer, scheduler, sampler, RNG and progress from a training checkpoint."""
+def restore_training_state(
+    parts: TrainParts, progress: Progress, path: Path, payload: Dict[str, Any]
+) -> None:
+    """Load optimizer, scheduler, sampler, RNG and progress from the training checkpoint
+    ``payload`` read from ``path`` (named in errors)."""
     try:
         parts.optimizer.load_state_dict(payload["optimizer"])
         parts.scheduler.load_state_dict(payload["scheduler"])
@@ -88,18 +92,18 @@ def restore_training_state(parts: TrainParts, progress: Progress, payload: Dict[
         progress.skipped = payload["skipped"]
         # Every rank adds its own count; rank 0 alone carries the ranks' sum so far.
         progress.load_skips = dict(payload["epoch_load_skips"]) if parts.dist.is_main else {}
-        _restore_rng(parts, payload["rng"])
+        _restore_rng(parts, path, payload["rng"])
     except KeyError as e:
-        raise CheckpointError(f"checkpoint lacks training state {e} (an averaged model?)") from None
+        raise CheckpointError(path, f"lacks training state {e} (an averaged model?)") from None
 
 
-def _restore_rng(parts: TrainParts, rng: Dict[str, Any]) -> None:
+def _restore_rng(parts: TrainParts, path: Path, rng: Dict[str, Any]) -> None:
     info = parts.dist
     parts.chunk_gen.set_state(rng["chunk"])
     ranks = rng["ranks"]
     if len(ranks) != info.world_size:
         raise CheckpointError(
-            f"checkpoint was written by {len(ranks)} ranks, this run has {info.world_size}"
+            path, f"was written by {len(ranks)} ranks, this run has {info.world_size}"
         )
     torch.set_rng_state(ranks[info.rank]["torch"])
     if info.device.type == "cuda" and "cuda" in ranks[info.rank]:

@@ -32,6 +32,7 @@ import torch
 import torch.distributed as dist
 from lhotse import CutSet
 
+from wenet_lite.checkpoint import check_same_model, list_checkpoints, load_checkpoint
 from wenet_lite.config import (
     ExperimentConfig,
     config_to_dict,
@@ -45,7 +46,6 @@ from wenet_lite.data.store_fbank import stored_fbank_usable
 from wenet_lite.data.tokenizer import Tokenizer
 from wenet_lite.features.cmvn import load_cmvn
 from wenet_lite.model import ASRModel, build_model
-from wenet_lite.train.checkpoint import check_same_model, list_checkpoints, load_checkpoint
 from wenet_lite.train.dist import DistInfo, cleanup_distributed, init_distributed
 from wenet_lite.train.loop import Progress, Trainer, TrainParts
 from wenet_lite.train.resume import restore_training_state, save_training_checkpoint
@@ -101,12 +101,12 @@ def train(opts: TrainOptions) -> TrainResult:
     level = package_log.level
     parts: Optional[TrainParts] = None
     try:
-        cfg, payload = _config_and_checkpoint(opts)
+        cfg, resumed = _config_and_checkpoint(opts)
         if info.is_main:
             handler = _start_exp_dir(opts.exp, cfg)
         else:
             package_log.setLevel(logging.WARNING)  # rank 0 reports
-        parts, progress = _build(opts, cfg, payload, info)
+        parts, progress = _build(opts, cfg, resumed, info)
         state = Trainer(parts, progress).run()
         return TrainResult(
             step=state.step,
@@ -130,7 +130,10 @@ def train(opts: TrainOptions) -> TrainResult:
             cleanup_distributed()
 
 
-def _config_and_checkpoint(opts: TrainOptions) -> Tuple[ExperimentConfig, Optional[Dict]]:
+def _config_and_checkpoint(
+    opts: TrainOptions,
+) -> Tuple[ExperimentConfig, Optional[Tuple[Path, Dict]]]:
+    """The config, and the newest checkpoint (path, payload) when resuming."""
     cfg = load_config(opts.config, opts.overrides)
     found = list_checkpoints(opts.exp)
     if found and not opts.resume:
@@ -145,7 +148,7 @@ def _config_and_checkpoint(opts: TrainOptions) -> Tuple[ExperimentConfig, Option
     payload = load_checkpoint(found[-1])
     check_same_model(payload["config"], config_to_dict(cfg), str(found[-1]))
     _log.info("resuming from %s", found[-1])
-    return cfg, payload
+    return cfg, (found[-1], payload)
 
 
 def _start_exp_dir(exp: Path, cfg: ExperimentConfig) -> logging.Handler:
@@ -214,8 +217,12 @@ def _read_cmvn(path: Path, cfg: ExperimentConfig) -> Tuple[torch.Tensor, torch.T
 
 
 def _build(
-    opts: TrainOptions, cfg: ExperimentConfig, payload: Optional[Dict], info: DistInfo
+    opts: TrainOptions,
+    cfg: ExperimentConfig,
+    resumed: Optional[Tuple[Path, Dict]],
+    info: DistInfo,
 ) -> Tuple[TrainParts, Progress]:
+    payload = resumed[1] if resumed is not None else None
     train_cuts = _load_parts(opts.data, opts.train_parts)
     dev_cuts = _load_parts(opts.data, opts.dev_parts) if opts.dev_parts else None
     if payload is not None:  # the checkpoint holds CMVN (model buffers) and tokenizer
@@ -236,8 +243,8 @@ def _build(
     loaders = _loaders(cfg, tokenizer, layers, train_cuts, dev_cuts, info)
     parts = _train_parts(opts, cfg, model, tokenizer, loaders, layers, info)
     progress = Progress()
-    if payload is not None:
-        restore_training_state(parts, progress, payload)
+    if resumed is not None:
+        restore_training_state(parts, progress, *resumed)
     return parts, progress
 
 

@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from wenet_lite import load_model
+from wenet_lite.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from wenet_lite.config import load_config
 from wenet_lite.data.tokenizer import Tokenizer
 from wenet_lite.model import build_model
 from wenet_lite.model_io import model_payload
 from wenet_lite.train.average import average_checkpoints
-from wenet_lite.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 
 CFG = load_config("conf/tiny_test.yaml")
 EXECUTED: List[str] = []
@@ -44,7 +44,7 @@ def test_pickled_objects_are_refused(tokenizer: Tokenizer, tmp_path: Path) -> No
     payload = torch.load(path, weights_only=True)
     payload["extra"] = _Payload()
     torch.save(payload, path)  # a plain pickle, as an attacker could write it
-    with pytest.raises(CheckpointError, match=f"{path}.*not a readable checkpoint"):
+    with pytest.raises(CheckpointError, match=f"{path}: not a readable model file.*refused"):
         load_model(path)
     assert EXECUTED == []
 
@@ -54,7 +54,7 @@ def test_truncated_checkpoint_names_the_file(tokenizer: Tokenizer, tmp_path: Pat
     _write(path, tokenizer, 0)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
-    with pytest.raises(CheckpointError, match=f"{path} is not a readable checkpoint"):
+    with pytest.raises(CheckpointError, match=f"{path}: not a readable model file"):
         load_checkpoint(path)
     with pytest.raises(FileNotFoundError, match="nothing.pt"):
         load_model(tmp_path / "nothing.pt")

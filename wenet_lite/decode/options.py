@@ -1,0 +1,105 @@
+"""Search options: one frozen object that `decode`, `stream`, ``StreamingRecognizer`` and
+``decode_model`` take, and from which the CLI declares its search flags.
+
+A field's ``metadata`` holds its command-line flag and help; ``wenet_lite.cli`` builds the
+flags from the fields, so a new option is one field here plus the code that uses it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Dict, Literal, Optional
+
+from wenet_lite.config import DecodeConfig
+from wenet_lite.decode.lm import LM_WEIGHT, OOV_PENALTY, WORD_BONUS
+
+__all__ = ["SearchMode", "SearchOptions", "flag"]
+
+SearchMode = Literal["greedy", "prefix_beam"]
+
+
+def flag(name: str, help: str, **argparse_kwargs: Any) -> Dict[str, Any]:
+    """A field's metadata: its command-line flag, help text and extra argparse arguments."""
+    return {"flag": name, "help": help, **argparse_kwargs}
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """How CTC log-probabilities become text."""
+
+    mode: SearchMode = field(default="greedy", metadata=flag("--mode", "CTC search"))
+    beam_size: Optional[int] = field(
+        default=None,
+        metadata=flag("--beam", "prefix beam size (default: the model config's decode.beam_size)"),
+    )
+    nbest: Optional[int] = field(
+        default=None,
+        metadata=flag(
+            "--nbest", "prefix_beam: hypotheses kept per utterance (default: decode.nbest)"
+        ),
+    )
+    token_min_logp: Optional[float] = field(
+        default=None,
+        metadata=flag(
+            "--token-min-logp",
+            "prefix_beam: skip a frame's tokens below this log-prob, e.g. -5 (default: none)",
+            metavar="LOGP",
+        ),
+    )
+    blank_penalty: float = field(
+        default=0.0,
+        metadata=flag(
+            "--blank-penalty", "subtracted from the blank's logit before the search, e.g. 0.5"
+        ),
+    )
+    lm: Optional[str] = field(
+        default=None,
+        metadata=flag("--lm", "prefix_beam: word LM (`wenet-lite train-lm` JSON, or .arpa[.gz])"),
+    )
+    lm_weight: float = field(
+        default=LM_WEIGHT, metadata=flag("--lm-weight", "weight of the LM's log-probabilities")
+    )
+    word_bonus: float = field(
+        default=WORD_BONUS, metadata=flag("--word-bonus", "score added per completed word")
+    )
+    oov_penalty: float = field(
+        default=OOV_PENALTY,
+        metadata=flag("--oov-penalty", "score taken where a word leaves the LM's vocabulary"),
+    )
+    # The three LM defaults are the best of a grid on the synthetic dev set (README "Results").
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("greedy", "prefix_beam"):
+            raise ValueError(f"search mode must be 'greedy' or 'prefix_beam', got {self.mode!r}")
+        if self.beam_size is not None and self.beam_size < 1:
+            raise ValueError(f"beam size must be >= 1, got {self.beam_size}")
+        if self.nbest is not None and not 1 <= self.nbest <= (self.beam_size or self.nbest):
+            raise ValueError(f"nbest must be in 1..beam size ({self.beam_size}), got {self.nbest}")
+        if self.lm is not None and self.mode != "prefix_beam":
+            raise ValueError("a word LM (--lm) needs the prefix_beam search (--mode prefix_beam)")
+        if self.lm_weight < 0:
+            raise ValueError(f"lm weight must be >= 0, got {self.lm_weight}")
+        if self.oov_penalty < 0:
+            raise ValueError(f"oov penalty must be >= 0, got {self.oov_penalty}")
+
+    def resolved(self, defaults: DecodeConfig) -> SearchOptions:
+        """A copy whose beam size and nbest default to a model config's ``decode`` section."""
+        beam = defaults.beam_size if self.beam_size is None else self.beam_size
+        nbest = min(defaults.nbest, beam) if self.nbest is None else self.nbest
+        return dataclasses.replace(self, beam_size=beam, nbest=nbest)
+
+    def describe(self) -> str:
+        """One line for summaries, e.g. ``prefix_beam (beam 20, token min log-prob -5) + LM``."""
+        text = "greedy"
+        if self.mode == "prefix_beam":
+            prune = (
+                "" if self.token_min_logp is None else f", token min log-prob {self.token_min_logp}"
+            )
+            text = f"prefix_beam (beam {self.beam_size}{prune})"
+        if self.blank_penalty:
+            text += f", blank penalty {self.blank_penalty}"
+        if self.lm is not None:
+            oov = f", oov penalty {self.oov_penalty}" if self.oov_penalty else ""
+            text += f" + LM {self.lm} (weight {self.lm_weight}, word bonus {self.word_bonus}{oov})"
+        return text

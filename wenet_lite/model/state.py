@@ -1,0 +1,95 @@
+"""The encoder's streaming state, and batching the states of streams for one call.
+
+A state is data that ``ConformerEncoder.forward_chunk`` takes and returns new (it never writes
+its input): an :class:`EncoderState` of tensors, read by field name. The attention cache holds
+the projected keys and values of the last M frames of every layer, right-aligned, with
+``cache_len`` counting the valid ones, so a zero-filled fixed-size cache works from the first
+chunk; ``cache_limit`` is C*N frames kept, or -1 to keep all history (the cache then grows).
+
+States of streams with different histories are concatenated along the batch; growing attention
+caches (``cache_limit`` -1) of different lengths are left-padded with zeros, which the mask
+ignores because ``cache_len`` marks the valid frames. Splitting hands each stream a view of the
+batched result. A server decoding the same streams step after step would so copy every cache
+once per step only to concatenate the same slices again; :class:`StateBatcher` skips that when
+a call has the very states it handed out last time, in the same order.
+
+This module has no ``from __future__ import annotations``: TorchScript reads a NamedTuple's
+field types from its class annotations, which must be types, not strings.
+"""
+
+from typing import List, NamedTuple, Optional, Sequence, Tuple
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["EncoderState", "StateBatcher", "stack_states", "unstack_state"]
+
+
+class EncoderState(NamedTuple):
+    """Streaming state of B streams (legend in ``wenet_lite.model``)."""
+
+    att_cache: torch.Tensor
+    """(L, B, H, M, 2*d_k): keys then values of the last M frames per layer, right-aligned"""
+    conv_cache: torch.Tensor
+    """(L, B, D, K-1): the last K-1 inputs of each layer's causal depthwise conv"""
+    cache_len: torch.Tensor
+    """(B,) int64: valid frames at the right end of the attention cache"""
+    cache_limit: torch.Tensor
+    """(1,) int64: C*N frames kept, or -1 for all history (a growing cache)"""
+
+
+def stack_states(states: Sequence[EncoderState]) -> EncoderState:
+    """One batched state of several streams' states (same model, same chunking)."""
+    if len(states) == 1:
+        return states[0]
+    m = max(s.att_cache.size(3) for s in states)
+    att = torch.cat([F.pad(s.att_cache, (0, 0, m - s.att_cache.size(3), 0)) for s in states], 1)
+    return EncoderState(
+        att_cache=att,  # (L, B, H, M, 2*d_k)
+        conv_cache=torch.cat([s.conv_cache for s in states], dim=1),  # (L, B, D, K-1)
+        cache_len=torch.cat([s.cache_len for s in states]),  # (B,)
+        cache_limit=states[0].cache_limit,  # shared
+    )
+
+
+def unstack_state(state: EncoderState) -> List[EncoderState]:
+    """Each stream's part of a batched state; a growing cache keeps only its valid frames."""
+    batch = state.att_cache.size(1)
+    if batch == 1:
+        return [state]
+    growing = int(state.cache_limit.item()) < 0
+    lens = state.cache_len.tolist()
+    parts = []
+    for i in range(batch):
+        att = state.att_cache[:, i : i + 1]  # (L, 1, H, M, 2*d_k)
+        if growing:
+            att = att[:, :, :, att.size(3) - lens[i] :]
+        parts.append(
+            EncoderState(
+                att_cache=att,
+                conv_cache=state.conv_cache[:, i : i + 1],
+                cache_len=state.cache_len[i : i + 1],
+                cache_limit=state.cache_limit,
+            )
+        )
+    return parts
+
+
+class StateBatcher:
+    """:func:`stack_states` / :func:`unstack_state` that reuse the last batch when a call has
+    the very states it handed out last time, in the same order (no copy per step)."""
+
+    def __init__(self) -> None:
+        self._last: Optional[Tuple[List[EncoderState], EncoderState]] = None
+
+    def stack(self, states: Sequence[EncoderState]) -> EncoderState:
+        last = self._last
+        if last is not None and len(last[0]) == len(states):
+            if all(a is b for a, b in zip(last[0], states)):
+                return last[1]
+        return stack_states(states)
+
+    def unstack(self, state: EncoderState) -> List[EncoderState]:
+        parts = unstack_state(state)
+        self._last = (parts, state)
+        return parts
