@@ -1,0 +1,92 @@
+"""The package's layers: which modules may import which, and no import cycles.
+
+Imports are read from the source (module level and inside functions; ``TYPE_CHECKING`` blocks
+are left out: they never run), so a lazy import that breaks a layer fails here too.
+"""
+
+import ast
+from pathlib import Path
+from typing import Dict, List, Set
+
+PACKAGE = Path(__file__).resolve().parents[1] / "wenet_lite"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> Set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(n) for n in ast.walk(node))
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return {m for m in found if m == "wenet_lite" or m.startswith("wenet_lite.")}
+
+
+def _graph() -> Dict[str, Set[str]]:
+    graph = {_module_name(p): _imports(p) for p in PACKAGE.rglob("*.py")}
+    known = set(graph)
+    # `from wenet_lite.model import X` means the package module; keep only known modules.
+    return {m: {d for d in deps if d in known and d != m} for m, deps in graph.items()}
+
+
+def _in(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_layers() -> None:
+    graph = _graph()
+    rules = {  # importer package -> packages it must not import
+        "wenet_lite.checkpoint": ["wenet_lite.model", "wenet_lite.data", "wenet_lite.train",
+                                  "wenet_lite.decode", "wenet_lite.export", "wenet_lite.features"],
+        "wenet_lite.model": ["wenet_lite.data", "wenet_lite.train", "wenet_lite.decode",
+                             "wenet_lite.export", "wenet_lite.model_io", "wenet_lite.cli"],
+        "wenet_lite.features": ["wenet_lite.model", "wenet_lite.data", "wenet_lite.train",
+                                "wenet_lite.decode", "wenet_lite.export"],
+        "wenet_lite.decode": ["wenet_lite.train", "wenet_lite.export", "wenet_lite.cli"],
+        "wenet_lite.export": ["wenet_lite.train", "wenet_lite.decode", "wenet_lite.cli"],
+        "wenet_lite.data": ["wenet_lite.train", "wenet_lite.decode", "wenet_lite.export"],
+        "wenet_lite.model_io": ["wenet_lite.train", "wenet_lite.decode", "wenet_lite.export"],
+    }  # fmt: skip
+    broken = [
+        f"{module} imports {dep}"
+        for module, deps in graph.items()
+        for importer, banned in rules.items()
+        if _in(module, importer)
+        for dep in deps
+        if any(_in(dep, b) for b in banned)
+    ]
+    assert not broken, broken
+
+
+def test_no_import_cycles() -> None:
+    graph = _graph()
+    # Package __init__ modules only re-export their children: leave them out of cycles.
+    graph = {m: {d for d in deps if not (PACKAGE / Path(*d.split(".")[1:]) / "__init__.py").is_file()}
+             for m, deps in graph.items()}  # fmt: skip
+    cycles: List[List[str]] = []
+    done: Set[str] = set()
+
+    def visit(module: str, path: List[str]) -> None:
+        if module in path:
+            cycles.append(path[path.index(module) :] + [module])
+            return
+        if module in done:
+            return
+        for dep in sorted(graph.get(module, ())):
+            visit(dep, path + [module])
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+    assert not cycles, cycles
