@@ -14,18 +14,16 @@ from wenet_lite.data.dataset import (
     ASRDataset,
     Batch,
     ctc_min_frames,
-    encoder_frames,
     filter_cuts,
     merge_counts,
     spec_augment_batch,
-    subsampling_min_frames,
     utterance_seed,
 )
 from wenet_lite.data.manifest import load_cuts
 from wenet_lite.data.tokenizer import Tokenizer
 from wenet_lite.features.audio import load_audio
 from wenet_lite.features.fbank import compute_fbank
-from wenet_lite.model.subsampling import Conv2dSubsampling
+from wenet_lite.model.subsampling import Conv2dSubsampling, min_input_frames, output_length
 
 CFG = load_config("conf/tiny_test.yaml")
 LAYERS = [(3, 2), (3, 2)]  # subsampling by 4
@@ -49,10 +47,13 @@ def train_cuts(synthetic_corpus) -> CutSet:
 @pytest.mark.parametrize("rate", [4, 6, 8])
 def test_frame_rules_match_the_subsampling_module(rate: int) -> None:
     sub = Conv2dSubsampling(80, 8, rate)
-    layers = list(zip(sub.kernels, sub.strides))
-    assert subsampling_min_frames(layers) == sub.right_context + 1
+    assert min_input_frames(sub.layers) == sub.right_context + 1
+    assert output_length(sub.right_context, sub.layers) == 0
     for n in range(0, 60):
-        assert encoder_frames(n, layers) == int(sub.output_lengths(torch.tensor([n]))[0])
+        assert output_length(n, sub.layers) == int(sub.output_lengths(torch.tensor([n]))[0])
+        if n > sub.right_context:  # what the convolutions really make
+            out, _ = sub(torch.zeros(1, n, 80), torch.tensor([n]))
+            assert out.size(1) == output_length(n, sub.layers)
 
 
 def test_ctc_needs_a_blank_between_repeats() -> None:

@@ -10,10 +10,10 @@ import pytest
 from lhotse import CutSet
 from lhotse.utils import fastcopy
 
-from wenet_lite.data.manifest import cut_text, load_cuts
+from wenet_lite.data.manifest import cut_samples, cut_text, load_cuts
 from wenet_lite.data.tokenizer import normalize_text
 from wenet_lite.decode.options import SearchOptions
-from wenet_lite.decode.recognize import DecodeOptions, _cut_samples, decode_cuts, decode_model
+from wenet_lite.decode.recognize import DecodeOptions, decode_cuts, decode_model
 from wenet_lite.decode.wer import sum_counts, word_errors
 from wenet_lite.features.audio import load_audio
 from wenet_lite.model.chunking import Chunking
@@ -90,9 +90,9 @@ def _with_audio(cut, name: str, path: Path):
 def test_segment_cuts_read_their_part_of_the_file(corpus: Path) -> None:
     cut = list(load_cuts(corpus / "test-clean"))[0]
     whole = load_audio(cut.recording.sources[0].source, 16000)
-    assert (_cut_samples(cut, 16000) == whole).all()
+    assert (cut_samples(cut, 16000) == whole).all()
     part = cut.truncate(offset=0.5, duration=1.0)
-    assert (_cut_samples(part, 16000) == whole[8000:24000]).all()
+    assert (cut_samples(part, 16000) == whole[8000:24000]).all()
 
 
 def test_full_context_model_and_chunks(

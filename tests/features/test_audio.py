@@ -11,6 +11,7 @@ from wenet_lite.features.audio import (
     AudioError,
     load_audio,
     pcm16_to_float,
+    read_audio_blocks,
     read_pcm16,
     speed_perturb,
 )
@@ -97,6 +98,16 @@ def test_bad_input_names_the_file(tmp_path: Path, kind: str, words: str) -> None
         load_audio(path, 16000)
     assert str(path) in str(info.value)
     assert isinstance(info.value, ValueError)
+    # The block reader of `stream` is the same reader: the same error, kind and words.
+    with pytest.raises(AudioError, match=words) as blocks:
+        list(read_audio_blocks(path, 0.05))
+    assert blocks.value.kind == info.value.kind and str(path) in str(blocks.value)
+
+
+def test_a_directory_is_named_as_one(tmp_path: Path) -> None:
+    for read in (lambda p: load_audio(p, 16000), lambda p: list(read_audio_blocks(p))):
+        with pytest.raises(AudioError, match=f"{tmp_path}: is a directory"):
+            read(tmp_path)
 
 
 @pytest.mark.parametrize("factor", [0.9, 1.1])

@@ -44,7 +44,7 @@ def test_tiny_model_learns_a_few_utterances(synthetic_corpus, make_data, tmp_pat
     assert last < 0.2 * first, losses
     # The newest checkpoint, read as a model file, transcribes what it was trained on.
     model, tokenizer, cfg = load_model(exp / "step_100.pt")
-    layers = list(zip(model.encoder.subsampling.kernels, model.encoder.subsampling.strides))
+    layers = model.encoder.subsampling.layers
     batch = ASRDataset(cfg.features, cfg.data, tokenizer, layers, 0, train=False)[(1, few)]
     with torch.no_grad():
         log_probs, lens = model.ctc_log_probs(batch.feats, batch.feats_lens)

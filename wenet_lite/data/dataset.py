@@ -23,22 +23,21 @@ Shapes: B batch, T fbank frames, F mel bins, U target tokens.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections import Counter
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
-import soundfile as sf
 import torch
 from lhotse import CutSet
 from lhotse.cut import Cut
 
 from wenet_lite.config import DataConfig, FeatureConfig, SpecAugConfig
-from wenet_lite.data.manifest import cut_text
+from wenet_lite.data.manifest import cut_samples, cut_text
 from wenet_lite.data.tokenizer import Tokenizer
-from wenet_lite.features.audio import AudioError, load_audio, speed_perturb
+from wenet_lite.features.audio import AudioError, speed_perturb
 from wenet_lite.features.fbank import compute_fbank
 from wenet_lite.features.specaug import spec_augment
+from wenet_lite.model.subsampling import Layers, min_input_frames, output_length
 
 __all__ = [
     "SKIP_REASONS",
@@ -47,13 +46,11 @@ __all__ = [
     "ASRDataset",
     "FBANK_FIELD",
     "ctc_min_frames",
-    "encoder_frames",
     "filter_cuts",
     "load_features",
     "load_stored_fbank",
     "merge_counts",
     "spec_augment_batch",
-    "subsampling_min_frames",
     "utterance_seed",
 ]
 
@@ -72,8 +69,6 @@ SKIP_REASONS = (
 
 FBANK_FIELD = "fbank"
 """A cut's custom field holding its stored training fbank (see data/store_fbank.py)."""
-
-Layers = Sequence[Tuple[int, int]]  # (kernel, stride) of each subsampling conv along time
 
 
 class SkipUtterance(Exception):
@@ -114,22 +109,6 @@ def utterance_seed(seed: int, epoch: int, cut_id: str, purpose: str) -> int:
     return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little") >> 1
 
 
-def encoder_frames(num_frames: int, layers: Layers) -> int:
-    """Encoder frames the conv2d subsampling makes of ``num_frames`` fbank frames."""
-    for kernel, stride in layers:
-        num_frames = (num_frames - kernel) // stride + 1
-    return max(num_frames, 0)
-
-
-def subsampling_min_frames(layers: Layers) -> int:
-    """Fewest fbank frames that give one encoder frame (the front-end's right context + 1)."""
-    context, step = 0, 1
-    for kernel, stride in layers:
-        context += (kernel - 1) * step
-        step *= stride
-    return context + 1
-
-
 def ctc_min_frames(ids: Sequence[int]) -> int:
     """Fewest frames a CTC alignment of ``ids`` needs: a blank must separate repeated tokens."""
     return len(ids) + sum(1 for a, b in zip(ids, ids[1:]) if a == b)
@@ -164,41 +143,7 @@ def filter_cuts(
     return CutSet.from_cuts(kept), dict(counts)
 
 
-def _read_cut_audio(cut: Cut, rate: int) -> np.ndarray:
-    """(N,) float32 mono samples of the cut's span at ``rate``; SkipUtterance when unusable."""
-    if not cut.has_recording:
-        raise SkipUtterance("missing_audio")
-    sources = cut.recording.sources
-    if len(sources) != 1 or sources[0].type != "file":
-        return _read_with_lhotse(cut, rate)  # URLs, in-memory audio, one file per channel
-    path = sources[0].source
-    if not os.path.isfile(path):
-        raise SkipUtterance("missing_audio")
-    try:
-        samples = load_audio(path, rate)  # (N,)
-    except AudioError:
-        raise SkipUtterance(_audio_error_reason(path)) from None
-    if cut.start > 0 or cut.duration < cut.recording.duration:
-        # A segment of a longer recording (Kaldi ``segments``): keep only its span.
-        first = int(round(cut.start * rate))
-        samples = samples[first : first + int(round(cut.duration * rate))]
-    return samples
-
-
-def _read_with_lhotse(cut: Cut, rate: int) -> np.ndarray:
-    try:
-        audio = cut.resample(rate).load_audio()  # (Ch, N)
-    except Exception:  # lhotse raises many types for a bad source; all mean "cannot read"
-        raise SkipUtterance("unreadable_audio") from None
-    return audio.mean(axis=0).astype(np.float32)
-
-
-def _audio_error_reason(path: str) -> str:
-    """load_audio failed: an empty file has a readable header that declares 0 frames."""
-    try:
-        return "empty_audio" if sf.info(path).frames == 0 else "unreadable_audio"
-    except Exception:  # soundfile raises LibsndfileError or RuntimeError for garbage
-        return "unreadable_audio"
+_SKIP_REASON = {"missing": "missing_audio", "empty": "empty_audio"}  # the rest: unreadable
 
 
 def load_features(
@@ -213,7 +158,10 @@ def load_features(
     ``seed`` (see :func:`utterance_seed`) drives the speed choice and the dither noise.
     Raises SkipUtterance for unusable audio, or for fewer than 1 frame.
     """
-    samples = _read_cut_audio(cut, features.sample_rate)  # (N,)
+    try:
+        samples = cut_samples(cut, features.sample_rate)  # (N,)
+    except AudioError as e:
+        raise SkipUtterance(_SKIP_REASON.get(e.kind, "unreadable_audio")) from None
     if samples.size == 0:
         raise SkipUtterance("empty_audio")
     if not np.any(samples):
@@ -268,7 +216,7 @@ class ASRDataset(torch.utils.data.Dataset):
         self.dither = features.dither if train else 0.0
         self.tokenizer = tokenizer
         self.layers = [(int(k), int(s)) for k, s in layers]
-        self.min_frames = subsampling_min_frames(self.layers)
+        self.min_frames = min_input_frames(self.layers)
         self.seed = seed
         self.stored_fbank = stored_fbank and train
 
@@ -297,7 +245,7 @@ class ASRDataset(torch.utils.data.Dataset):
             feats = load_features(cut, self.features, self.speed_factors, self.dither, seed)
         if feats.size(0) < self.min_frames:
             raise SkipUtterance("too_short")
-        if encoder_frames(feats.size(0), self.layers) < ctc_min_frames(ids):
+        if output_length(feats.size(0), self.layers) < ctc_min_frames(ids):
             raise SkipUtterance("too_short_for_text")
         return cut.id, text, feats, ids
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
+import numpy as np
 from lhotse import (
     CutSet,
     Recording,
@@ -39,11 +40,13 @@ from lhotse import (
 from lhotse.audio import AudioLoadingError
 from lhotse.cut import Cut
 
+from wenet_lite.features.audio import AudioError, load_audio
 from wenet_lite.fileio import atomic_open, temporary_path
 
 __all__ = [
     "CUTS_FILENAME",
     "ReadResult",
+    "cut_samples",
     "cut_text",
     "load_cuts",
     "prepare_cuts",
@@ -391,6 +394,35 @@ def cut_text(cut: Cut) -> str:
     if len(cut.supervisions) != 1:
         raise ValueError(f"cut {cut.id} has {len(cut.supervisions)} supervisions, expected 1")
     return cut.supervisions[0].text or ""
+
+
+def cut_samples(cut: Cut, rate: int) -> np.ndarray:
+    """(N,) float32 mono samples in [-1, 1] at ``rate`` of what a cut spans: the whole file, or
+    its segment (Kaldi ``segments``). The one audio reader of decode and training.
+
+    A single audio file is read by ``features.audio.load_audio``; other sources (URLs,
+    in-memory audio, one file per channel) by lhotse. Raises AudioError naming the file.
+    """
+    if not cut.has_recording:
+        raise AudioError(cut.id, "missing", "the cut has no recording")
+    sources = cut.recording.sources
+    if len(sources) != 1 or sources[0].type != "file":
+        try:
+            audio = cut.resample(rate).load_audio()  # (Ch, N)
+        except Exception as e:  # lhotse raises many types for a bad source
+            where = ", ".join(str(s.source) for s in sources)
+            raise AudioError(where, "unreadable", f"cannot read cut {cut.id} ({e})") from None
+        return np.clip(audio.mean(axis=0), -1.0, 1.0).astype(np.float32)
+    path = sources[0].source
+    samples = load_audio(path, rate)
+    if cut.start > 0 or cut.duration < cut.recording.duration - 1e-3:
+        first = int(round(cut.start * rate))
+        samples = samples[first : first + int(round(cut.duration * rate))]
+        if samples.size == 0:
+            raise AudioError(
+                path, "empty", f"segment {cut.id} at {cut.start:.2f} s lies past its end"
+            )
+    return samples
 
 
 def write_text(cuts: CutSet, path: Pathlike) -> None:

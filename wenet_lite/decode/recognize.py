@@ -26,12 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
-import numpy as np
 import torch
 from lhotse.cut import Cut
 
 from wenet_lite.config import ExperimentConfig
-from wenet_lite.data.manifest import cut_text, load_cuts
+from wenet_lite.data.manifest import cut_samples, cut_text, load_cuts
 from wenet_lite.data.tokenizer import Tokenizer, normalize_text
 from wenet_lite.decode.ctc_search import (
     Hypothesis,
@@ -44,7 +43,7 @@ from wenet_lite.decode.lm import LMScorer
 from wenet_lite.decode.options import SearchOptions
 from wenet_lite.decode.result import spell
 from wenet_lite.decode.wer import UtteranceScore, format_details, format_summary, score_utterance
-from wenet_lite.features.audio import AudioError, load_audio
+from wenet_lite.features.audio import AudioError
 from wenet_lite.features.fbank import compute_fbank
 from wenet_lite.model import ASRModel
 from wenet_lite.model.chunking import Chunking, check_chunking
@@ -200,25 +199,9 @@ def _batches(cuts: Sequence[Cut], batch_seconds: float) -> Iterator[List[Cut]]:
         yield batch
 
 
-def _cut_samples(cut: Cut, rate: int) -> np.ndarray:
-    """(N,) float32 samples of a cut, the whole file or a segment of it (Kaldi segments)."""
-    sources = cut.recording.sources if cut.has_recording else []
-    if len(sources) != 1 or sources[0].type != "file":
-        raise AudioError(f"{cut.id}: only cuts with a single audio file are supported")
-    path = sources[0].source
-    samples = load_audio(path, rate)
-    whole = cut.start == 0 and abs(cut.duration - cut.recording.duration) < 1e-3
-    if not whole:
-        first = int(round(cut.start * rate))
-        samples = samples[first : first + int(round(cut.duration * rate))]
-        if samples.size == 0:
-            raise AudioError(f"{path}: segment {cut.id} at {cut.start:.2f} s lies past its end")
-    return samples
-
-
 def _cut_features(cut: Cut, cfg: ExperimentConfig) -> torch.Tensor:
     rate = cfg.features.sample_rate
-    return compute_fbank(_cut_samples(cut, rate), rate, cfg.features)  # (T_in, F)
+    return compute_fbank(cut_samples(cut, rate), rate, cfg.features)  # (T_in, F)
 
 
 @torch.inference_mode()

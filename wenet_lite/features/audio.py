@@ -10,13 +10,14 @@ Shapes: N samples, Ch channels.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import BinaryIO, Iterator, Tuple, Union
+from typing import BinaryIO, Iterator, Optional, Tuple, Union
 
 import numpy as np
 import soundfile as sf
 import soxr
 
 __all__ = [
+    "AUDIO_FORMATS",
     "AudioError",
     "load_audio",
     "read_audio_blocks",
@@ -32,8 +33,22 @@ PathLike = Union[str, Path]
 _SOXR_QUALITY = "HQ"
 
 
+AUDIO_FORMATS = "WAV, FLAC, OGG/Vorbis, Opus, MP3 and the other formats of libsndfile"
+"""What every reader of audio files accepts (``soundfile.available_formats()`` lists them)."""
+
+AUDIO_ERROR_KINDS = ("missing", "unreadable", "empty", "non_finite", "truncated")
+
+
 class AudioError(ValueError):
-    """An audio file is missing, unreadable, empty or holds non-finite samples."""
+    """An audio file is missing, unreadable, empty, truncated or holds non-finite samples.
+
+    The message names the file; ``kind`` is one of :data:`AUDIO_ERROR_KINDS`.
+    """
+
+    def __init__(self, path: PathLike, kind: str, problem: str) -> None:
+        assert kind in AUDIO_ERROR_KINDS, kind
+        super().__init__(f"{path}: {problem}")
+        self.kind = kind
 
 
 def load_audio(path: PathLike, target_rate: int) -> np.ndarray:
@@ -51,35 +66,10 @@ def load_audio(path: PathLike, target_rate: int) -> np.ndarray:
     """
     if target_rate <= 0:
         raise ValueError(f"target_rate must be positive, got {target_rate}")
-    data, rate = _read_file(Path(path))  # (N, Ch)
-    if data.shape[0] == 0:
-        raise AudioError(f"{path}: audio file contains no samples")
-    bad = int(np.count_nonzero(~np.isfinite(data)))
-    if bad:
-        raise AudioError(f"{path}: audio contains {bad} non-finite samples (NaN or inf)")
-    samples = data.mean(axis=1, dtype=np.float32) if data.shape[1] > 1 else data[:, 0]  # (N,)
+    ((samples, rate),) = _decode(Path(path), None)  # the whole file: one block
     if rate != target_rate:
         samples = resample(samples, rate, target_rate)
     return np.clip(samples, -1.0, 1.0).astype(np.float32, copy=False)
-
-
-def _read_file(path: Path) -> Tuple[np.ndarray, int]:
-    """Decode all frames as float32 (N, Ch); libsndfile errors become AudioError."""
-    if not path.is_file():
-        raise AudioError(f"{path}: audio file not found")
-    try:
-        with sf.SoundFile(str(path)) as f:
-            declared = f.frames
-            data = f.read(dtype="float32", always_2d=True)  # (N, Ch)
-            rate = f.samplerate
-    except (sf.SoundFileError, RuntimeError) as e:
-        raise AudioError(f"{path}: cannot decode audio ({e})") from None
-    # A FLAC header states the total length; fewer decoded frames means a cut-off file.
-    if data.shape[0] < declared:
-        raise AudioError(
-            f"{path}: truncated audio, decoded {data.shape[0]} of {declared} frames declared"
-        )
-    return data, int(rate)
 
 
 def read_audio_blocks(
@@ -87,35 +77,56 @@ def read_audio_blocks(
 ) -> Iterator[Tuple[np.ndarray, int]]:
     """Decode an audio file piece by piece: (samples (N,) float32 mono, file rate) per block.
 
-    For streaming long files in constant memory. Blocks hold what :func:`load_audio` would
-    return before resampling (channels averaged the same way), and the same problems raise the
-    same AudioError, some only when the reader gets there (NaN samples, a truncated FLAC).
+    For streaming long files in constant memory. Blocks hold what :func:`load_audio` reads
+    before resampling and clipping, and the same problems raise the same AudioError, some only
+    when the reader gets there (NaN samples, a truncated file).
     """
-    path = Path(path)
+    if block_seconds <= 0:
+        raise ValueError(f"block_seconds must be positive, got {block_seconds}")
+    return _decode(Path(path), block_seconds)
+
+
+def _decode(path: Path, block_seconds: Optional[float]) -> Iterator[Tuple[np.ndarray, int]]:
+    """The one reader: (N,) float32 mono blocks at the file's rate, the whole file when
+    ``block_seconds`` is None. Every problem is an AudioError naming the file."""
+    if path.is_dir():
+        raise AudioError(path, "missing", "is a directory, not an audio file")
     if not path.is_file():
-        raise AudioError(f"{path}: audio file not found")
+        raise AudioError(path, "missing", "audio file not found")
     try:
         f = sf.SoundFile(str(path))
     except (sf.SoundFileError, RuntimeError) as e:
-        raise AudioError(f"{path}: cannot decode audio ({e})") from None
+        raise AudioError(
+            path, "unreadable", f"cannot decode audio ({e}); accepted: {AUDIO_FORMATS}"
+        ) from None
     with f:
         declared, rate, done = f.frames, int(f.samplerate), 0
-        block = max(1, int(block_seconds * rate))
+        block = -1 if block_seconds is None else max(1, int(block_seconds * rate))
         while True:
             try:
                 data = f.read(block, dtype="float32", always_2d=True)  # (N, Ch)
             except (sf.SoundFileError, RuntimeError) as e:
-                raise AudioError(f"{path}: cannot decode audio ({e})") from None
+                raise AudioError(path, "unreadable", f"cannot decode audio ({e})") from None
             if data.shape[0] == 0:
                 break
-            if not np.all(np.isfinite(data)):
-                raise AudioError(f"{path}: audio contains non-finite samples (NaN or inf)")
+            bad = int(np.count_nonzero(~np.isfinite(data)))
+            if bad:
+                raise AudioError(
+                    path, "non_finite", f"audio contains {bad} non-finite samples (NaN or inf)"
+                )
             done += data.shape[0]
             yield (data.mean(axis=1, dtype=np.float32) if data.shape[1] > 1 else data[:, 0]), rate
+            if block < 0:
+                break
     if done == 0:
-        raise AudioError(f"{path}: audio file contains no samples")
+        raise AudioError(path, "empty", "audio file contains no samples")
+    # A FLAC header states the total length; fewer decoded frames means a cut-off file.
     if done < declared:
-        raise AudioError(f"{path}: truncated audio, decoded {done} of {declared} frames declared")
+        raise AudioError(
+            path,
+            "truncated",
+            f"cannot decode audio: truncated, decoded {done} of {declared} frames declared",
+        )
 
 
 def resample(samples: np.ndarray, orig_rate: float, target_rate: float) -> np.ndarray:
@@ -174,5 +185,5 @@ def read_pcm16(stream: BinaryIO, num_samples: int) -> np.ndarray:
         buf += piece
     if len(buf) % 2:
         name = getattr(stream, "name", "<stream>")
-        raise AudioError(f"{name}: PCM stream ended in the middle of a 16-bit sample")
+        raise AudioError(name, "truncated", "PCM stream ended in the middle of a 16-bit sample")
     return pcm16_to_float(bytes(buf))

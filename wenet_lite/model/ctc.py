@@ -11,7 +11,27 @@ from torch import nn
 
 from wenet_lite.model.linear import Linear
 
-__all__ = ["CTCHead"]
+__all__ = ["CTCHead", "ctc_loss_sum"]
+
+
+def ctc_loss_sum(
+    log_probs: torch.Tensor, lens: torch.Tensor, targets: torch.Tensor, target_lens: torch.Tensor
+) -> torch.Tensor:
+    """CTC loss summed over the batch: the one loss of training and validation.
+
+    Args: log_probs (B, T, V), lens (B,), targets (B, U) padded, target_lens (B,).
+    Alignments that cannot exist (too few frames) count 0 rather than inf.
+    """
+    # cuDNN/CPU CTC want (T, B, V) and float32 log-probs even under autocast.
+    return F.ctc_loss(
+        log_probs.float().transpose(0, 1),  # (T, B, V)
+        targets,
+        lens,
+        target_lens,
+        blank=0,
+        reduction="sum",
+        zero_infinity=True,
+    )
 
 
 class CTCHead(nn.Module):
@@ -34,9 +54,4 @@ class CTCHead(nn.Module):
 
         Args: x (B, T, D), lens (B,), targets (B, U) padded, target_lens (B,).
         """
-        # cuDNN/CPU CTC want (T, B, V) and float32 log-probs even under autocast.
-        log_probs = self.forward(x).float().transpose(0, 1)  # (T, B, V)
-        loss = F.ctc_loss(
-            log_probs, targets, lens, target_lens, blank=0, reduction="sum", zero_infinity=True
-        )
-        return loss / x.size(0)
+        return ctc_loss_sum(self.forward(x), lens, targets, target_lens) / x.size(0)

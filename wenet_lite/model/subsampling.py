@@ -8,17 +8,44 @@ Convolutions have no padding, so encoder frame t sees input frames
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import List, Sequence, Tuple
 
 import torch
 from torch import nn
 
 from wenet_lite.model.linear import Linear
 
-__all__ = ["Conv2dSubsampling"]
+__all__ = ["Conv2dSubsampling", "subsampling_layers", "output_length", "min_input_frames"]
 
-# (kernel, stride) of each conv layer for each rate.
-_LAYERS = {4: [(3, 2), (3, 2)], 6: [(3, 2), (5, 3)], 8: [(3, 2), (3, 2), (3, 2)]}
+Layers = Sequence[Tuple[int, int]]
+"""(kernel, stride) along time of each conv layer"""
+
+_LAYERS = {4: ((3, 2), (3, 2)), 6: ((3, 2), (5, 3)), 8: ((3, 2), (3, 2), (3, 2))}
+
+
+def subsampling_layers(rate: int) -> Layers:
+    """The (kernel, stride) of each conv layer for a subsampling rate of 4, 6 or 8."""
+    if rate not in _LAYERS:
+        raise ValueError(f"subsampling rate must be 4, 6 or 8, got {rate}")
+    return _LAYERS[rate]
+
+
+def output_length(num_frames: int, layers: Layers) -> int:
+    """Encoder frames made of ``num_frames`` input frames (0 when too short): each unpadded
+    conv of kernel k and stride s maps n frames to (n - k) // s + 1.
+    ``Conv2dSubsampling.output_lengths`` is the same for a tensor of lengths (tested equal)."""
+    for kernel, stride in layers:
+        num_frames = (num_frames - kernel) // stride + 1
+    return max(num_frames, 0)
+
+
+def min_input_frames(layers: Layers) -> int:
+    """Fewest input frames that give one encoder frame: the right context + 1."""
+    context, step = 0, 1
+    for kernel, stride in layers:
+        context += (kernel - 1) * step
+        step *= stride
+    return context + 1
 
 
 class Conv2dSubsampling(nn.Module):
@@ -28,33 +55,26 @@ class Conv2dSubsampling(nn.Module):
         """``channels``: output channels of each conv layer (0: d_model). Fewer than d_model
         makes the front-end much cheaper; its second conv dominates a small model's step."""
         super().__init__()
-        if rate not in _LAYERS:
-            raise ValueError(f"subsampling rate must be 4, 6 or 8, got {rate}")
         if channels < 0:
             raise ValueError(f"subsampling channels must be >= 0, got {channels}")
+        self.layers: List[Tuple[int, int]] = list(subsampling_layers(rate))
         width = channels if channels > 0 else d_model
-        layers: List[nn.Module] = []
-        channels, freq, right_context, step = 1, input_dim, 0, 1
-        self.kernels: List[int] = []
-        self.strides: List[int] = []
-        for kernel, stride in _LAYERS[rate]:
-            layers += [nn.Conv2d(channels, width, kernel, stride), nn.ReLU()]
+        convs: List[nn.Module] = []
+        channels, freq = 1, input_dim
+        for kernel, stride in self.layers:
+            convs += [nn.Conv2d(channels, width, kernel, stride), nn.ReLU()]
             channels = width
-            freq = (freq - kernel) // stride + 1
-            right_context += (kernel - 1) * step
-            step *= stride
-            self.kernels.append(kernel)
-            self.strides.append(stride)
+            freq = (freq - kernel) // stride + 1  # the frequency axis shrinks as time does
         if freq < 1:
             raise ValueError(f"input_dim ({input_dim}) is too small for subsampling rate {rate}")
-        self.conv = nn.Sequential(*layers)
+        self.conv = nn.Sequential(*convs)
         self.out = Linear(width * freq, d_model)
         self.rate = rate
-        self.right_context = right_context
+        self.right_context = min_input_frames(self.layers) - 1
 
     def output_lengths(self, lens: torch.Tensor) -> torch.Tensor:
-        """Encoder frames produced from ``lens`` input frames (0 when too short)."""
-        for kernel, stride in zip(self.kernels, self.strides):
+        """:func:`output_length` of each of ``lens`` input frame counts, as a tensor (B,)."""
+        for kernel, stride in self.layers:
             lens = torch.div(lens - kernel, stride, rounding_mode="floor") + 1
         return lens.clamp(min=0)
 

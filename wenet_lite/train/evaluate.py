@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Callable, ContextManager, Dict, Iterable, List, Tuple
 
 import torch
-import torch.nn.functional as F
 
 from wenet_lite.config import ChunkConfig
 from wenet_lite.data.dataset import SKIP_REASONS, Batch, merge_counts
@@ -22,6 +21,7 @@ from wenet_lite.data.tokenizer import Tokenizer, normalize_text
 from wenet_lite.decode.ctc_search import ctc_greedy_search
 from wenet_lite.decode.wer import ErrorCounts, word_errors
 from wenet_lite.model import ASRModel
+from wenet_lite.model.ctc import ctc_loss_sum
 from wenet_lite.train.dist import all_reduce_sum
 
 __all__ = ["DevResult", "eval_settings", "evaluate"]
@@ -69,27 +69,12 @@ def evaluate(
             with autocast():
                 log_probs, out_lens = model.ctc_log_probs(feats, lens, chunk_size, left)
             if name == "full":
-                loss_sum += _ctc_loss_sum(log_probs, out_lens, batch, device)
+                targets, target_lens = batch.targets.to(device), batch.target_lens.to(device)
+                loss_sum += float(ctc_loss_sum(log_probs, out_lens, targets, target_lens))
             errors[name] += _batch_errors(log_probs, out_lens, batch.texts, tokenizer)
         num_utts += len(batch.ids)
     model.train(was_training)
     return _reduce(loss_sum, num_utts, errors, skipped, device)
-
-
-def _ctc_loss_sum(
-    log_probs: torch.Tensor, lens: torch.Tensor, batch: Batch, device: torch.device
-) -> float:
-    """Summed CTC loss of the batch, as CTCHead.loss computes it, from log-probs (B, T, V)."""
-    loss = F.ctc_loss(
-        log_probs.float().transpose(0, 1),  # (T, B, V)
-        batch.targets.to(device),
-        lens,
-        batch.target_lens.to(device),
-        blank=0,
-        reduction="sum",
-        zero_infinity=True,
-    )
-    return float(loss)
 
 
 def _batch_errors(

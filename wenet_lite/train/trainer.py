@@ -39,13 +39,14 @@ from wenet_lite.config import (
     load_config,
     save_config,
 )
-from wenet_lite.data.dataset import ASRDataset, Batch, filter_cuts, subsampling_min_frames
+from wenet_lite.data.dataset import ASRDataset, Batch, filter_cuts
 from wenet_lite.data.manifest import cut_text, load_cuts
 from wenet_lite.data.sampler import BucketingSampler
 from wenet_lite.data.store_fbank import stored_fbank_usable
 from wenet_lite.data.tokenizer import Tokenizer
 from wenet_lite.features.cmvn import load_cmvn
 from wenet_lite.model import ASRModel, build_model
+from wenet_lite.model.subsampling import min_input_frames
 from wenet_lite.train.dist import DistInfo, cleanup_distributed, init_distributed
 from wenet_lite.train.loop import Progress, Trainer, TrainParts
 from wenet_lite.train.resume import restore_training_state, save_training_checkpoint
@@ -239,7 +240,7 @@ def _build(
         model.encoder.cmvn.istd.copy_(istd)
     model.to(info.device).train()
     torch.manual_seed(cfg.train.seed + info.rank)  # dropout differs per rank
-    layers = list(zip(model.encoder.subsampling.kernels, model.encoder.subsampling.strides))
+    layers = model.encoder.subsampling.layers
     loaders = _loaders(cfg, tokenizer, layers, train_cuts, dev_cuts, info)
     parts = _train_parts(opts, cfg, model, tokenizer, loaders, layers, info)
     progress = Progress()
@@ -323,7 +324,7 @@ def _loader(
 
 def _dummy_batch(cfg: ExperimentConfig, layers: List[Tuple[int, int]]) -> Batch:
     """One all-zero utterance just long enough for one encoder frame and one token."""
-    frames = subsampling_min_frames(layers)
+    frames = min_input_frames(layers)
     return Batch(
         torch.zeros(1, frames, cfg.features.num_mel_bins),
         torch.tensor([frames]),
