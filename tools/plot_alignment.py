@@ -42,7 +42,8 @@ def pick_utterance(data: Path, index: int) -> Tuple[str, str, str]:
 
 @torch.no_grad()
 def posteriors(model_path: Path, audio: str, chunk_size: int):
-    """(fbank (T_in, F), log-probs (T, V), greedy (frame, token id) pairs, tokenizer, rate)."""
+    """(fbank (T_in, F), log-probs (T, V), greedy (frame, token id) pairs, tokenizer,
+    subsampling rate, config)."""
     model, tokenizer, cfg = load_model(model_path)
     samples = load_audio(audio, cfg.features.sample_rate)
     feats = compute_fbank(samples, cfg.features.sample_rate, cfg.features)  # (T_in, F)
@@ -52,7 +53,7 @@ def posteriors(model_path: Path, audio: str, chunk_size: int):
     best = log_probs.argmax(-1).tolist()
     emitted = [(t, k) for t, k in enumerate(best) if k != 0 and (t == 0 or best[t - 1] != k)]
     rate = model.encoder.subsampling.rate
-    return feats.numpy(), log_probs.numpy(), emitted, tokenizer, rate, cfg.features.frame_shift_ms
+    return feats.numpy(), log_probs.numpy(), emitted, tokenizer, rate, cfg
 
 
 def plot(args: argparse.Namespace, audio: str, title: str, ref: Optional[str]) -> str:
@@ -61,7 +62,10 @@ def plot(args: argparse.Namespace, audio: str, title: str, ref: Optional[str]) -
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    feats, log_probs, emitted, tok, rate, shift_ms = posteriors(args.model, audio, args.chunk_size)
+    from wenet_lite.model.asr import describe_model
+
+    feats, log_probs, emitted, tok, rate, cfg = posteriors(args.model, audio, args.chunk_size)
+    shift_ms = cfg.features.frame_shift_ms
     frame_s = rate * shift_ms / 1000  # seconds per encoder frame
     rows: List[int] = [0]
     for _, k in emitted:
@@ -89,7 +93,7 @@ def plot(args: argparse.Namespace, audio: str, title: str, ref: Optional[str]) -
                      va="bottom", ha="center")  # fmt: skip
     axes[2].set(ylim=(0, 1.0), xlabel="time (s)", ylabel="P(blank)")
     mode = f"chunk {args.chunk_size}" if args.chunk_size > 0 else "full context"
-    lines = [f"{title} ({mode}, greedy CTC)", f"hyp: {hyp}"]
+    lines = [f"{title}: {describe_model(cfg)}, {mode}, greedy CTC", f"hyp: {hyp}"]
     if ref:
         lines.append(f"ref: {ref}")
     fig.suptitle("\n".join(lines), fontsize=9, ha="left", x=0.01)

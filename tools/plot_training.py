@@ -5,40 +5,35 @@ Usage:
     python tools/plot_training.py --exp exp/synthetic [--out exp/synthetic/training.png]
 
 Reads the TensorBoard events in EXP/tensorboard (train/loss every log interval; dev/loss and
-dev/wer_<setting> at each epoch end), falling back to EXP/train.log for the training loss when
-there are no events. Writes one PNG with two panels: training and dev loss (log scale), and dev
-WER per decoding setting (full context, chunk N), and prints the last dev WERs.
+dev/wer_<setting> at each epoch end). Writes one PNG with two panels: training and dev loss
+(log scale), and dev WER per decoding setting (full context, chunk N), and prints the last dev
+WERs. The title names the model (from EXP/config.yaml), or --title.
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 Series = Dict[str, List[Tuple[int, float]]]
 
-_TRAIN_LINE = re.compile(r"epoch \d+ step (\d+): loss ([-+.\deEnaif]+)")
-
 
 def read_events(tb_dir: Path) -> Series:
-    """{tag: [(step, value), ...]} of every scalar in the event files (sorted, last write wins)."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    """{tag: [(step, value), ...]} of every scalar in the event files."""
+    from wenet_lite.train.events import read_scalars
 
-    series: Series = {}
-    for events in sorted(tb_dir.glob("events.out.tfevents.*")):
-        acc = EventAccumulator(str(events), size_guidance={"scalars": 0})
-        acc.Reload()
-        for tag in acc.Tags().get("scalars", []):
-            series.setdefault(tag, []).extend((e.step, e.value) for e in acc.Scalars(tag))
-    # A resumed run repeats steps after its checkpoint; keep the newest value per step.
-    return {tag: sorted(dict(points).items()) for tag, points in series.items()}
+    return {
+        tag: [(s.step, s.value) for s in points] for tag, points in read_scalars(tb_dir).items()
+    }
 
 
-def read_log(log: Path) -> Series:
-    points = [(int(m[1]), float(m[2])) for m in _TRAIN_LINE.finditer(log.read_text())]
-    return {"train/loss": sorted(dict(points).items())} if points else {}
+def model_title(exp: Path) -> str:
+    """What was trained (from the experiment's resolved config), not where."""
+    from wenet_lite.config import load_config
+    from wenet_lite.model.asr import describe_model
+
+    return f"training of {describe_model(load_config(exp / 'config.yaml'))}"
 
 
 def plot(series: Series, out: Path, title: str) -> None:
@@ -79,14 +74,14 @@ def main(argv: Optional[List[str]] = None) -> None:
     )
     p.add_argument("--exp", type=Path, required=True, help="experiment dir of `wenet-lite train`")
     p.add_argument("--out", type=Path, help="PNG to write (default EXP/training.png)")
+    p.add_argument("--title", help="figure title (default: the model, from EXP/config.yaml)")
     args = p.parse_args(argv)
     series = read_events(args.exp / "tensorboard") if (args.exp / "tensorboard").is_dir() else {}
-    if not series.get("train/loss") and (args.exp / "train.log").is_file():
-        series.update(read_log(args.exp / "train.log"))
     if not series.get("train/loss"):
-        raise SystemExit(f"error: no training loss in {args.exp}/tensorboard or train.log")
+        raise SystemExit(f"error: no training loss in {args.exp}/tensorboard")
     out = args.out or args.exp / "training.png"
-    plot(series, out, str(args.exp))
+    title = args.title or (model_title(args.exp) if (args.exp / "config.yaml").is_file() else "")
+    plot(series, out, title)
     for tag in sorted(t for t in series if t.startswith("dev/wer_")):
         step, value = series[tag][-1]
         print(f"{tag} at step {step}: {value:.2f}%")

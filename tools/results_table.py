@@ -6,123 +6,117 @@ Usage:
         --train-data data/synthetic/train-clean-100 --test data/synthetic/test-clean \
         [--test data/other-part ...] [--note "text"] [--out exp/synthetic/RESULTS.md]
 
-Reads EXP/decode/<test part>/<mode>/summary.txt, where <mode> is ``full`` (``full_lm``: with
-the word LM), ``chunkC``
+Reads EXP/decode/<test part>/<mode>/summary.json, written by `wenet-lite decode`, `stream
+--ref` and `score`, where <mode> is ``full`` (``full_lm``: with the word LM), ``chunkC``
 (chunk-masked forward), ``chunkC_sim`` (`decode --simulate-streaming`), ``streamC``
-(`wenet-lite stream`, scored by tools/score_stream.py; ``chunkC_sim_lm``/``streamC_lm``: both
-with the word LM) or ``tsC``/``sherpaC`` (+``_int8``:
-the exported models streamed by tools/run_exported.py and tools/run_sherpa.py), and writes
-one table row per mode and chunk size with WER and CER per test set. Also reports the
-unseen-word rate of each test set (reference words that never occur in the training
-transcripts) and how many of those the full-context decode got right, the training run
-(steps, wall time, speed, last dev WERs, from EXP/train.log), the model size, and links to
-training.png and alignment.png when present. Prints the table too.
+(`wenet-lite stream`; ``chunkC_sim_lm``/``streamC_lm``: both with the word LM) or
+``tsC``/``sherpaC`` (+``_int8``: the exported models streamed by tools/run_exported.py and
+tools/run_sherpa.py, scored by `wenet-lite score`), and writes one table row per mode and
+chunk size with WER and CER per test set; a row's words come from the settings its
+summary.json records. Also reports the unseen-word rate of each test set (reference words
+that never occur in the training transcripts) and how many of those the full-context decode
+got right, the training run (steps, wall time, speed, last dev WERs, from EXP/tensorboard),
+the model size, and links to the pictures present. Prints the table too.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-_RATE = re.compile(r"^(WER|CER) ([\d.]+) %", re.M)
-_IDENTICAL = re.compile(r"identical to .*: (\d+)/(\d+)")
-_MODE = re.compile(
-    r"^(full(_lm)?|chunk(\d+)(_sim)?|stream(\d+)|(ts|sherpa)(\d+)(_int8)?)$"
-    r"|^(chunk(\d+)_sim|stream(\d+))_lm$"  # streaming with the word LM
-)
+Record = Dict[str, Any]
+_MODE = re.compile(r"^(?:full|chunk(\d+)(_sim)?|stream(\d+)|(ts|sherpa)(\d+)(_int8)?)(_lm)?$")
 _EXPORTED = {
     "ts": "exported TorchScript (`tools/run_exported.py`)",
     "sherpa": "exported ONNX in sherpa-onnx (`tools/run_sherpa.py`)",
 }
-_STEP = re.compile(r"^(\S+ \S+) .*step (\d+): loss ([\d.]+) .* audio ([\d.]+) s/s", re.M)
-_SEARCH = re.compile(  # DecodeOptions.describe of an LM decode
-    r"^search prefix_beam \((beam [^)]*)\)(, blank penalty [-\d.]+)? \+ LM (\S+) \(([^)]*)\)",
-    re.M,
+_PICTURES = (
+    ("training.png", "Training curves"),
+    ("alignment.png", "CTC posteriors"),
+    ("attention.png", "Attention weights"),
 )
-_DEV = re.compile(r"^\S+ \S+ .*epoch (\d+) dev: (\d+) utts, loss ([\d.]+), (.*)$", re.M)
 
 
 def mode_key(name: str) -> Tuple[int, int, int]:
-    """Sort order: full first (greedy, then with the LM), then by decreasing chunk; masked,
-    simulated, streamed; then the exported models (TorchScript, sherpa-onnx; fp32, int8)."""
+    """Sort order: full first (greedy, then with the LM), then by decreasing chunk: masked,
+    simulated, streamed, then the same with the LM; then the exported models (TorchScript,
+    sherpa-onnx; fp32, int8)."""
     m = _MODE.match(name)
     assert m is not None
-    if m.group(9):  # with the LM: after the same chunk's greedy rows
-        return (1, -int(m.group(10) or m.group(11)), 3 + bool(m.group(11)))
-    if m.group(1).startswith("full"):
-        return (0, 0, int(bool(m.group(2))))
-    if m.group(6):
-        return (2, 2 * (m.group(6) == "sherpa") + bool(m.group(8)), -int(m.group(7)))
-    chunk = int(m.group(3) or m.group(5))
-    kind = 0 if m.group(3) and not m.group(4) else (1 if m.group(4) else 2)
-    return (1, -chunk, kind)
+    masked, sim, stream, engine, exported, int8, lm = m.groups()
+    if engine:
+        return (2, 2 * (engine == "sherpa") + bool(int8), -int(exported))
+    if not (masked or stream):
+        return (0, 0, int(bool(lm)))
+    kind = 2 if stream else (1 if sim else 0)
+    return (1, -int(masked or stream), kind + 3 * bool(lm))
 
 
-def describe(name: str, search: str = " (`decode --lm`)") -> Tuple[str, str]:
-    """(decoding mode, chunk column) of a mode dir name; ``search``: the LM decode's LM file
-    and settings."""
-    m = _MODE.match(name)
+def describe_search(search: Record) -> str:
+    """The row's words for a recorded ``SearchOptions``."""
+    if search["mode"] == "greedy":
+        text = "ctc greedy"
+    else:
+        text = f"ctc prefix beam {search['beam_size']}"
+        if search.get("token_min_logp") is not None:
+            text += f" (token min log-prob {search['token_min_logp']})"
+    if search.get("blank_penalty"):
+        text += f", blank penalty {search['blank_penalty']}"
+    if search.get("lm"):
+        text += (
+            f" + word LM {Path(search['lm']).name} (weight {search['lm_weight']}, word bonus "
+            f"{search['word_bonus']}, oov penalty {search['oov_penalty']})"
+        )
+    return text
+
+
+def describe(mode: str, record: Record) -> Tuple[str, str]:
+    """(decoding mode, chunk column) of a mode dir and its summary.json."""
+    m = _MODE.match(mode)
     assert m is not None
-    if m.group(9):
-        how = "simulated streaming" if m.group(10) else "streamed (`wenet-lite stream --lm`)"
-        return f"ctc prefix beam + word LM{search}, {how}", m.group(10) or m.group(11)
-    if name == "full":
-        return "ctc greedy, full context", "full"
-    if m.group(2):
-        return f"ctc prefix beam + word LM{search}, full context", "full"
-    if m.group(5):
-        return "ctc greedy, streamed (`wenet-lite stream`)", m.group(5)
-    if m.group(6):
-        dtype = "int8" if m.group(8) else "fp32"
-        return f"ctc greedy, {_EXPORTED[m.group(6)]}, {dtype}", m.group(7)
-    how = "simulated streaming (chunk by chunk, cached)" if m.group(4) else "chunk-masked forward"
-    return f"ctc greedy, {how}", m.group(3)
+    masked, sim, stream, engine, exported, int8, _ = m.groups()
+    if engine:
+        dtype = "int8" if int8 else "fp32"
+        return f"ctc greedy, {_EXPORTED[engine]}, {dtype}", exported
+    settings = record.get("settings", {})
+    search = describe_search(settings["search"]) if "search" in settings else "?"
+    if stream:
+        return f"{search}, streamed (`wenet-lite stream`)", stream
+    if not masked:
+        return f"{search}, full context", "full"
+    how = "simulated streaming (chunk by chunk, cached)" if sim else "chunk-masked forward"
+    return f"{search}, {how}", masked
 
 
-def read_summary(path: Path) -> Dict[str, str]:
-    text = path.read_text()
-    out = {k: v for k, v in _RATE.findall(text)}
-    search = _SEARCH.search(text)
-    if search:
-        beam, blank, lm_file, lm = search.groups()
-        out["search"] = f" {Path(lm_file).name} (`decode --lm`, {beam}{blank or ''}, LM {lm})"
-    same = _IDENTICAL.search(text)
-    if same:
-        out["identical"] = f"{same.group(1)}/{same.group(2)}"
-    return out
-
-
-def collect(decode_root: Path, tests: Sequence[str]) -> Dict[str, Dict[str, Dict[str, str]]]:
-    """{mode: {test: {"WER": .., "CER": .., ["identical": ..]}}}."""
-    table: Dict[str, Dict[str, Dict[str, str]]] = {}
+def collect(decode_root: Path, tests: Sequence[str]) -> Dict[str, Dict[str, Record]]:
+    """{mode: {test: summary.json record}}, modes in table order."""
+    table: Dict[str, Dict[str, Record]] = {}
     for test in tests:
-        for summary in sorted((decode_root / test).glob("*/summary.txt")):
+        for summary in sorted((decode_root / test).glob("*/summary.json")):
             mode = summary.parent.name
             if _MODE.match(mode):
-                table.setdefault(mode, {})[test] = read_summary(summary)
+                table.setdefault(mode, {})[test] = json.loads(summary.read_text())
     return dict(sorted(table.items(), key=lambda kv: mode_key(kv[0])))
 
 
-def results_lines(table: Dict[str, Dict[str, Dict[str, str]]], tests: Sequence[str]) -> List[str]:
+def results_lines(table: Dict[str, Dict[str, Record]], tests: Sequence[str]) -> List[str]:
     head = "| decoding mode | chunk | " + " | ".join(f"{t} WER | {t} CER" for t in tests) + " |"
     lines = [head, "|" + "---|" * (2 + 2 * len(tests))]
-    # A streamed row's summary has no search line: it was streamed with the LM decodes' settings.
-    searches = [r.get("search") for per_test in table.values() for r in per_test.values()]
-    lm_search = next((s for s in searches if s is not None), None)
     for mode, per_test in table.items():
-        search = next((r["search"] for r in per_test.values() if "search" in r), None)
-        if search is None and mode.endswith("_lm"):
-            search = lm_search
-        what, chunk = describe(mode) if search is None else describe(mode, search)
+        what, chunk = describe(mode, next(iter(per_test.values())))
         cells = []
         for t in tests:
-            r = per_test.get(t, {})
-            cells += [r.get("WER", "-"), r.get("CER", "-")]
+            r = per_test.get(t)
+            cells += (
+                [f"{r['wer']['percent']:.2f}", f"{r['cer']['percent']:.2f}"] if r else ["-", "-"]
+            )
         lines.append(f"| {what} | {chunk} | " + " | ".join(cells) + " |")
     identical = [
-        f"{describe(m)[1]}{' with the LM' if m.endswith('_lm') else ''}: {r['identical']} ({t})"
+        f"{describe(m, r)[1]}{' with the LM' if m.endswith('_lm') else ''}: "
+        f"{r['identical']['same']}/{r['identical']['compared']} ({t})"
         for m, per_test in table.items()
         for t, r in per_test.items()
         if "identical" in r
@@ -145,11 +139,11 @@ def unseen_words(
     """One sentence on the test words never seen in training (and how many were decoded), and
     on those never in the LM text."""
     from wenet_lite.data.manifest import cut_text, load_cuts
-    from wenet_lite.data.tokenizer import normalize_text
+    from wenet_lite.decode.score import read_hyps
     from wenet_lite.decode.wer import align_tokens
 
     vocab = {w for part in train_data for c in load_cuts(part) for w in _words(cut_text(c))}
-    refs = {c.id: normalize_text(cut_text(c)).split() for c in load_cuts(test_data)}
+    refs = {c.id: _words(cut_text(c)) for c in load_cuts(test_data)}
     total = sum(len(words) for words in refs.values())
     unseen = sum(w not in vocab for words in refs.values() for w in words)
     types = {w for words in refs.values() for w in words if w not in vocab}
@@ -158,10 +152,7 @@ def unseen_words(
         f" %, {len(types)} distinct) never occur in the {len(vocab)}-word training text"
     )
     if hyp is not None and hyp.is_file():
-        hyps = {}
-        for line in hyp.read_text(encoding="utf-8").splitlines():
-            uid, _, words = line.partition(" ")
-            hyps[uid] = words.split()
+        hyps = {uid: words.split() for uid, words in read_hyps(hyp).items()}
         right = sum(
             r == h
             for uid, words in refs.items()
@@ -183,33 +174,30 @@ def unseen_words(
 
 
 def training_lines(exp: Path) -> List[str]:
-    log = exp / "train.log"
-    if not log.is_file():
+    """The training run, from the scalars it wrote to EXP/tensorboard."""
+    if not (exp / "tensorboard").is_dir():
         return []
-    text = log.read_text()
-    steps = _STEP.findall(text)
+    from wenet_lite.train.events import read_scalars
+
+    scalars = read_scalars(exp / "tensorboard")
     lines: List[str] = []
-    if steps:
-        from datetime import datetime
-
-        def when(stamp: str) -> datetime:
-            return datetime.strptime(stamp.split(",")[0], "%Y-%m-%d %H:%M:%S")
-
-        starts = re.findall(r"^(\S+ \S+) .*trained tokenizer|^(\S+ \S+) .*train: \d+ utt", text,
-                            re.M)  # fmt: skip
-        first = next((a or b for a, b in starts), steps[0][0])
-        minutes = (when(steps[-1][0]) - when(first)).total_seconds() / 60
-        speeds = [float(s[3]) for s in steps]
+    loss, speed = scalars.get("train/loss"), scalars.get("train/audio_seconds_per_second")
+    if loss and speed:
+        minutes = (loss[-1].wall_time - loss[0].wall_time) / 60
+        mean_speed = sum(s.value for s in speed) / len(speed)
         lines.append(
-            f"Training: {steps[-1][1]} optimizer steps in {minutes:.1f} min wall "
-            f"(from train.log), {sum(speeds) / len(speeds):.0f} audio-seconds per second on "
-            f"average, last logged loss {steps[-1][2]}."
+            f"Training: {loss[-1].step} optimizer steps, {minutes:.1f} min wall from the first "
+            f"logged step to the last, {mean_speed:.0f} audio-seconds per second on average, "
+            f"last logged loss {loss[-1].value:.4f}."
         )
-    devs = _DEV.findall(text)
-    if devs:
-        epoch, utts, loss, wers = devs[-1]
-        lines.append(f"Last validation (epoch {epoch}, {utts} dev utterances): loss {loss}, "
-                     f"{wers}.")  # fmt: skip
+    dev = scalars.get("dev/loss")
+    if dev:
+        wers = ", ".join(
+            f"WER[{tag[len('dev/wer_') :]}] {points[-1].value:.2f}%"
+            for tag, points in sorted(scalars.items())
+            if tag.startswith("dev/wer_")
+        )
+        lines.append(f"Last validation (step {dev[-1].step}): loss {dev[-1].value:.4f}, {wers}.")
     return lines
 
 
@@ -252,8 +240,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     root = args.decode_root or args.exp / "decode"
     table = collect(root, tests)
     if not table:
-        raise SystemExit(f"error: no decode results under {root}/<test>/<mode>/summary.txt")
-    header = "WER and CER in %; greedy CTC search unless the row says otherwise."
+        raise SystemExit(f"error: no decode results under {root}/<test>/<mode>/summary.json")
+    header = "WER and CER in %; the search of each row is named in it."
     lines = [f"# Results: {args.exp}", "", header, ""]
     lines += results_lines(table, tests)
     lines.append("")
@@ -266,7 +254,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         lines += [model_line(args.model), ""]
     lines += [line + "\n" for line in training_lines(args.exp)]
     lines += [f"{n}\n" for n in args.note]
-    for png, what in (("training.png", "Training curves"), ("alignment.png", "CTC posteriors")):
+    for png, what in _PICTURES:
         if (args.exp / png).is_file():
             lines += [f"{what}:", "", f"![{what}]({png})", ""]
     out = args.out or args.exp / "RESULTS.md"

@@ -325,15 +325,19 @@ def _add_stream(sub: argparse._SubParsersAction) -> None:
         help="streaming recognition of audio files or live PCM on stdin",
         description="usage: wenet-lite stream --model exp/u2/avg_5.pt [--chunk-size 16] "
         "[--left-chunks -1] [--json] a.wav b.flac ...\n"
-        "       arecord -t raw -f S16_LE -r 16000 -c 1 - | wenet-lite stream --model M -\n\n"
+        "       arecord -t raw -f S16_LE -r 16000 -c 1 - | wenet-lite stream --model M -\n"
+        "       wenet-lite stream --model M --ref data/test-clean [--out DIR]\n\n"
         "Files: WAV/FLAC/... at any sample rate, mono or stereo, read piece by piece. '-': raw "
         "16-bit little-endian mono PCM on stdin at --sample-rate. Partial hypotheses go to "
         "stderr as they change, final segments (split by endpointing) with word times to "
-        "stdout; --json prints JSON lines of type partial/final/error instead. Exit code 1 if "
-        "an input failed (each named; the others are decoded).",
+        "stdout; --json prints JSON lines of type partial/final/error instead, and a last "
+        "summary line. --ref PART scores the transcripts against a prepared set (its audio "
+        "files are streamed when no AUDIO is given) and writes hyp.txt, details.txt, "
+        "summary.txt and summary.json to --out, as `decode` does. Exit code 1 if an input "
+        "failed (each named; the others are decoded).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("inputs", nargs="+", metavar="AUDIO", help="audio files, or - for stdin")
+    p.add_argument("inputs", nargs="*", metavar="AUDIO", help="audio files, or - for stdin")
     p.add_argument("--model", required=True, help="model file (checkpoint or averaged)")
     _add_chunking(p, 16, -1)
     _add_options(p, SearchOptions, skip=("nbest",))
@@ -344,11 +348,16 @@ def _add_stream(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-segment", type=float, default=20.0, help="s, rule 3 (20)")
     p.add_argument("--sample-rate", type=int, default=16000, help="of PCM on stdin (16000)")
     p.add_argument("--max-streams", type=int, default=1, help="inputs decoded concurrently")
+    p.add_argument("--ref", help="prepared set (dir holding cuts.jsonl.gz) to score against")
+    p.add_argument("--out", help="--ref: output dir (default: MODEL_DIR/stream_<ref>_<settings>)")
+    p.add_argument("--compare", help="--ref: count transcripts identical to DIR/hyp.txt")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, ...")
     p.set_defaults(func=_run_stream)
 
 
 def _run_stream(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from wenet_lite.decode.endpoint import EndpointConfig
     from wenet_lite.decode.options import SearchOptions
     from wenet_lite.decode.stream_files import stream_inputs
@@ -363,14 +372,130 @@ def _run_stream(args: argparse.Namespace) -> int:
     chunking, options = _chunking(args), _options(SearchOptions, args)
     if not chunking.streaming:
         raise _UsageError(f"--chunk-size must be >= 1 to stream, got {chunking.chunk_size}")
+    if not args.inputs and not args.ref:
+        raise _UsageError("give AUDIO files (or - for stdin), or --ref PART to stream its audio")
+    if (args.out or args.compare) and not args.ref:
+        raise _UsageError("--out and --compare need --ref (the references to score against)")
+    refs = _references(args.ref) if args.ref else None
+    inputs = args.inputs or (list(refs.audio) if refs else [])
     recognizer = StreamingRecognizer(
         args.model, chunking, options, endpoint=endpoint, device=args.device
     )
-    failed = stream_inputs(
-        recognizer, args.inputs, json_lines=args.json, max_streams=args.max_streams,
+    report = stream_inputs(
+        recognizer, inputs, json_lines=args.json, max_streams=args.max_streams,
         sample_rate=args.sample_rate,
     )  # fmt: skip
-    return 1 if failed else 0
+    if refs is not None:
+        from wenet_lite.decode.score import Transcripts, score_transcripts
+
+        settings = {**recognizer.settings_record(), **report.record()}
+        texts = {refs.utterance(name): text for name, text in report.texts.items()}
+        failed = [refs.utterance(name) for name in report.failures]
+        tag = f"{Path(args.ref).name}_{options.mode}_chunk{chunking.chunk_size}"
+        out = args.out or Path(args.model).parent / f"stream_{tag}_left{chunking.left_chunks}"
+        inputs_record = {"model": args.model, "data": args.ref}
+        record = score_transcripts(
+            Transcripts(texts, failed, settings), refs.texts, out, inputs_record, args.compare
+        )
+        same = record.get("identical")
+        note = f", identical to --compare: {same['same']}/{same['compared']}" if same else ""
+        print(f"WER {record['wer']['percent']:.2f} %, CER {record['cer']['percent']:.2f} %{note}:"
+              f" results in {out}", file=sys.stderr)  # fmt: skip
+    return 1 if report.failed else 0
+
+
+class _References:
+    """A prepared set's normalised transcripts and the audio file of each whole-file cut."""
+
+    def __init__(self, data: str) -> None:
+        from pathlib import Path
+
+        from wenet_lite.data.manifest import cut_text, load_cuts
+        from wenet_lite.data.tokenizer import normalize_text
+
+        self.texts, self.audio = {}, {}
+        for cut in load_cuts(data):
+            self.texts[cut.id] = normalize_text(cut_text(cut))
+            sources = cut.recording.sources if cut.has_recording else []
+            if len(sources) == 1 and sources[0].type == "file":
+                self.audio[str(Path(sources[0].source).resolve())] = cut.id
+
+    def utterance(self, name: str) -> str:
+        from pathlib import Path
+
+        return self.audio.get(str(Path(name).resolve()), Path(name).name.split(".")[0])
+
+
+def _references(data: str) -> _References:
+    return _References(data)
+
+
+def _add_score(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "score",
+        help="WER/CER of a transcript file against a prepared set",
+        description="usage: wenet-lite score --hyp exp/x/ts16.txt --data data/test-clean "
+        "--out exp/x/decode/ts16 [--compare exp/x/decode/chunk16_sim]\n\n"
+        "--hyp: `id text` lines (hyp.txt), `PATH text` lines (tools/run_exported.py, "
+        "tools/run_sherpa.py) or the JSON lines of `stream --json`. Writes hyp.txt, "
+        "details.txt, summary.txt and summary.json to --out. --compare DIR counts the "
+        "transcripts identical to DIR/hyp.txt (--require-identical: exit code 1 on a "
+        "difference). Exit code 1 also when an utterance failed to decode.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--hyp", required=True, help="transcripts (see above)")
+    p.add_argument("--data", required=True, help="prepared set: dir holding cuts.jsonl.gz")
+    p.add_argument("--out", required=True, help="output dir")
+    p.add_argument("--compare", help="a decode/score dir whose hyp.txt to compare with")
+    p.add_argument("--require-identical", action="store_true", help="exit 1 on any difference")
+    p.set_defaults(func=_run_score)
+
+
+def _run_score(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from wenet_lite.decode.score import read_transcripts, score_transcripts
+
+    refs = _references(args.data)
+    transcripts = read_transcripts(args.hyp, refs.audio)
+    inputs = {"hyp": args.hyp, "data": args.data}
+    record = score_transcripts(transcripts, refs.texts, args.out, inputs, args.compare)
+    print(Path(args.out, "summary.txt").read_text(encoding="utf-8"), end="")
+    same = record.get("identical", {})
+    if args.require_identical and same and same["same"] != same["compared"]:
+        return 1
+    return 1 if record["failed"] else 0
+
+
+def _add_train_lm(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "train-lm",
+        help="train the word n-gram LM that decode/stream --lm fuse into prefix beam search",
+        description="usage: wenet-lite train-lm --data data/train-clean-100 [--text lm.txt.gz] "
+        "--out exp/u2/lm.json [--order 2]\n\n"
+        "Counts words of the transcripts of prepared sets and/or text files (a sentence a "
+        "line, gzipped if named .gz), normalised as the tokenizer normalises text, into an "
+        "interpolated absolute-discounting n-gram. --out lm.json, or lm.arpa[.gz] for the same "
+        "model as an ARPA back-off LM. Counting is in memory (millions of words); for "
+        "LibriSpeech's 800 M-word LM text use KenLM or openslr.org/11's ARPA files. Train on "
+        "training text only: test transcripts in the LM make the WER meaningless.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--data", action="append", default=[], help="prepared set (repeatable)")
+    p.add_argument("--text", action="append", default=[], help="text file (repeatable)")
+    p.add_argument("--out", required=True, help="lm.json, or lm.arpa[.gz]")
+    p.add_argument("--order", type=int, choices=[2, 3], default=2, help="bigram or trigram (2)")
+    p.add_argument("--discount", type=float, default=0.75, help="absolute discount (0.75)")
+    p.set_defaults(func=_run_train_lm)
+
+
+def _run_train_lm(args: argparse.Namespace) -> int:
+    from wenet_lite.decode.lm import train_lm_file
+
+    if not args.data and not args.text:
+        raise _UsageError("give --data and/or --text")
+    print(train_lm_file(args.data, args.text, args.out, args.order, args.discount))
+    return 0
 
 
 def _add_export(sub: argparse._SubParsersAction) -> None:
@@ -422,6 +547,8 @@ _SUBCOMMANDS: List[Callable[[argparse._SubParsersAction], None]] = [
     _add_average,
     _add_decode,
     _add_stream,
+    _add_score,
+    _add_train_lm,
     _add_export,
 ]
 

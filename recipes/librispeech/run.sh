@@ -20,11 +20,11 @@
 #                 beam with the word LM $lm, its weight and bonus tuned on dev-clean
 #                 ($lm_grid); chunk 16/8/4 both chunk-masked and simulated streaming (chunk
 #                 by chunk with caches); simulated streaming with the LM at chunk $lm_chunk
-#   6  stream:    wenet-lite stream over both test sets at chunk 16/8/4 (and at $lm_chunk with
-#                 the word LM), scored with tools/score_stream.py and compared with simulated
-#                 streaming
+#   6  stream:    wenet-lite stream --ref over both test sets at chunk 16/8/4 (and at $lm_chunk
+#                 with the word LM), scored and compared with simulated streaming
 #   7  export:    TorchScript and ONNX (+int8) for chunk $export_chunk, left $export_left
-#   8  results:   tools/results_table.py -> $exp/RESULTS.md, tools/plot_training.py
+#   8  results:   tools/results_table.py (from every summary.json) -> $exp/RESULTS.md,
+#                 tools/plot_training.py
 # Options: --name value (dashes or underscores) or environment variables of the same name.
 #
 # Expected cost: an ESTIMATE (no GPU run of this recipe has been made), derived in README.md
@@ -55,7 +55,7 @@ stream_device=${stream_device:-cpu}
 export_chunk=${export_chunk:-16}
 export_left=${export_left:-4}
 # Word LM for stage 5: a file name of openslr.org/11 (fetched into $dl_dir), a path to your own
-# ARPA or tools/train_word_lm.py file, or "" for none. Stage 5 first decodes the first dev part
+# ARPA or `wenet-lite train-lm` file, or "" for none. Stage 5 first decodes the first dev part
 # with each weight:bonus pair of lm_grid and keeps the best ("": use lm_weight, word_bonus).
 lm=${lm:-3-gram.pruned.1e-7.arpa.gz}
 lm_mirror=${lm_mirror:-https://www.openslr.org/resources/11}
@@ -213,17 +213,16 @@ if run_stage 5; then
   done
 fi
 
-stream_test() {  # stream_test TEST NAME SIM [stream options]: stream TEST's files to NAME.jsonl,
-  # score them into NAME/ and compare with the simulated streaming decode SIM (if there)
-  local out=$exp/decode/$1 compare=() files=()
+stream_test() {  # stream_test TEST NAME SIM [stream options]: stream TEST's audio (JSON lines
+  # in NAME.jsonl), score it into NAME/ and compare with the simulated streaming decode SIM
+  local out=$exp/decode/$1 compare=()
   mkdir -p "$out"
-  mapfile -t files < <(find -L "$dl_dir/LibriSpeech/$1" -name '*.flac' | sort)
-  log 6 "stream ${#files[@]} files of $1 -> $2 (32 streams batched, no endpointing): ${*:4}"
-  wenet-lite stream --model "$model" --no-endpoint --json --max-streams 32 \
-    --device "$stream_device" "${@:4}" "${files[@]}" > "$out/$2.jsonl"
+  log 6 "stream $1 -> $2 (32 streams batched, no endpointing): ${*:4}"
   [ -f "$out/$3/hyp.txt" ] && compare=(--compare "$out/$3")
-  python3 tools/score_stream.py --stream "$out/$2.jsonl" --data "$data/$1" --out "$out/$2" \
-    "${compare[@]}"
+  wenet-lite stream --model "$model" --no-endpoint --json --max-streams 32 \
+    --device "$stream_device" "${@:4}" --ref "$data/$1" --out "$out/$2" "${compare[@]}" \
+    > "$out/$2.jsonl"
+  cat "$out/$2/summary.txt"
 }
 
 if run_stage 6; then

@@ -2,7 +2,7 @@
 # The LibriSpeech recipe's stages on a generated LibriSpeech-layout corpus, on CPU.
 #
 #   recipes/synthetic/run.sh [--stage N] [--stop-stage M] [--hours 3] [--exp exp/synthetic] ...
-#   SMOKE=1 recipes/synthetic/run.sh        # 0.02 h, tiny model, 40 steps: end to end in ~1 min
+#   SMOKE=1 recipes/synthetic/run.sh        # 0.02 h, tiny model, 200 steps: end to end in ~1.5 min
 #
 # Run from the repository root (after `pip install -e ".[dev]"` and the apt packages of the
 # README). Stages:
@@ -14,17 +14,20 @@
 #   3  train:          wenet-lite train (trains the tokenizer first; --resume continues)
 #   4  average:        wenet-lite average               -> $exp/avg_$average_num.pt
 #   5  decode test-clean: full context (greedy, and prefix beam with a word bigram LM of the
-#                      corpus's LM text: the whole train sentence pool, none of it in dev or
-#                      test; with the LM also simulated streaming at chunk $lm_chunk), and for
+#                      corpus's LM text from `wenet-lite train-lm`: the whole train sentence
+#                      pool, none of it in dev or test; with the LM also simulated streaming
+#                      at chunk $lm_chunk), and for
 #                      each chunk in $chunks the chunk-masked forward and simulated streaming
 #                      (chunk by chunk with caches)
-#   6  stream test-clean with `wenet-lite stream` for each chunk in $stream_chunks (and with
-#                      the LM at $lm_chunk), score it and compare with the simulated streaming
-#                      transcripts; stream one file with endpointing as a live stream would be
-#                      printed
+#   6  stream test-clean with `wenet-lite stream --ref` for each chunk in $stream_chunks (and
+#                      with the LM at $lm_chunk), scored and compared with the simulated
+#                      streaming transcripts; stream one file with endpointing as a live
+#                      stream would be printed
 #   7  export TorchScript and ONNX (each fp32 and int8); stream the test set through them with
-#                      tools/run_exported.py and sherpa-onnx (tools/run_sherpa.py) and score it
-#   8  plots (training curves, CTC posteriors) and $exp/RESULTS.md
+#                      tools/run_exported.py and sherpa-onnx (tools/run_sherpa.py), scored by
+#                      `wenet-lite score`
+#   8  plots (training curves, CTC posteriors, attention weights) and $exp/RESULTS.md (from
+#                      the summary.json of every decode, stream and score)
 # Every option below can be given as --name value (dashes or underscores) or set in the
 # environment beforehand. Extra training settings: --overrides "train.max_steps=3000 ...".
 set -euo pipefail
@@ -56,7 +59,7 @@ export_left=${export_left:-4}
 if [ "$smoke" = 1 ]; then
   hours=${smoke_hours:-0.02}
   config=conf/tiny_test.yaml
-  overrides="train.max_steps=40 train.max_epochs=100 data.max_batch_seconds=20 $overrides"
+  overrides="train.max_steps=200 train.max_epochs=100 data.max_batch_seconds=20 $overrides"
   average_num=3
   chunks="16 4"
   stream_chunks="16 4"
@@ -160,7 +163,7 @@ decode_test() {  # decode_test NAME [decode options]: $decode_dir/NAME
 train_lm() {  # the word LM of stage 5 (after resolve_lm_text)
   local lm_source=(--data "$data/train-clean-100")
   if [ -n "$lm_text" ]; then lm_source=(--text "$lm_text"); fi
-  python3 tools/train_word_lm.py "${lm_source[@]}" --out "$exp/lm.json"
+  wenet-lite train-lm "${lm_source[@]}" --out "$exp/lm.json"
 }
 lm_search=(--mode prefix_beam --beam "$lm_beam" ${token_min_logp:+--token-min-logp "$token_min_logp"}
            --lm "$exp/lm.json" --lm-weight "$lm_weight" --word-bonus "$word_bonus"
@@ -168,14 +171,14 @@ lm_search=(--mode prefix_beam --beam "$lm_beam" ${token_min_logp:+--token-min-lo
 decode_lm() {  # decode_lm NAME [decode options]: decode_test with the word LM
   decode_test "$1" "${lm_search[@]}" "${@:2}"
 }
-stream_test() {  # stream_test C [lm]: stream the test files at chunk C (with the LM) and score
+stream_test() {  # stream_test C [lm]: stream the test set at chunk C (with the LM), scored
   local name=stream$1${2:+_$2} sim=chunk$1_sim${2:+_$2} compare=() search=()
   if [ -n "${2:-}" ]; then search=("${lm_search[@]}"); fi
-  wenet-lite stream --model "$model" --chunk-size "$1" --no-endpoint --json --max-streams 8 \
-    "${search[@]}" "${files[@]}" > "$decode_dir/$name.jsonl"
   [ -f "$decode_dir/$sim/hyp.txt" ] && compare=(--compare "$decode_dir/$sim")
-  python3 tools/score_stream.py --stream "$decode_dir/$name.jsonl" \
-    --data "$data/$test_part" --out "$decode_dir/$name" "${compare[@]}"
+  wenet-lite stream --model "$model" --chunk-size "$1" --no-endpoint --json --max-streams 8 \
+    "${search[@]}" --ref "$data/$test_part" --out "$decode_dir/$name" "${compare[@]}" \
+    > "$decode_dir/$name.jsonl"
+  cat "$decode_dir/$name/summary.txt"
 }
 
 if run_stage 5; then
@@ -219,8 +222,8 @@ if run_stage 7; then
     --left-chunks "$export_left" --quantize int8 --out "$out/onnx"
   log 7 "stream ${#files[@]} test files through the exported models, without wenet_lite"
   score() {  # score NAME: $out/NAME.txt ("PATH TEXT" lines) -> $decode_dir/NAME
-    python3 tools/score_stream.py --text "$out/$1.txt" --data "$data/$test_part" \
-      --out "$decode_dir/$1" | grep -E "^(WER|CER)" | sed "s/^/$1: /"
+    wenet-lite score --hyp "$out/$1.txt" --data "$data/$test_part" --out "$decode_dir/$1" \
+      | grep -E "^(WER|CER)" | sed "s/^/$1: /"
   }
   exported() {  # exported ts|sherpa fp32|int8: stream the test files through one model
     local name=$1$c ts=$out/model.ts int8=()
@@ -242,6 +245,8 @@ if run_stage 8; then
   python3 tools/plot_training.py --exp "$exp"
   python3 tools/plot_alignment.py --model "$model" --data "$data/$test_part" --index 0 \
     --out "$exp/alignment.png"
+  python3 tools/plot_attention.py --model "$model" --data "$data/$test_part" --index 0 \
+    --chunk-size 16 --left-chunks 2 --out "$exp/attention.png"
   python3 tools/results_table.py --exp "$exp" --model "$model" \
     --train-data "$data/train-clean-100" --test "$data/$test_part" ${lm_text:+--lm-text "$lm_text"} \
     --note "Corpus: $corpus ($hours h requested, seed $seed). Config: $config${overrides:+, overrides: $overrides}." \

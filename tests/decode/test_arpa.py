@@ -124,14 +124,12 @@ def test_missing_file(tmp_path: Path) -> None:
         load_lm(tmp_path / "nope.arpa")
 
 
-def test_train_word_lm_writes_arpa_or_json_by_name(tmp_path: Path) -> None:
+def test_train_lm_writes_arpa_or_json_by_name(tmp_path: Path) -> None:
     import subprocess
-    import sys
 
-    script = Path(__file__).parents[2] / "tools" / "train_word_lm.py"
     text = _write(tmp_path / "text.txt", "the cat sat\nthe dog sat\n")
     for name in ("lm.arpa.gz", "lm.json"):
-        cmd = [sys.executable, str(script), "--text", str(text), "--out", str(tmp_path / name)]
+        cmd = ["wenet-lite", "train-lm", "--text", str(text), "--out", str(tmp_path / name)]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
         assert "4 words, 6 bigrams" in proc.stdout  # THE CAT DOG SAT (+ </s>)
     arpa, json_lm = load_lm(tmp_path / "lm.arpa.gz"), load_lm(tmp_path / "lm.json")

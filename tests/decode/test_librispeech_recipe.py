@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import shutil
 import subprocess
 import threading
@@ -41,6 +42,10 @@ def lm_server(corpus: Path, tmp_path: Path) -> Iterator[str]:
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
+
+
+def _summary(out: Path) -> dict:
+    return json.loads((out / "summary.json").read_text())
 
 
 def _recipe(stage: int, *args: str, rc: int = 0) -> subprocess.CompletedProcess:
@@ -83,30 +88,40 @@ def test_stage0_fetches_the_lm_once_and_stage5_decodes_with_it(
     decoding = [*common, "--data", str(corpus), "--chunks", "", "--lm-chunk", "4"]
     out = _recipe(5, *decoding, "--lm-grid", lm_grid).stdout
     for w, b in grid:  # each pair decoded dev-clean
-        summary = (exp / "decode" / "dev-clean" / f"lm_w{w}_b{b}" / "summary.txt").read_text()
-        assert f"(weight {w}, word bonus {b}, oov penalty 3.0)" in summary
-        rates = [summary.split(f"\n{rate} ")[1].split(" %")[0] for rate in ("WER", "CER")]
-        grid[w, b] = tuple(float(r) for r in rates)
+        record = _summary(exp / "decode" / "dev-clean" / f"lm_w{w}_b{b}")
+        search = record["settings"]["search"]
+        assert (search["lm_weight"], search["word_bonus"]) == (float(w), float(b))
+        grid[w, b] = (record["wer"]["percent"], record["cer"]["percent"])
     assert len(set(grid.values())) == 2, grid  # so picking the best is tested
     w, b = min(grid, key=lambda pair: grid[pair])  # lowest WER, then lowest CER
     wer, cer = grid[w, b]
     assert f"best on dev-clean: weight {w}, bonus {b} (WER {wer:.2f} %, CER {cer:.2f} %)" in out
     decode = exp / "decode" / "test-clean"
-    summary = (decode / "full_lm" / "summary.txt").read_text()
-    assert f"+ LM {lm_file} (weight {w}, word bonus {b}, oov penalty 3.0)" in summary
-    assert "search prefix_beam (beam 20, token min log-prob -5.0)" in summary
-    assert (decode / "full" / "summary.txt").is_file()
+    lm_search = {
+        "mode": "prefix_beam", "beam_size": 20, "token_min_logp": -5.0, "lm": str(lm_file),
+        "lm_weight": float(w), "word_bonus": float(b), "oov_penalty": 3.0,
+    }  # fmt: skip
+    full_lm = _summary(decode / "full_lm")
+    assert lm_search.items() <= full_lm["settings"]["search"].items()
+    assert full_lm["settings"]["chunking"] == {"chunk_size": 0, "left_chunks": -1}
+    assert _summary(decode / "full")["settings"]["search"]["mode"] == "greedy"
     hyps = (decode / "full_lm" / "hyp.txt").read_text().splitlines()
-    assert len(hyps) == len(load_cuts(corpus / "test-clean"))
-    simulated = (decode / "chunk4_sim_lm" / "summary.txt").read_text()
-    settings = f"(weight {w}, word bonus {b}, oov penalty 3.0)"
-    assert f"{settings}, chunk 4, left -1, simulated streaming" in simulated
+    assert len(hyps) == len(load_cuts(corpus / "test-clean")) == full_lm["utterances"]
+    simulated = _summary(decode / "chunk4_sim_lm")["settings"]
+    assert lm_search.items() <= simulated["search"].items()
+    assert simulated["chunking"] == {"chunk_size": 4, "left_chunks": -1}
+    assert simulated["simulate_streaming"]
 
     # Stage 6 streams with the LM and the pair stage 5 chose, and matches simulated streaming.
     _recipe(6, *decoding, "--stream-chunks", "", "--lm-weight", "9")
     n = len(hyps)
-    streamed = (decode / "stream4_lm" / "summary.txt").read_text()
-    assert f"identical to {decode / 'chunk4_sim_lm' / 'hyp.txt'}: {n}/{n}" in streamed
+    streamed = _summary(decode / "stream4_lm")
+    assert streamed["identical"]["same"] == streamed["identical"]["compared"] == n
+    assert streamed["identical"]["to"] == str(decode / "chunk4_sim_lm" / "hyp.txt")
+    assert lm_search.items() <= streamed["settings"]["search"].items()
+    assert streamed["settings"]["chunking"] == {"chunk_size": 4, "left_chunks": -1}
+    texts = [line.partition(" ")[2] for line in (decode / "stream4_lm" / "hyp.txt").open()]
+    assert len(texts) == n and sum(bool(t.strip()) for t in texts) > n // 2
     assert not (decode / "stream16").exists()
 
     # --lm "": no LM decode.

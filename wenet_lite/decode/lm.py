@@ -43,7 +43,7 @@ from wenet_lite.fileio import open_text, write_text_atomic
 
 __all__ = [
     "LanguageModel", "LMState", "LMScorer", "Perplexity", "WordLM", "load_lm", "perplexity",
-    "read_sentences", "LM_WEIGHT", "OOV_PENALTY", "WORD_BONUS",
+    "read_sentences", "train_lm_file", "LM_WEIGHT", "OOV_PENALTY", "WORD_BONUS",
 ]  # fmt: skip
 
 _FORMAT = "wenet_lite word n-gram, absolute discounting"
@@ -183,7 +183,7 @@ LanguageModel = NGramLM  # a WordLM or an ArpaLM
 
 
 def load_lm(path: Pathlike) -> LanguageModel:
-    """An ARPA file (name ending in .arpa or .arpa.gz) or ``tools/train_word_lm.py``'s JSON."""
+    """An ARPA file (name ending in .arpa or .arpa.gz) or `wenet-lite train-lm`'s JSON."""
     name = Path(path).name.lower()
     if name.endswith((".arpa", ".arpa.gz")):
         return ArpaLM.load(path)
@@ -199,6 +199,26 @@ class Perplexity(NamedTuple):
     words: int
     unknown: int
     """words outside the LM's vocabulary"""
+
+
+def train_lm_file(
+    parts: Sequence[Pathlike],
+    texts: Sequence[Pathlike],
+    out: Pathlike,
+    order: int = 2,
+    discount: float = 0.75,
+) -> str:
+    """`wenet-lite train-lm`: count a word LM of ``parts``' transcripts and ``texts``' lines
+    (see :func:`read_sentences`) and write it to ``out`` (JSON, or ARPA when the name ends in
+    .arpa or .arpa.gz). Returns a line saying what was written."""
+    lm = WordLM.train(read_sentences(parts, texts), discount, order)
+    if str(out).lower().endswith((".arpa", ".arpa.gz")):
+        lm.save_arpa(out)
+    else:
+        lm.save(out)
+    counts = Counter(len(h.split()) + 1 for h, ws in lm.ngrams.items() for _ in ws)
+    grams = ", ".join(f"{counts[n]} {('', '', 'bi', 'tri')[n]}grams" for n in sorted(counts))
+    return f"{out}: {len(lm.unigrams) - 1} words, {grams}"
 
 
 def read_sentences(parts: Iterable[Pathlike], texts: Iterable[Pathlike]) -> Iterator[str]:

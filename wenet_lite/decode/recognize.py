@@ -20,11 +20,12 @@ prefix beam search with nbest > 1, ``nbest.txt`` (``id rank log-probability text
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 from lhotse.cut import Cut
@@ -42,9 +43,16 @@ from wenet_lite.decode.ctc_search import (
 from wenet_lite.decode.lm import LMScorer
 from wenet_lite.decode.options import SearchOptions
 from wenet_lite.decode.result import spell
-from wenet_lite.decode.wer import UtteranceScore, format_details, format_summary, score_utterance
+from wenet_lite.decode.wer import (
+    UtteranceScore,
+    format_details,
+    format_summary,
+    score_utterance,
+    summary_record,
+)
 from wenet_lite.features.audio import AudioError
 from wenet_lite.features.fbank import compute_fbank
+from wenet_lite.fileio import write_text_atomic
 from wenet_lite.model import ASRModel
 from wenet_lite.model.chunking import Chunking, check_chunking
 
@@ -123,6 +131,19 @@ class DecodeReport:
             f"audio {self.audio_seconds:.2f} s, wall {self.wall_seconds:.2f} s, RTF {self.rtf:.4f}",
         ]
 
+    def summary_record(self) -> Dict[str, Any]:
+        """What ``summary.json`` holds besides the model and data: the settings (every
+        option, and the line that describes them), the scores and the timing."""
+        return {
+            "command": "decode",
+            "settings": {**dataclasses.asdict(self.options), "describe": self.options.describe()},
+            **summary_record([r.score for r in self.results]),
+            "failed": len(self.failures),
+            "audio_seconds": round(self.audio_seconds, 3),
+            "wall_seconds": round(self.wall_seconds, 3),
+            "rtf": round(self.rtf, 5),
+        }
+
 
 def decode_cuts(
     model_path: Pathlike,
@@ -139,8 +160,7 @@ def decode_cuts(
     check_chunking(cfg.encoder, options.chunking, options.simulate_streaming, str(model_path))
     cuts = list(load_cuts(data))
     report = decode_model(model, tokenizer, cfg, cuts, options)
-    header = [f"model {model_path}", f"data {data}"]
-    write_report(report, out_dir, header)
+    write_report(report, out_dir, {"model": str(model_path), "data": str(data)})
     return report
 
 
@@ -256,24 +276,33 @@ def _utterance_result(
     return UtteranceResult(cut.id, text, hyp, pieces, times, score, nbest)
 
 
-def write_report(report: DecodeReport, out_dir: Pathlike, header: Sequence[str] = ()) -> None:
+def write_report(
+    report: DecodeReport, out_dir: Pathlike, inputs: Optional[Dict[str, str]] = None
+) -> None:
+    """``hyp.txt``, ``details.txt``, ``summary.txt``, ``summary.json`` (and ``nbest.txt``,
+    ``errors.txt``) in ``out_dir``; ``inputs`` (e.g. model and data paths) head the summaries."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "hyp.txt", "w", encoding="utf-8") as f:
-        for r in report.results:
-            f.write(f"{r.utt_id} {r.text}".rstrip() + "\n")
-    with open(out / "details.txt", "w", encoding="utf-8") as f:
-        for r in report.results:
-            f.write("\n".join(_details(r)) + "\n\n")
-    (out / "summary.txt").write_text("\n".join([*header, *report.summary_lines()]) + "\n")
+    inputs = inputs or {}
+    write_text_atomic(
+        out / "hyp.txt", "".join(f"{r.utt_id} {r.text}".rstrip() + "\n" for r in report.results)
+    )
+    write_text_atomic(
+        out / "details.txt", "".join("\n".join(_details(r)) + "\n\n" for r in report.results)
+    )
+    header = [f"{key} {value}" for key, value in inputs.items()]
+    write_text_atomic(out / "summary.txt", "\n".join([*header, *report.summary_lines()]) + "\n")
+    record = {**inputs, **report.summary_record()}
+    write_text_atomic(out / "summary.json", json.dumps(record, indent=1) + "\n")
     if any(r.nbest for r in report.results):
-        with open(out / "nbest.txt", "w", encoding="utf-8") as f:
-            for r in report.results:
-                for rank, (score, text) in enumerate(r.nbest, 1):
-                    f.write(f"{r.utt_id} {rank} {score:.4f} {text}".rstrip() + "\n")
+        lines = [
+            f"{r.utt_id} {rank} {score:.4f} {text}".rstrip() + "\n"
+            for r in report.results
+            for rank, (score, text) in enumerate(r.nbest, 1)
+        ]
+        write_text_atomic(out / "nbest.txt", "".join(lines))
     errors = out / "errors.txt"
     if report.failures:
-        errors.write_text("".join(f"{utt} {msg}\n" for utt, msg in report.failures))
+        write_text_atomic(errors, "".join(f"{utt} {msg}\n" for utt, msg in report.failures))
     elif errors.exists():
         errors.unlink()  # a stale list from an earlier run would mislead
 

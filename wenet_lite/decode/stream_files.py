@@ -11,16 +11,19 @@ Up to ``max_streams`` inputs are decoded concurrently, batched through one encod
 Output, text mode: partial hypotheses on stderr whenever they change (``NAME ... TEXT``), and
 each final segment on stdout: ``NAME START-END TEXT`` then an indented line of
 ``WORD START-END`` entries. With ``json_lines``: one JSON object per line on stdout, ``type``
-``partial``, ``final`` (with words, tokens, token times and confidence) or ``error``. Every input
-that is decoded ends with at least one final, empty if nothing was recognised.
+``partial``, ``final`` (with words, tokens, token times and confidence) or ``error``, and a last
+line of type ``summary`` (the recogniser's settings, input and failure counts, audio and wall
+seconds; `wenet-lite score` reads it). Every input that is decoded ends with at least one
+final, empty if nothing was recognised.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
-from typing import IO, BinaryIO, Iterator, List, Optional, Sequence, Tuple
+import time
+from dataclasses import dataclass, field
+from typing import IO, Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -28,10 +31,34 @@ from wenet_lite.decode.result import Result
 from wenet_lite.decode.streaming import Stream, StreamingRecognizer
 from wenet_lite.features.audio import AudioError, read_audio_blocks, read_pcm16
 
-__all__ = ["STDIN", "stream_inputs"]
+__all__ = ["STDIN", "StreamReport", "stream_inputs"]
 
 STDIN = "-"
 _STDIN_BLOCK_S = 0.1  # a live source delivers audio in small pieces; latency is chunk + this
+
+
+@dataclass
+class StreamReport:
+    """What :func:`stream_inputs` streamed."""
+
+    texts: Dict[str, str] = field(default_factory=dict)
+    """input name -> its final segments' text, joined in order"""
+    failures: List[str] = field(default_factory=list)
+    """inputs that failed (each reported on stderr)"""
+    audio_seconds: float = 0.0
+    wall_seconds: float = 0.0
+
+    @property
+    def failed(self) -> int:
+        return len(self.failures)
+
+    def record(self) -> Dict[str, Any]:
+        return {
+            "inputs": len(self.texts) + self.failed, "failed": self.failed,
+            "audio_seconds": round(self.audio_seconds, 3),
+            "wall_seconds": round(self.wall_seconds, 3),
+            "rtf": round(self.wall_seconds / max(self.audio_seconds, 1e-9), 5),
+        }  # fmt: skip
 
 
 @dataclass
@@ -43,6 +70,9 @@ class _Active:
     last_partial: str = ""
     finished: bool = False
     error: Optional[str] = None
+    samples: int = 0
+    """at the input's own rate"""
+    rate: int = 1
 
 
 def _pcm_blocks(stdin: BinaryIO, sample_rate: int) -> Iterator[Tuple[np.ndarray, int]]:
@@ -84,6 +114,10 @@ class _Printer:
         if self.json_lines:
             self._json({"type": "error", "file": name, "error": message})
 
+    def summary(self, record: Dict[str, Any]) -> None:
+        if self.json_lines:
+            self._json({"type": "summary", **record})
+
     def _json(self, obj: dict) -> None:
         print(json.dumps(obj, ensure_ascii=False), file=self.out, flush=True)
 
@@ -98,8 +132,8 @@ def stream_inputs(
     out: Optional[IO[str]] = None,
     err: Optional[IO[str]] = None,
     stdin: Optional[BinaryIO] = None,
-) -> int:
-    """Stream every input (paths, or ``-`` for PCM on stdin); returns how many failed.
+) -> StreamReport:
+    """Stream every input (paths, or ``-`` for PCM on stdin).
 
     A failing input is reported (its file named) and the others are still decoded. Ctrl-C
     (KeyboardInterrupt) ends the inputs being decoded: what arrived is decoded and printed
@@ -112,6 +146,7 @@ def stream_inputs(
     printer = _Printer(json_lines, out or sys.stdout, err or sys.stderr)
     session = _Session(recognizer, printer, sample_rate, stdin)
     pending = list(inputs)[::-1]
+    start = time.perf_counter()
     try:
         while pending or session.active:
             while pending and len(session.active) < max_streams:
@@ -120,7 +155,10 @@ def stream_inputs(
     except KeyboardInterrupt:
         session.finish_all()
         raise
-    return session.failed
+    report = session.report
+    report.wall_seconds = time.perf_counter() - start
+    printer.summary({**recognizer.settings_record(), **report.record()})
+    return report
 
 
 class _Session:
@@ -136,7 +174,7 @@ class _Session:
         self.rec, self.printer = recognizer, printer
         self.sample_rate, self.stdin = sample_rate, stdin
         self.active: List[_Active] = []
-        self.failed = 0
+        self.report = StreamReport()
         # Files are read a chunk at a time, so partial results appear chunk by chunk.
         self.block_s = (
             recognizer.chunk_size * recognizer.subsampling_rate * recognizer.frame_shift_s
@@ -155,7 +193,7 @@ class _Session:
             _feed(a)
         for a in [a for a in self.active if a.error is not None]:
             self.printer.error(a.name, a.error or "")
-            self.failed += 1
+            self.report.failures.append(a.name)
             self.active.remove(a)
         self._decode()
 
@@ -172,6 +210,8 @@ class _Session:
             _show(a, self.printer)
             if a.shown_finals == 0:  # every decoded input gets a final line, empty or not
                 self.printer.final(a.name, 0, a.stream.result())
+            self.report.texts[a.name] = a.stream.result().text
+            self.report.audio_seconds += a.samples / a.rate
             self.active.remove(a)
 
 
@@ -186,6 +226,7 @@ def _feed(a: _Active) -> None:
             a.stream.input_finished()
         else:
             a.stream.accept_waveform(block[1], block[0])
+            a.samples, a.rate = a.samples + block[0].size, block[1]
     except (AudioError, ValueError) as e:
         # AudioError names the file; anything else from the stream gets the name added.
         a.error = str(e) if isinstance(e, AudioError) else f"{a.name}: {e}"

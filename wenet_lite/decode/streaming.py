@@ -22,8 +22,9 @@ time per chunk. With ``left_chunks = -1`` the attention cache grows until the ne
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import soxr
@@ -300,6 +301,7 @@ class StreamingRecognizer:
         check_chunking(cfg.encoder, chunking, cached=True, source=source)
         keep_freed_memory()  # batched steps reuse freed activations (wenet_lite/malloc.py)
         self.model, self.cfg, self.tokenizer = model, cfg, tokenizer
+        self.source = source
         self.chunking = chunking
         self.options = (options or SearchOptions()).resolved(cfg.decode)
         self.endpoint = endpoint if endpoint is not None else EndpointConfig()
@@ -320,6 +322,17 @@ class StreamingRecognizer:
                 self.options.lm, self._need_tokenizer().pieces(), self.options.lm_weight,
                 self.options.word_bonus, self.options.oov_penalty,
             )  # fmt: skip
+
+    def settings_record(self) -> Dict[str, Any]:
+        """The settings for summaries (``summary.json``, `stream --json`'s last line)."""
+        return {
+            "model": self.source,
+            "chunking": dataclasses.asdict(self.chunking),
+            "search": dataclasses.asdict(self.options),
+            "endpoint": dataclasses.asdict(self.endpoint),
+            "describe": f"search {self.options.describe()}, {self.chunking.describe()}, "
+            + ("streamed" if self.endpoint.enabled else "streamed, no endpointing"),
+        }
 
     @property
     def chunk_size(self) -> int:

@@ -11,7 +11,7 @@ an infinite rate). Corpus rates are computed from summed counts, not averaged pe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, List, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Sequence, Tuple
 
 import kaldialign
 
@@ -127,6 +127,24 @@ def format_summary(scores: Sequence[UtteranceScore]) -> List[str]:
         _format_rate("CER", sum_counts(s.chars for s in scores)),
         f"utterances {len(scores)}",
     ]
+
+
+def summary_record(scores: Sequence[UtteranceScore]) -> Dict[str, Any]:
+    """The numbers of :func:`format_summary` for ``summary.json``: WER and CER in % (two
+    decimals, as printed) with their edit counts, and the utterance count."""
+
+    def rate(counts: ErrorCounts) -> Dict[str, Any]:
+        return {
+            "percent": round(100 * counts.rate, 2), "substitutions": counts.substitutions,
+            "deletions": counts.deletions, "insertions": counts.insertions,
+            "ref_len": counts.ref_len,
+        }  # fmt: skip
+
+    return {
+        "wer": rate(sum_counts(s.words for s in scores)),
+        "cer": rate(sum_counts(s.chars for s in scores)),
+        "utterances": len(scores),
+    }
 
 
 def _op(r: str, h: str) -> str:

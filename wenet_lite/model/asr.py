@@ -11,7 +11,7 @@ from wenet_lite.config import ExperimentConfig
 from wenet_lite.model.conformer import ConformerEncoder
 from wenet_lite.model.ctc import CTCHead
 
-__all__ = ["ASRModel", "build_model"]
+__all__ = ["ASRModel", "build_model", "describe_model"]
 
 
 class ASRModel(nn.Module):
@@ -69,3 +69,13 @@ def build_model(cfg: ExperimentConfig, vocab_size: int) -> ASRModel:
         attention_dropout=enc.attention_dropout,
     )
     return ASRModel(encoder, CTCHead(enc.d_model, vocab_size))
+
+
+def describe_model(cfg: ExperimentConfig) -> str:
+    """What a model is, in a few words for figure titles and tables, e.g. ``Conformer 6 x 144
+    (4 heads, FFN 576, dynamic chunks), 128 unigram pieces``."""
+    enc = cfg.encoder
+    return (
+        f"Conformer {enc.num_blocks} x {enc.d_model} ({enc.num_heads} heads, FFN {enc.ffn_dim}, "
+        f"{enc.chunk.mode} chunks), {cfg.tokenizer.vocab_size} {cfg.tokenizer.model_type} pieces"
+    )

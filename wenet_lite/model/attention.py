@@ -90,24 +90,15 @@ class RelPositionAttention(nn.Module):
 
         Args:
             x: new frames (B, C, D).
-            pos: p(r) for r = M+C-1 down to -(C-1), (H, W, d_k).
+            pos: p(r) for r = M+C-1 down to -(C-1), (H, M+2C-1, d_k).
             mask: True where query i may attend key j, (B, C, M+C).
             cache: projected keys then values of the M previous frames, (B, H, M, 2*d_k).
         Returns:
             out (B, C, D) and the keys/values of all M+C frames (B, H, M+C, 2*d_k).
         """
         b, c, _ = x.size()
-        qkv = self.qkv(x).view(b, c, 3, self.num_heads, self.head_dim)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, H, C, d_k)
-        kv = torch.cat([k, v], dim=-1)  # (B, H, C, 2*d_k)
-        if cache.size(2) > 0 or not _eager():  # eager full-context forward: nothing to join
-            kv = torch.cat([cache, kv], dim=2)  # (B, H, L, 2*d_k)
-            k, v = kv.split(self.head_dim, dim=-1)  # each (B, H, L, d_k)
-        num_keys = kv.size(2)
-
-        # Scaled before the product: (C, d_k) elements scaled instead of (C, W).
-        q_v = (q + self.pos_bias_v.unsqueeze(1)) * (1.0 / math.sqrt(self.head_dim))
-        bias = position_scores(q_v, pos, num_keys)  # (B, H, C, L)
+        q, k, v, kv = self._project(x, cache)
+        bias = self._position_term(q, pos, kv.size(2))  # (B, H, C, M+C)
         bias = bias.masked_fill(~mask.unsqueeze(1), float("-inf"))
         out = F.scaled_dot_product_attention(
             q + self.pos_bias_u.unsqueeze(1),
@@ -118,3 +109,47 @@ class RelPositionAttention(nn.Module):
         )  # (B, H, C, d_k)
         out = out.transpose(1, 2).reshape(b, c, -1)  # (B, C, D)
         return self.out(out), kv
+
+    @torch.jit.unused
+    def score_terms(
+        self, x: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor, cache: torch.Tensor
+    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The two terms of the score and the attention weights, for looking at them
+        (``tools/plot_attention.py``); arguments as :meth:`forward`.
+
+        Returns:
+            content (q_i + u)·k_j / sqrt(d_k), position (q_i + v)·p(i - j) / sqrt(d_k) and the
+            weights softmax(content + position) over the visible keys; each (B, H, C, M+C),
+            the terms -inf and the weights 0 where the mask hides a key.
+        """
+        q, k, _, kv = self._project(x, cache)
+        hidden = ~mask.unsqueeze(1)  # (B, 1, C, M+C)
+        scale = 1.0 / math.sqrt(self.head_dim)
+        content = torch.matmul((q + self.pos_bias_u.unsqueeze(1)) * scale, k.transpose(2, 3))
+        position = self._position_term(q, pos, kv.size(2))
+        weights = torch.softmax((content + position).masked_fill(hidden, float("-inf")), dim=-1)
+        return (
+            content.masked_fill(hidden, float("-inf")),
+            position.masked_fill(hidden, float("-inf")),
+            weights,
+        )
+
+    def _project(
+        self, x: torch.Tensor, cache: torch.Tensor
+    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries (B, H, C, d_k), keys and values of the cache and the chunk (B, H, M+C, d_k)
+        each, and both together as the next cache (B, H, M+C, 2*d_k)."""
+        b, c, _ = x.size()
+        qkv = self.qkv(x).view(b, c, 3, self.num_heads, self.head_dim)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, H, C, d_k)
+        kv = torch.cat([k, v], dim=-1)  # (B, H, C, 2*d_k)
+        if cache.size(2) > 0 or not _eager():  # eager full-context forward: nothing to join
+            kv = torch.cat([cache, kv], dim=2)  # (B, H, M+C, 2*d_k)
+            k, v = kv.split(self.head_dim, dim=-1)  # each (B, H, M+C, d_k)
+        return q, k, v, kv
+
+    def _position_term(self, q: torch.Tensor, pos: torch.Tensor, num_keys: int) -> torch.Tensor:
+        """(q_i + v)·p(i - j) / sqrt(d_k): (B, H, C, num_keys)."""
+        # Scaled before the product: (C, d_k) elements scaled instead of (C, M+2C-1).
+        q_v = (q + self.pos_bias_v.unsqueeze(1)) * (1.0 / math.sqrt(self.head_dim))
+        return position_scores(q_v, pos, num_keys)
