@@ -50,8 +50,9 @@ def test_dynamic_chunk_distribution() -> None:
     assert set(sizes) == {1, 2, 3, 4, 5}
     assert max(sizes.values()) / min(sizes.values()) < 1.3  # uniform
     assert {left for _, left in draws} == {-1}
-    again = [sample_chunk(cfg, torch.Generator().manual_seed(0)) for _ in range(1)]
-    assert again[0] == draws[0]  # reproducible from the generator state
+    gen = torch.Generator().manual_seed(0)
+    again = [sample_chunk(cfg, gen) for _ in draws]
+    assert again == draws  # the whole sequence is reproducible from the generator state
 
 
 def test_dynamic_random_left_chunks() -> None:

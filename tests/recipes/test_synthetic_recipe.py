@@ -1,8 +1,9 @@
 """recipes/synthetic/run.sh end to end in smoke mode: every stage runs and leaves its artefacts.
 
-SMOKE=1 generates 0.02 h of speech and trains conf/tiny_test.yaml for 200 steps (enough to emit words), then decodes,
-streams, exports (TorchScript, ONNX), runs both exported models and writes plots and
-RESULTS.md: the same commands as `make demo`, small enough for CI (44 s on 2 cores).
+SMOKE=1 generates 0.02 h of speech and trains conf/tiny_test.yaml for 200 steps (enough for it
+to emit words), then decodes, streams, exports (TorchScript, ONNX), runs both exported models
+and writes plots and RESULTS.md: the same commands as `make demo`, small enough for CI (about a
+minute on 2 cores).
 """
 
 from __future__ import annotations

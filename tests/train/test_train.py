@@ -76,6 +76,10 @@ def test_resume_gives_the_same_losses_as_an_uninterrupted_run(synthetic_corpus, 
     full = _train(data, tmp_path / "full", *RANDOM, tokenizer=tok)
     steps = sorted(full.losses)
     assert len(steps) >= 8 and full.epoch == 3
+    # Reproducible: a second whole run repeats every step's loss, and another seed does not.
+    assert _train(data, tmp_path / "again", *RANDOM, tokenizer=tok).losses == full.losses
+    other = _train(data, tmp_path / "seed", *RANDOM, "train.seed=1", tokenizer=tok).losses
+    assert sorted(other) == steps and all(other[s] != full.losses[s] for s in steps)
     exp = tmp_path / "cut"
     # Stop mid-epoch 1, then mid-epoch 2 (with DataLoader workers, which prefetch ahead of
     # training: the resume point must be what was trained on, not what was loaded), then finish.

@@ -1,0 +1,34 @@
+"""`wenet-lite --help` and every subcommand's: each starts with a copy-pasteable usage line
+whose flags exist, and the installed console script answers."""
+
+import re
+import subprocess
+
+import pytest
+
+from wenet_lite.cli import build_parser
+
+SUBCOMMANDS = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+EXPECTED = {"prepare", "compute-cmvn", "compute-fbank", "train", "average", "decode", "stream",
+            "score", "train-lm", "export"}  # fmt: skip
+
+
+def test_the_subcommands() -> None:
+    assert set(SUBCOMMANDS) == EXPECTED
+    out = subprocess.run(["wenet-lite", "--help"], capture_output=True, text=True, check=True)
+    for name in EXPECTED:
+        assert name in out.stdout
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_help_of_every_subcommand(name: str) -> None:
+    proc = subprocess.run(["wenet-lite", name, "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and not proc.stderr, proc.stderr
+    parser = SUBCOMMANDS[name]
+    assert parser.description.startswith(f"usage: wenet-lite {name} ")
+    assert parser.description.splitlines()[0] in proc.stdout
+    known = {flag for action in parser._actions for flag in action.option_strings}
+    for line in parser.description.split("\n\n")[0].splitlines():  # the usage lines
+        command = re.split(rf"wenet[-_]lite {name}\b", line)[-1]  # not arecord's or torchrun's
+        for flag in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", command):
+            assert flag in known, f"{name}'s usage names {flag}, which it does not take"
