@@ -1,21 +1,36 @@
-PYTHON ?= python3
+# The Python: PYTHON=... if given, else the active virtual environment, else .venv in this
+# checkout, which `make setup` creates. Every target but setup runs with that environment's
+# scripts first on PATH (the recipes call `wenet-lite` and `python3`).
+ifdef PYTHON
+PY := $(PYTHON)
+else ifdef VIRTUAL_ENV
+PY := $(VIRTUAL_ENV)/bin/python
+else
+PY := $(CURDIR)/.venv/bin/python
+endif
+WITH_ENV = PATH="$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$$PATH"
 
-.PHONY: test demo smoke lint bench
+.PHONY: setup test demo smoke lint bench
 
-test:
-	$(PYTHON) -m pytest -q
+# Install what is missing (apt packages, .venv, torch's CPU wheel, wenet_lite[dev]); a second
+# run checks and returns in about a second. See tools/setup.sh.
+setup:
+	@PYTHON="$(PYTHON)" bash tools/setup.sh
+
+test: setup
+	$(WITH_ENV) $(PY) -m pytest -q
 
 # Generate a synthetic LibriSpeech-layout corpus, train, decode, stream, export, print results
 # (recipes/synthetic/run.sh; 16-25 min measured on 2 CPU cores). Extra recipe flags: make demo ARGS="--stage 5".
-demo:
-	bash recipes/synthetic/run.sh $(ARGS)
+demo: setup
+	$(WITH_ENV) bash recipes/synthetic/run.sh $(ARGS)
 
 # The same stages on 0.02 h with a tiny model (~1 min): what tests/recipes runs.
-smoke:
-	SMOKE=1 bash recipes/synthetic/run.sh $(ARGS)
+smoke: setup
+	$(WITH_ENV) SMOKE=1 bash recipes/synthetic/run.sh $(ARGS)
 
-lint:
-	ruff check . && ruff format --check .
+lint: setup
+	$(WITH_ENV) ruff check . && $(WITH_ENV) ruff format --check .
 
-bench:
-	$(PYTHON) tools/bench_encoder.py
+bench: setup
+	$(WITH_ENV) $(PY) tools/bench_encoder.py
