@@ -77,9 +77,14 @@ pip=("$python" -m pip install -q)
 
 # --- torch, only when none is importable ----------------------------------------------------
 if ! "$python" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)"; then
-  say "installing $torch_spec (CPU wheel) into $python"
-  "${pip[@]}" --index-url "$torch_index" "$torch_spec" \
-    || "${pip[@]}" "$torch_spec"  # no CPU index reachable: PyPI's (or a local) wheel
+  if "$python" -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)" \
+      "$torch_index/torch/" >/dev/null 2>&1; then
+    say "installing $torch_spec (CPU wheel, $torch_index) into $python"
+    "${pip[@]}" --index-url "$torch_index" "$torch_spec"
+  else  # e.g. an offline machine with its own wheel index
+    say "$torch_index is not reachable: installing $torch_spec from pip's configured index"
+    "${pip[@]}" "$torch_spec"
+  fi
 fi
 
 # --- wenet_lite and its [dev] extra ----------------------------------------------------------

@@ -3,15 +3,10 @@
 glibc's malloc serves allocations above a threshold (128 KiB, raised adaptively up to 32 MiB)
 with ``mmap`` and unmaps them on free; the next allocation of that size then takes a page fault
 per 4 KiB page as the kernel zero-fills it again. PyTorch on CPU allocates every intermediate
-tensor this way, so a batched streaming step (16 streams of ``conf/conformer_u2.yaml``: tens of
-MiB per activation) page-faults on every large activation: alone, the 1-input-channel front-end
-conv over 16 windows took 35 ms with the defaults and 8 ms with this setting (1 thread, 2-core
-AMD EPYC; a 32-utterance training batch's first conv 56 -> 14 ms). Raising the mmap and trim
-thresholds to 1 GiB makes freed blocks stay on malloc's heap and be reused. End to end
-(``tools/bench_streaming.py``, ``tools/bench_encoder.py``) the first measurements gave 16
-batched streams 595 -> 464 ms per step and the full forward RTF 0.054 -> 0.047, but later
-interleaved runs on the same (shared) machine varied by +-20 % either way; training steps did
-not change. The cost: the process's resident memory no longer shrinks after a peak.
+tensor this way, so a batched streaming step (tens of MiB per activation) page-faults on every
+large activation. Raising the mmap and trim thresholds to 1 GiB makes freed blocks stay on
+malloc's heap and be reused; README "Streaming speed" has what that measured. The cost: the
+process's resident memory no longer shrinks after a peak.
 
 ``WENET_LITE_MALLOC=0``, or either ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` in the
 environment (the user's own tuning), leaves malloc alone; so does a non-glibc C library.

@@ -41,7 +41,7 @@ class _StatsDataset(torch.utils.data.Dataset):
         piece = self.cuts[index * _CUTS_PER_ITEM : (index + 1) * _CUTS_PER_ITEM]
         for cut in piece:
             try:
-                stats.add(load_features(cut, self.features))  # (T, F), no dither, speed 1.0
+                stats.add(load_features(cut, self.features))  # (T_in, F), no dither, speed 1.0
             except SkipUtterance as e:
                 skipped[e.reason] += 1
         return stats, dict(skipped), len(piece)

@@ -17,7 +17,7 @@ Augmentation randomness is a pure function of ``(seed, epoch, cut id)`` (:func:`
 never of global RNG state or of which worker or rank loads the cut: a resumed run or another
 ``num_workers`` sees the same speed factor, dither noise and SpecAugment masks.
 
-Shapes: B batch, T fbank frames, F mel bins, U target tokens.
+Shapes: the legend in ``wenet_lite``.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class Batch(NamedTuple):
     B may be 0 when every utterance was skipped; ``skipped`` counts them by reason.
     """
 
-    feats: torch.Tensor  # (B, T, F) raw log-mel (CMVN runs inside the model)
+    feats: torch.Tensor  # (B, T_in, F) raw log-mel (CMVN runs inside the model)
     feats_lens: torch.Tensor  # (B,)
     targets: torch.Tensor  # (B, U) token ids, padded with 0
     target_lens: torch.Tensor  # (B,)
@@ -153,7 +153,7 @@ def load_features(
     dither: float = 0.0,
     seed: Optional[int] = None,
 ) -> torch.Tensor:
-    """(T, F) fbank of one cut, speed-perturbed and dithered when asked.
+    """(T_in, F) fbank of one cut, speed-perturbed and dithered when asked.
 
     ``seed`` (see :func:`utterance_seed`) drives the speed choice and the dither noise.
     Raises SkipUtterance for unusable audio, or for fewer than 1 frame.
@@ -173,7 +173,7 @@ def load_features(
     feats = compute_fbank(samples, features.sample_rate, features, dither=dither, rng=rng)
     if feats.size(0) == 0:
         raise SkipUtterance("too_short")
-    return feats  # (T, F)
+    return feats  # (T_in, F)
 
 
 def _draw_speed(rng: np.random.Generator, speed_factors: Sequence[float]) -> float:
@@ -181,11 +181,11 @@ def _draw_speed(rng: np.random.Generator, speed_factors: Sequence[float]) -> flo
 
 
 def load_stored_fbank(cut: Cut) -> Optional[torch.Tensor]:
-    """(T, F) float32 stored fbank of ``cut``; None without one, or if it cannot be read."""
+    """(T_in, F) float32 stored fbank of ``cut``; None without one, or if it cannot be read."""
     if not cut.has_custom(FBANK_FIELD):
         return None
     try:
-        feats = cut.load_custom(FBANK_FIELD)  # (T, F) float16
+        feats = cut.load_custom(FBANK_FIELD)  # (T_in, F) float16
     except (OSError, ValueError, EOFError):
         return None  # removed or damaged since it was stored: the caller uses the audio
     return torch.from_numpy(feats.astype(np.float32))
@@ -240,7 +240,7 @@ class ASRDataset(torch.utils.data.Dataset):
         seed = utterance_seed(self.seed, epoch, cut.id, "audio")
         feats = None
         if self.stored_fbank and _draw_speed(np.random.default_rng(seed), self.speed_factors) == 1:
-            feats = load_stored_fbank(cut)  # (T, F)
+            feats = load_stored_fbank(cut)  # (T_in, F)
         if feats is None:
             feats = load_features(cut, self.features, self.speed_factors, self.dither, seed)
         if feats.size(0) < self.min_frames:
@@ -258,7 +258,7 @@ def _collate(
     target_lens = torch.tensor([len(t) for _, _, _, t in items], dtype=torch.long)  # (B,)
     t_max = int(feats_lens.max()) if b else 0
     u_max = int(target_lens.max()) if b else 0
-    feats = torch.zeros(b, t_max, num_bins)  # (B, T, F)
+    feats = torch.zeros(b, t_max, num_bins)  # (B, T_in, F)
     targets = torch.zeros(b, u_max, dtype=torch.long)  # (B, U)
     for i, (_, _, f, t) in enumerate(items):
         feats[i, : f.size(0)] = f
@@ -270,7 +270,7 @@ def _collate(
 
 def spec_augment_batch(batch: Batch, cfg: SpecAugConfig, seed: int, epoch: int) -> Batch:
     """SpecAugment each utterance with masks drawn from ``(seed, epoch, cut id)``."""
-    feats = batch.feats.clone()  # (B, T, F)
+    feats = batch.feats.clone()  # (B, T_in, F)
     for i, (cut_id, n) in enumerate(zip(batch.ids, batch.feats_lens.tolist())):
         gen = torch.Generator().manual_seed(utterance_seed(seed, epoch, cut_id, "specaug"))
         feats[i, :n] = spec_augment(

@@ -1,8 +1,8 @@
 """Training features computed once and stored: `wenet-lite compute-fbank`.
 
 On a small CPU machine, computing fbank in a DataLoader worker competes with the training
-threads for the cores: on 2 cores, training ran 1.4x faster with the features ready (75 -> 105
-audio seconds per second, ``tools/bench_train.py``). :func:`store_fbank` computes each
+threads for the cores (README "Training" has the measured gain, ``tools/bench_train.py``).
+:func:`store_fbank` computes each
 utterance's training fbank once (speed 1.0; dither as in training, one draw per utterance, the
 one epoch 0 would draw), stores it with lhotse's ``NumpyFilesWriter`` as float16 in
 ``PART/fbank/`` and rewrites ``PART/cuts.jsonl.gz`` with each cut's array as the custom field
@@ -16,7 +16,7 @@ removed since). Stored features lose one thing: the dither noise no longer chang
 float16 keeps log-mel values to ~3 significant digits (<= 0.008 absolute at |x| < 16), far
 below the dither's own effect on quiet bins.
 
-Shapes: T fbank frames, F mel bins.
+Shapes: the legend in ``wenet_lite``.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class _Arrays(torch.utils.data.Dataset):
                     continue
                 arrays[cut.id] = writer.store_array(
                     cut.id,
-                    feats.numpy().astype(np.float16),  # (T, F)
+                    feats.numpy().astype(np.float16),  # (T_in, F)
                     frame_shift=self.features.frame_shift_ms / 1000,
                     temporal_dim=0,
                 )

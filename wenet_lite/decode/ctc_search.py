@@ -1,7 +1,6 @@
 """CTC search over log-probabilities: greedy and prefix beam search, one-shot and streaming.
 
-Shapes: B batch, T encoder frames, T_chunk frames of one streaming chunk, V vocabulary (id 0 is
-the blank), K tokens kept per frame by the beam search.
+Shapes: the legend in ``wenet_lite`` (C: the frames of one streaming chunk).
 
 The streaming classes carry the search state across chunks and the one-shot functions feed the
 whole utterance as a single chunk, so both run the same per-frame loop and chunking never changes
@@ -120,9 +119,9 @@ class StreamingGreedySearch:
         self._peaks: List[float] = []  # log-prob peak of each emitted token over its run
 
     def accept(self, log_probs: torch.Tensor) -> Hypothesis:
-        """Consume a (T_chunk, V) chunk and return the hypothesis over all frames so far."""
+        """Consume a (C, V) chunk and return the hypothesis over all frames so far."""
         _check_chunk(log_probs)
-        best_lp, best_id = log_probs.max(dim=-1)  # (T_chunk,), (T_chunk,)
+        best_lp, best_id = log_probs.max(dim=-1)  # (C,), (C,)
         self._accept_best(best_id.tolist(), best_lp.tolist())
         return self.result()
 
@@ -293,8 +292,7 @@ class StreamingPrefixBeamSearch:
     of those, tokens whose log-probability at the frame is below it are dropped (the frame's
     best token always stays), as pyctcdecode's ``token_min_logp``. CTC outputs are peaky, so
     most frames keep one or two tokens and the work per frame no longer grows with
-    beam_size * token_topk (on the synthetic dev set, beam 20 with the LM: -7 gave the same
-    transcripts 2.9x faster, -5 0.1 points fewer word errors 5x faster; README "Word LM").
+    beam_size * token_topk (README "Decoding and streaming" has the measured effect).
 
     ``nbest`` (<= beam_size) is how many hypotheses ``result`` returns, best first; fewer while
     the beam holds fewer prefixes (e.g. before the first frame).
@@ -333,10 +331,10 @@ class StreamingPrefixBeamSearch:
         self._beam: _Beam = {(): start}
 
     def accept(self, log_probs: torch.Tensor) -> List[Hypothesis]:
-        """Consume a (T_chunk, V) chunk; return the current n-best over all frames so far."""
+        """Consume a (C, V) chunk; return the current n-best over all frames so far."""
         _check_chunk(log_probs)
         k = min(self.token_topk, log_probs.size(-1))
-        top_lp, top_id = log_probs.topk(k, dim=-1)  # (T_chunk, K), (T_chunk, K)
+        top_lp, top_id = log_probs.topk(k, dim=-1)  # (C, k), (C, k)
         # Python floats (double) for the accumulation; one tensor-to-list conversion per chunk.
         for t, (tokens, lps) in enumerate(zip(top_id.tolist(), top_lp.tolist()), self.num_frames):
             if self.token_min_logp is not None:

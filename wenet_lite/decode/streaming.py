@@ -1,8 +1,7 @@
 """Streaming recognition: online fbank, chunk-by-chunk encoding with caches, CTC search and
 endpointing, with many streams batched through one encoder call.
 
-Shapes: B streams in a batch, W_in input (fbank) frames of a chunk's window, F fbank bins,
-C encoder frames per chunk, M cached frames, L layers, H heads, d_k head dim, V vocabulary.
+Shapes: the legend in ``wenet_lite`` (B: streams decoded in one call).
 
 A stream is exact: its tokens equal those of ``ConformerEncoder.forward_chunk_by_chunk`` over
 the offline features of the whole audio (and so the chunk-masked full forward), whatever sizes
@@ -182,7 +181,7 @@ class Stream:
         return merge_results(parts, is_final=self._done)
 
     def _window(self) -> torch.Tensor:
-        """(n, F) fbank frames of the next chunk's window, n <= W_in."""
+        """(n, F) fbank frames of the next chunk's window, n <= W."""
         available = self.fbank.num_frames_ready - self._next_frame
         return self.fbank.get_frames(self._next_frame, min(available, self._rec.window_size))
 
@@ -192,7 +191,7 @@ class Stream:
         self._state = state
         found = self._search.accept(log_probs)
         self._hyp = found if isinstance(found, Hypothesis) else found[0]
-        non_blank = (log_probs.argmax(dim=-1) != BLANK).nonzero()  # (K, 1)
+        non_blank = (log_probs.argmax(dim=-1) != BLANK).nonzero()  # (frames, 1)
         n = log_probs.size(0)
         if non_blank.numel():
             self._trailing_blanks = n - 1 - int(non_blank[-1, 0])
@@ -361,7 +360,7 @@ class StreamingRecognizer:
         for s in ready:
             if s._rec is not self:
                 raise ValueError("a stream can only be decoded by the recognizer that created it")
-        feats, lens = self._batch_windows(ready)  # (B, W_in, F), (B,)
+        feats, lens = self._batch_windows(ready)  # (B, W, F), (B,)
         state = self._batcher.stack([s._state for s in ready])
         pos = self._positions.get(state.att_cache.size(3))
         with torch.inference_mode():
@@ -393,7 +392,7 @@ class StreamingRecognizer:
         return self.tokenizer
 
     def _batch_windows(self, streams: Sequence[Stream]) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Windows zero-padded to W_in (a last partial window is shorter), and their lengths."""
+        """Windows zero-padded to W (a last partial window is shorter), and their lengths."""
         windows = [s._window() for s in streams]
         feats = torch.zeros(len(windows), self.window_size, windows[0].size(1))
         for i, w in enumerate(windows):

@@ -6,7 +6,7 @@ Metadata is a flat ``Dict[str, str]`` (the form ONNX metadata_props and a TorchS
 chunk size), and the model dims. Fbank values are read from the same ``knf.FbankOptions`` that
 training uses (``features.fbank.fbank_options``), so an export cannot disagree with training.
 
-Shapes: D model dim.
+Shapes: the legend in ``wenet_lite``.
 """
 
 from __future__ import annotations

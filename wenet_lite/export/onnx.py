@@ -31,8 +31,8 @@ online-recognizer-ctc-impl.h, scripts/wenet/export-onnx-streaming.py):
   same), and a hard-coded 10 ms shift and subsampling 4 for timestamps and endpointing.
   Hence the refusals in :func:`check_sherpa_compatible`.
 
-Shapes: W window frames, F mel bins, C chunk frames, N left chunks, L blocks, H heads, d_k head
-dim, D model dim, K conv kernel, V vocabulary, T fbank frames.
+Shapes: the legend in ``wenet_lite``; in this module N is the exported left chunks (sherpa's
+num_left_chunks), so M = C*N cached frames.
 """
 
 from __future__ import annotations
@@ -286,7 +286,7 @@ def quantize_int8(src: PathLike, dst: PathLike) -> Path:
     Activations are quantized per call; what is saved is weight memory traffic, which bounds
     a small chunk's speed. Weights use 7 bits (``reduce_range``): on x86 CPUs with AVX2 but no
     VNNI, onnxruntime's u8s8 kernel sums pairs of products in int16 and saturates with full
-    8-bit weights (measured on an AVX2-only EPYC: max log-prob error 0.86 vs 0.03).
+    8-bit weights (README "Export speed" has the measured error).
     """
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic

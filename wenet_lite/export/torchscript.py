@@ -7,7 +7,7 @@ needs torch (Python or C++ libtorch) and no wenet_lite:
   ``(att_cache (L, B, H, M, 2*d_k), conv_cache (L, B, D, K-1), cache_len (B,), cache_limit (1,))``
   with M = chunk_size * left_chunks (or growing from 0 when left_chunks is -1): the fields of
   ``EncoderState`` in order, flattened at this boundary so that runtimes need no named type.
-- ``forward_chunk(feats_window (B, W_in, F), state, window_lens=None)
+- ``forward_chunk(feats_window (B, W, F), state, window_lens=None)
   -> (log_probs (B, C, V), state)``: one chunk. Windows are ``window_size`` fbank frames
   starting every ``window_shift`` frames (consecutive windows overlap); the last window of a
   stream may be shorter (it then gives fewer than C frames) but must hold more than
@@ -24,8 +24,7 @@ lines), for tools that read the file as a zip, or with
 Features are fbank of samples scaled by ``sample_scale`` (see ``features/fbank.py``); CMVN is
 inside the model. A model exported with chunk_size 0 (full context) has only ``forward``.
 
-Shapes: B batch, T_in fbank frames, W_in window frames, F mel bins, T encoder frames, C chunk,
-V vocabulary, L blocks, H heads, d_k head dim, M cached frames, D model dim, K conv kernel.
+Shapes: the legend in ``wenet_lite``'s docstring.
 """
 
 from __future__ import annotations
@@ -83,7 +82,7 @@ class StreamingCTC(nn.Module):
         self.meta = dict(meta)
         self.pieces = list(pieces)
         # With a fixed cache every chunk attends to the same distances: compute p(r) once at
-        # export (one (W, D) x (D, D) product per block less per chunk) and slice it for a
+        # export (one (P, D) x (D, D) product per block less per chunk) and slice it for a
         # shorter last chunk.
         self.max_keys = chunk_size * (left_chunks + 1) if chunk_size > 0 else 0
         tables = torch.zeros(0)
@@ -117,7 +116,7 @@ class StreamingCTC(nn.Module):
         """Encode one chunk window of each stream.
 
         Args:
-            feats_window: (B, W_in, F) fbank frames, W_in <= window_size (shorter: a last window).
+            feats_window: (B, W, F) fbank frames, W <= window_size (shorter: a last window).
             state: from :meth:`init_state` or the previous call.
             window_lens: (B,) valid frames per window when streams of a batch end inside this
                 window (zero-padded; such a stream's state is not meant to be used afterwards).

@@ -4,7 +4,7 @@ Everything downstream sees float32 mono samples in [-1, 1] at the configured rat
 front-end scales them to the int16 range itself (see ``fbank.py``). Decoding uses libsndfile
 (``soundfile``: WAV, FLAC, OGG, ...) and resampling uses soxr, as DESIGN.md chooses.
 
-Shapes: N samples, Ch channels.
+Shapes: the legend in ``wenet_lite``.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ the variance to rounding.
 
 File format (JSON): ``{"dim": F, "count": frames, "mean": [F floats], "istd": [F floats]}``.
 
-Shapes: T frames, F feature bins.
+Shapes: the legend in ``wenet_lite``.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ the floor only caps istd at 100 for degenerate bins."""
 
 
 class CMVNStats:
-    """Running sum, sum of squares and frame count of (T, F) features, in float64."""
+    """Running sum, sum of squares and frame count of (T_in, F) features, in float64."""
 
     def __init__(self, dim: int) -> None:
         if dim <= 0:
@@ -45,10 +45,10 @@ class CMVNStats:
         self.count = 0
 
     def add(self, feats: ArrayLike) -> None:
-        """Accumulate the frames of one utterance, (T, F)."""
+        """Accumulate the frames of one utterance, (T_in, F)."""
         x = _as_float64(feats)
         if x.ndim != 2 or x.shape[1] != self.dim:
-            raise ValueError(f"expected features of shape (T, {self.dim}), got {x.shape}")
+            raise ValueError(f"expected features of shape (T_in, {self.dim}), got {x.shape}")
         self.sum += x.sum(axis=0)
         self.sum_sq += np.square(x).sum(axis=0)
         self.count += x.shape[0]

@@ -34,7 +34,7 @@ from a seedable ``numpy.random.Generator`` and keep knf's dither at 0. Kaldi dit
 window separately; per frame the noise is the same i.i.d. Gaussian, only overlapping frames now
 share it, which does not matter for its purpose (no log(0) on digital silence).
 
-Shapes: N samples, T frames, F mel bins.
+Shapes: the legend in ``wenet_lite``.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def compute_fbank(
         rng: source of dither noise (a fresh unseeded generator if None).
 
     Returns:
-        (T, F) float32 features, T = ``num_frames(N, cfg)``.
+        (T_in, F) float32 features, T_in = ``num_frames(N, cfg)``.
     """
     fbank = OnlineFbank(cfg, dither=dither, rng=rng)
     fbank.accept_waveform(sample_rate, samples)

@@ -10,7 +10,7 @@ Widths are drawn uniformly from 1..max (a requested mask is always applied), sta
 where the band fits. A time mask is also capped at ``max_time_ratio`` of the utterance's frames
 so that short utterances keep most of their content (the paper's upper bound p).
 
-Shapes: B batch, T frames, F mel bins, n masks.
+Shapes: the legend in ``wenet_lite``; n masks.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def spec_augment(
     """Return a masked copy of ``feats``; the input is never modified.
 
     Args:
-        feats: (T, F) or (B, T, F) raw log-mel features.
+        feats: (T_in, F) or (B, T_in, F) raw log-mel features.
         generator: the only source of randomness (seed it for reproducible masks).
         num_freq_masks: frequency bands masked per utterance.
         max_freq_width: widest frequency band, in mel bins.
@@ -59,8 +59,10 @@ def spec_augment(
     if not 0.0 <= max_time_ratio <= 1.0:
         raise ValueError(f"max_time_ratio must be in [0, 1], got {max_time_ratio}")
     if feats.dim() not in (2, 3):
-        raise ValueError(f"expected features (T, F) or (B, T, F), got shape {tuple(feats.shape)}")
-    x = feats if feats.dim() == 3 else feats.unsqueeze(0)  # (B, T, F)
+        raise ValueError(
+            f"expected features (T_in, F) or (B, T_in, F), got shape {tuple(feats.shape)}"
+        )
+    x = feats if feats.dim() == 3 else feats.unsqueeze(0)  # (B, T_in, F)
     batch, frames, bins = x.shape
     lens = _check_lengths(lengths, batch, frames)  # (B,) on CPU
 
@@ -69,15 +71,15 @@ def spec_augment(
     time_cap = torch.minimum((lens * max_time_ratio).floor().long(), torch.tensor(max_time_width))
     time_mask = _band_mask(num_time_masks, time_cap, lens, frames, generator)
 
-    valid = torch.arange(frames).unsqueeze(0) < lens.unsqueeze(1)  # (B, T)
-    masked = (time_mask.unsqueeze(2) | freq_mask.unsqueeze(1)) & valid.unsqueeze(2)  # (B, T, F)
-    out = torch.where(masked.to(x.device), _utterance_mean(x, valid, lens), x)  # new (B, T, F)
+    valid = torch.arange(frames).unsqueeze(0) < lens.unsqueeze(1)  # (B, T_in)
+    masked = (time_mask.unsqueeze(2) | freq_mask.unsqueeze(1)) & valid.unsqueeze(2)  # (B, T_in, F)
+    out = torch.where(masked.to(x.device), _utterance_mean(x, valid, lens), x)  # new (B, T_in, F)
     return out if feats.dim() == 3 else out.squeeze(0)
 
 
 def _utterance_mean(x: torch.Tensor, valid: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
-    """Per-bin mean over each utterance's valid frames: (B, T, F) -> (B, 1, F)."""
-    keep = valid.to(x.device, x.dtype).unsqueeze(2)  # (B, T, 1)
+    """Per-bin mean over each utterance's valid frames: (B, T_in, F) -> (B, 1, F)."""
+    keep = valid.to(x.device, x.dtype).unsqueeze(2)  # (B, T_in, 1)
     count = lens.clamp(min=1).to(x.device, x.dtype).view(-1, 1, 1)  # (B, 1, 1)
     return (x * keep).sum(dim=1, keepdim=True) / count  # (B, 1, F)
 

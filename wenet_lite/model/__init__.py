@@ -1,4 +1,5 @@
-"""Model components: masks, subsampling, relative positions, attention, conv, Conformer, CTC."""
+"""Model components: masks, subsampling, relative positions, attention, conv, Conformer, CTC,
+streaming state, chunk settings. Shapes: the legend in ``wenet_lite``'s docstring."""
 
 from wenet_lite.model.asr import ASRModel, build_model
 from wenet_lite.model.conformer import ConformerEncoder

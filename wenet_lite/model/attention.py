@@ -1,13 +1,13 @@
 """Multi-head self-attention with relative positions over a chunk and its cached left context.
 
-Shapes: B batch, C query frames (a chunk, or the whole utterance), M cached frames,
-L = M + C keys, W = L + C - 1 distinct distances, D model dim, H heads, d_k = D / H.
+Shapes: the legend in ``wenet_lite`` (C queries, a chunk or the whole utterance; M+C keys;
+P = M+2C-1 distinct distances).
 
 Per head, query i against key j (Transformer-XL, Dai et al. 2019, eq. 4 with terms (a)-(d)):
 
     score(i, j) = [(q_i + u) . k_j + (q_i + v) . p(i - j)] / sqrt(d_k)
 
-The position term is one product of the queries with all W distance embeddings followed by a
+The position term is one product of the queries with all P distance embeddings followed by a
 shift (row i moves left by C-1-i); the content term and the softmax run in
 scaled_dot_product_attention with the position term as an additive bias. Full-context,
 chunk-masked and cached streaming attention all run through this one path.
@@ -37,19 +37,19 @@ def _rel_shift(x: torch.Tensor, num_keys: int) -> torch.Tensor:
     """Select out[..., i, j] = x[..., i, j + C-1-i] without indexing.
 
     In eager PyTorch this is a view: in a contiguous row-major x, the wanted element of row i
-    sits at flat offset (C-1) + i*(W-1) + j, so rows W-1 apart starting at C-1 select it with
+    sits at flat offset (C-1) + i*(P-1) + j, so rows P-1 apart starting at C-1 select it with
     no copy (nor one in backward beyond the gradient's scatter).
 
     Scripted or traced (TorchScript, ONNX export): padding each row by one column makes the
-    flattened rows W+1 long, so the element sits at (C-1) + i*W + j: drop C-1 leading elements
-    and view rows of W. Only pad, reshape and slice, which every exporter supports.
+    flattened rows P+1 long, so the element sits at (C-1) + i*P + j: drop C-1 leading elements
+    and view rows of P. Only pad, reshape and slice, which every exporter supports.
     """
-    b, h, c, w = x.size()  # w = L + C - 1
+    b, h, c, w = x.size()  # w = P = M+2C-1
     if _eager() and x.is_contiguous():
         return x.as_strided((b, h, c, num_keys), (h * c * w, c * w, w - 1, 1), c - 1)
-    x = F.pad(x, (0, 1)).reshape(b, h, c * (w + 1))  # (B, H, C*(W+1))
-    x = x[:, :, c - 1 : c - 1 + c * w].reshape(b, h, c, w)  # (B, H, C, W)
-    return x[:, :, :, :num_keys]  # (B, H, C, L)
+    x = F.pad(x, (0, 1)).reshape(b, h, c * (w + 1))  # (B, H, C*(P+1))
+    x = x[:, :, c - 1 : c - 1 + c * w].reshape(b, h, c, w)  # (B, H, C, P)
+    return x[:, :, :, :num_keys]  # (B, H, C, M+C)
 
 
 def position_scores(q_v: torch.Tensor, pos: torch.Tensor, num_keys: int) -> torch.Tensor:
@@ -58,11 +58,11 @@ def position_scores(q_v: torch.Tensor, pos: torch.Tensor, num_keys: int) -> torc
     Args:
         q_v: queries plus the position bias v, (B, H, C, d_k); queries are the last C of the
             ``num_keys`` frames.
-        pos: p(r) for r = L-1 down to -(C-1), (H, W, d_k).
+        pos: p(r) for r = M+C-1 down to -(C-1), (H, P, d_k).
     Returns:
-        (B, H, C, L) unscaled position scores.
+        (B, H, C, M+C) unscaled position scores.
     """
-    scores = torch.matmul(q_v, pos.transpose(1, 2))  # (B, H, C, W)
+    scores = torch.matmul(q_v, pos.transpose(1, 2))  # (B, H, C, P)
     return _rel_shift(scores, num_keys)
 
 

@@ -89,7 +89,7 @@ class ConformerBlock(nn.Module):
         att_cache: torch.Tensor,
         conv_cache: torch.Tensor,
     ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Args: x (B, C, D), pos (H, W, d_k), mask (B, C, M+C), valid (B, C),
+        """Args: x (B, C, D), pos (H, P, d_k), mask (B, C, M+C), valid (B, C),
         att_cache (B, H, M, 2*d_k), conv_cache (B, D, K-1).
         Returns: x (B, C, D), keys/values (B, H, M+C, 2*d_k), conv cache (B, D, K-1)."""
         x = x + 0.5 * self.dropout(self.ff1(self.norm_ff1(x)))
@@ -172,7 +172,7 @@ class ConformerEncoder(nn.Module):
 
     @torch.jit.export
     def position_tables(self, num_queries: int, num_keys: int) -> List[torch.Tensor]:
-        """Each block's p(r) for C queries that are the last of L keys: [(H, L+C-1, d_k)] * L.
+        """Each block's p(r) for C queries that are the last of M+C keys: [(H, P, d_k)] * L.
 
         They depend only on the window shape, so a caller streaming many chunks of one shape
         computes them once and passes them to :meth:`forward_chunk`.
@@ -221,7 +221,7 @@ class ConformerEncoder(nn.Module):
         """Encode one chunk of a stream; pure: returns a new state, never writes its input.
 
         Args:
-            feats_window: (B, W_in, F) with W_in = (C-1)*rate + right_context + 1 input frames
+            feats_window: (B, W, F) with W = (C-1)*rate + right_context + 1 input frames
                 (windows of consecutive chunks overlap by right_context + 1 - rate frames).
             state: from :meth:`init_state` or the previous call.
             window_lens: (B,) valid input frames per window, for a batch whose streams end

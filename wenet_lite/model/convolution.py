@@ -1,6 +1,6 @@
 """Conformer convolution module with a causal (streamable) or centred depthwise conv.
 
-Shapes: B batch, T frames, D model dim, K kernel size.
+Shapes: the legend in ``wenet_lite`` (T: the frames of a chunk or an utterance).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """CTC head: a linear projection to the vocabulary and log-softmax (id 0 is the blank).
 
-Shapes: B batch, T encoder frames, D model dim, V vocabulary, U target tokens.
+Shapes: the legend in ``wenet_lite``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """A linear layer whose weight is stored (in_features, out_features).
 
-Streaming multiplies 16-row chunks by the weights. MKL's GEMM is ~35% faster there when the
-weight is not transposed (x @ W rather than nn.Linear's x @ W^T): 16x256 @ 256x2048 takes
-134 us instead of 185 us on one AVX-512 core; at 250 rows both layouts run the same. Math,
-initialisation and ONNX export (MatMul + Add) are those of nn.Linear.
+Streaming multiplies 16-row chunks by the weights, and MKL's GEMM is faster there when the
+weight is not transposed (x @ W rather than nn.Linear's x @ W^T); at a few hundred rows both
+layouts run the same (README "Benchmarks" has the measurement). Math, initialisation and ONNX
+export (MatMul + Add) are those of nn.Linear.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Attention masks: padding, chunked streaming visibility and dynamic-chunk sampling.
 
-Shapes: B batch, T encoder frames, C chunk frames. Masks are bool with True = may attend.
+Shapes: the legend in ``wenet_lite``. Masks are bool with True = may attend.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ the per-window tables of them that streaming reuses.
 
 No absolute-position table exists: embeddings are computed for whatever distances a window
 needs, so a stream has no length limit and its outputs do not depend on its offset. A window
-of C queries over L keys needs W = L+C-1 distances, and a smaller window's distances are a
+of C queries over M+C keys needs P = M+2C-1 distances, and a smaller window's distances are a
 contiguous slice of a larger one's: tables are computed once for the largest window and sliced.
 """
 
@@ -31,23 +31,23 @@ __all__ = [
 
 
 def window_distances(num_queries: int, num_keys: int, device: torch.device) -> torch.Tensor:
-    """Distances for C queries that are the last C of L keys: L-1 down to -(C-1), (W,).
+    """Distances for C queries that are the last C of M+C keys: M+C-1 down to -(C-1), (P,).
 
-    Query i (stream position L-C+i) against key j gives r = L-C+i-j; listing the W = L+C-1
+    Query i (stream position M+i) against key j gives r = M+i-j; listing the P = M+2C-1
     distinct values in descending order makes row i of the score matrix a left shift by C-1-i
     of one shared row (see attention._rel_shift).
     """
-    return torch.arange(num_keys - 1, -num_queries, -1, device=device)  # (W,)
+    return torch.arange(num_keys - 1, -num_queries, -1, device=device)  # (P,)
 
 
 def slice_tables(
     tables: List[torch.Tensor], max_keys: int, num_queries: int, num_keys: int
 ) -> List[torch.Tensor]:
-    """Tables of C queries over L keys cut from tables of C' >= C queries over ``max_keys``
-    >= L keys: [(H, max_keys+C'-1, d_k)] -> [(H, L+C-1, d_k)].
+    """Tables of C queries over M+C keys cut from tables of C' >= C queries over ``max_keys``
+    >= M+C keys: [(H, max_keys+C'-1, d_k)] * L -> [(H, M+2C-1, d_k)] * L.
 
-    Column k of a table holds distance max_keys-1-k, so L-1 .. -(C-1) are the columns
-    max_keys-L .. max_keys+C-2.
+    Column k of a table holds distance max_keys-1-k, so M+C-1 .. -(C-1) are the columns
+    max_keys-(M+C) .. max_keys+C-2.
     """
     return [p[:, max_keys - num_keys : max_keys + num_queries - 1] for p in tables]
 
@@ -73,13 +73,13 @@ class PositionTables:
 
 
 def rel_sinusoid(distances: torch.Tensor, dim: int) -> torch.Tensor:
-    """R(r)[2m] = sin(r / 10000^(2m/D)), R(r)[2m+1] = cos(r / 10000^(2m/D)): (W,) -> (W, D)."""
+    """R(r)[2m] = sin(r / 10000^(2m/D)), R(r)[2m+1] = cos(r / 10000^(2m/D)): (P,) -> (P, D)."""
     freqs = torch.exp(
         torch.arange(0, dim, 2, device=distances.device, dtype=torch.float32)
         * (-math.log(10000.0) / dim)
     )  # (D/2,)
-    angles = distances.to(torch.float32).unsqueeze(1) * freqs  # (W, D/2)
-    return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)  # (W, D)
+    angles = distances.to(torch.float32).unsqueeze(1) * freqs  # (P, D/2)
+    return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)  # (P, D)
 
 
 class XLRelPosition(nn.Module):
@@ -94,11 +94,11 @@ class XLRelPosition(nn.Module):
         self.proj = Linear(d_model, d_model, bias=False)
 
     def forward(self, distances: torch.Tensor) -> torch.Tensor:
-        """Args: distances (W,). Returns: p (H, W, d_k)."""
+        """Args: distances (P,). Returns: p (H, P, d_k)."""
         if self.max_rel_dist > 0:
             distances = distances.clamp(-self.max_rel_dist, self.max_rel_dist)
-        p = self.proj(rel_sinusoid(distances, self.d_model).to(self.proj.weight.dtype))  # (W, D)
-        return p.view(p.size(0), self.num_heads, -1).transpose(0, 1)  # (H, W, d_k)
+        p = self.proj(rel_sinusoid(distances, self.d_model).to(self.proj.weight.dtype))  # (P, D)
+        return p.view(p.size(0), self.num_heads, -1).transpose(0, 1)  # (H, P, d_k)
 
 
 class ShawRelPosition(nn.Module):
@@ -113,7 +113,7 @@ class ShawRelPosition(nn.Module):
         self.table = nn.Embedding(2 * max_rel_dist + 1, d_model)
 
     def forward(self, distances: torch.Tensor) -> torch.Tensor:
-        """Args: distances (W,). Returns: p (H, W, d_k)."""
+        """Args: distances (P,). Returns: p (H, P, d_k)."""
         index = distances.clamp(-self.max_rel_dist, self.max_rel_dist) + self.max_rel_dist
-        p = self.table(index)  # (W, D)
-        return p.view(p.size(0), self.num_heads, -1).transpose(0, 1)  # (H, W, d_k)
+        p = self.table(index)  # (P, D)
+        return p.view(p.size(0), self.num_heads, -1).transpose(0, 1)  # (H, P, d_k)

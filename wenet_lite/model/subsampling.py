@@ -1,6 +1,6 @@
 """Conv2d front-end that shortens the frame rate by 4, 6 or 8.
 
-Shapes: B batch, T_in input frames, F feature dim, T encoder frames, D model dim.
+Shapes: the legend in ``wenet_lite``.
 Convolutions have no padding, so encoder frame t sees input frames
 [t * rate, t * rate + right_context]: a streaming chunk of C frames needs a window of
 (C - 1) * rate + right_context + 1 input frames, and consecutive windows overlap.

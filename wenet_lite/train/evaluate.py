@@ -4,7 +4,7 @@ A streaming model (chunk mode static or dynamic) is scored twice, in full contex
 config's decode chunk (``encoder.chunk.size`` with ``left_chunks``), because the two can drift
 apart during training; the loss (used to pick the best checkpoints) is the full-context one.
 
-Shapes: B batch, T_in fbank frames, F mel bins, T encoder frames, V vocabulary.
+Shapes: the legend in ``wenet_lite``.
 """
 
 from __future__ import annotations

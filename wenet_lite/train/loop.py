@@ -12,7 +12,7 @@ Rules that keep DDP ranks in lockstep (a rank that skips a collective hangs the 
 - logging, dev scoring, skip counts and checkpoints run their collectives on every rank at the
   same steps; only rank 0 writes.
 
-Shapes: B batch, T_in fbank frames, F mel bins, U target tokens.
+Shapes: the legend in ``wenet_lite``.
 """
 
 from __future__ import annotations
