@@ -213,7 +213,7 @@ def test_ctrl_c_finishes_live_input(mixed_rates: Path, tiny, tmp_path: Path) -> 
     sf.write(tmp_path / "a.wav", samples, 16000)
     rec = StreamingRecognizer(tiny.path, Chunking(4), endpoint=EndpointConfig(enabled=False))
     out, live = io.StringIO(), io.StringIO()
-    assert stream_inputs(rec, [str(tmp_path / "a.wav")], json_lines=True, out=out) == 0
+    assert stream_inputs(rec, [str(tmp_path / "a.wav")], json_lines=True, out=out).failed == 0
     pipe = _PipeThenCtrlC(samples.astype("<i2").tobytes())
     with pytest.raises(KeyboardInterrupt):
         stream_inputs(rec, ["-"], json_lines=True, out=live, err=io.StringIO(), stdin=pipe)

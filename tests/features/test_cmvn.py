@@ -83,7 +83,7 @@ def test_save_load_round_trip(tmp_path: Path) -> None:
 def test_errors_name_the_file(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no frames"):
         CMVNStats(3).mean_var()
-    with pytest.raises(ValueError, match=r"shape \(T, 3\)"):
+    with pytest.raises(ValueError, match=r"shape \(T_in, 3\)"):
         CMVNStats(3).add(np.zeros((4, 5)))
     with pytest.raises(FileNotFoundError, match="missing.json"):
         load_cmvn(tmp_path / "missing.json")

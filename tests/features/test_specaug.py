@@ -127,5 +127,5 @@ def test_zero_masks_is_identity_and_bad_args_fail() -> None:
         spec_augment(x, torch.Generator(), 1, 10, -1, 40)
     with pytest.raises(ValueError, match="lengths"):
         spec_augment(x.unsqueeze(0), torch.Generator(), 1, 10, 1, 40, lengths=torch.tensor([301]))
-    with pytest.raises(ValueError, match=r"\(T, F\) or \(B, T, F\)"):
+    with pytest.raises(ValueError, match=r"\(T_in, F\) or \(B, T_in, F\)"):
         spec_augment(torch.zeros(5), torch.Generator(), 1, 1, 1, 1)
