@@ -90,3 +90,18 @@ def test_no_import_cycles() -> None:
     for module in sorted(graph):
         visit(module, [])
     assert not cycles, cycles
+
+
+def test_decode_imports_do_not_pull_the_streaming_stack() -> None:
+    """`import wenet_lite.decode` (and its search, options and LM modules) stays light: soxr,
+    lhotse and the training code load only with what needs them."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, wenet_lite.decode, wenet_lite.decode.ctc_search, wenet_lite.decode.options, "
+        "wenet_lite.decode.lm; print(sorted(m for m in ('soxr', 'lhotse', 'wenet_lite.train', "
+        "'wenet_lite.decode.streaming') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

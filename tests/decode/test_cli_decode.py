@@ -3,6 +3,7 @@ sample rate and channel count, from files and from stdin, and report bad inputs.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import subprocess
@@ -70,6 +71,70 @@ def test_stream_equals_decode_at_any_rate(mixed_rates: Path, tiny, tmp_path: Pat
         finals = _finals(capsys.readouterr().out)
         streamed = {k: " ".join(f["text"] for f in finals[path]) for k, path in files.items()}
         assert all(streamed.values()) and streamed == hyps[0] == hyps[1]
+
+
+def test_stream_ref_scores_a_set_like_decode(mixed_rates: Path, tiny, tmp_path: Path) -> None:
+    """`stream --ref` streams the set's audio, names each file by its cut (ids here are not
+    file names) and writes decode's four files; `score` reads stream's JSON lines too."""
+    with open(tmp_path / "data.list", "w") as f:
+        for key, cut in zip(("utt-x", "utt-y", "utt-z"), load_cuts(mixed_rates / "data")):
+            audio = cut.recording.sources[0].source
+            f.write(json.dumps({"key": key, "wav": audio, "txt": cut.supervisions[0].text}) + "\n")
+    prepare_cuts(tmp_path / "data.list", tmp_path / "data")
+    model, data = ["--model", str(tiny.path)], ["--data", str(tmp_path / "data")]
+    chunking = ["--chunk-size", "4", "--left-chunks", "2"]
+    sim = tmp_path / "sim"
+    assert (
+        main(["decode", *model, *data, *chunking, "--simulate-streaming", "--out", str(sim)]) == 0
+    )
+    out = tmp_path / "streamed"
+    ref = ["--ref", str(tmp_path / "data"), "--out", str(out), "--compare", str(sim)]
+    with open(tmp_path / "s.jsonl", "w") as stdout, contextlib.redirect_stdout(stdout):
+        assert main(["stream", *model, *chunking, "--no-endpoint", "--json", *ref]) == 0
+    record, simulated = (json.loads((d / "summary.json").read_text()) for d in (out, sim))
+    assert _hyps(out) == _hyps(sim) and sorted(_hyps(out)) == ["utt-x", "utt-y", "utt-z"]
+    assert record["identical"] == {"to": str(sim / "hyp.txt"), "same": 3, "compared": 3,
+                                   "differ": []}  # fmt: skip
+    assert record["wer"] == simulated["wer"] and record["cer"] == simulated["cer"]
+    settings = record["settings"]
+    assert settings["chunking"] == {"chunk_size": 4, "left_chunks": 2}
+    assert settings["search"] == simulated["settings"]["search"]
+    assert not settings["endpoint"]["enabled"] and settings["inputs"] == 3
+    # score: the JSON lines of the same stream give the same numbers and settings.
+    scored = tmp_path / "scored"
+    assert main(["score", "--hyp", str(tmp_path / "s.jsonl"), *data, "--out", str(scored)]) == 0
+    again = json.loads((scored / "summary.json").read_text())
+    assert again["wer"] == record["wer"] and again["settings"]["search"] == settings["search"]
+
+
+@pytest.mark.parametrize(
+    "args, code, words",
+    [
+        (["stream", "--model", "M.pt", "--out", "x", "a.wav"], 2, "--out and --compare need --ref"),
+        (["stream", "--model", "M.pt"], 2, "give AUDIO files"),
+        (["score", "--hyp", "{tmp}/nope.txt", "--data", "{data}", "--out", "{tmp}/o"], 1,
+         "transcript file not found: {tmp}/nope.txt"),
+        (["score", "--hyp", "{tmp}/alien.txt", "--data", "{data}", "--out", "{tmp}/o"], 1,
+         "transcript(s) of utterances not in the references: ['alien-1']"),
+        (["score", "--hyp", "{tmp}/bad.jsonl", "--data", "{data}", "--out", "{tmp}/o"], 1,
+         "{tmp}/bad.jsonl:2: not a line of `stream --json`"),
+        (["train-lm", "--out", "{tmp}/lm.json"], 2, "give --data and/or --text"),
+        (["train-lm", "--text", "{tmp}/nope.txt", "--out", "{tmp}/lm.json"], 1,
+         "text file not found: {tmp}/nope.txt"),
+    ],
+)  # fmt: skip
+def test_score_stream_and_train_lm_misuse_is_one_line(
+    corpus: Path, tmp_path: Path, capsys, args: List[str], code: int, words: str
+) -> None:
+    (tmp_path / "alien.txt").write_text("alien-1 HELLO\n")
+    (tmp_path / "bad.jsonl").write_text(
+        '{"type": "final", "file": "a", "segment": 0, "text": ""}\n{oops\n'
+    )
+    fill = {"tmp": str(tmp_path), "data": str(corpus / "test-clean")}
+    assert main([a.format(**fill) for a in args]) == code
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words.format(**fill) in err, err
+    assert not (tmp_path / "o").exists()
 
 
 def test_decode_prefix_beam_one_equals_greedy(corpus: Path, tiny, tmp_path: Path) -> None:

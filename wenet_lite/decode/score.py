@@ -24,9 +24,35 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 from wenet_lite.decode.wer import format_details, format_summary, score_utterance, summary_record
 from wenet_lite.fileio import write_text_atomic
 
-__all__ = ["Transcripts", "read_transcripts", "read_hyps", "write_hyps", "score_transcripts"]
+__all__ = [
+    "References", "Transcripts", "read_transcripts", "read_hyps", "write_hyps",
+    "score_transcripts",
+]  # fmt: skip
 
 Pathlike = Union[str, Path]
+
+
+class References:
+    """A prepared set's normalised transcripts by utterance id, and the utterance of each audio
+    file that a cut spans whole (what `stream --ref` streams)."""
+
+    def __init__(self, data: Pathlike) -> None:
+        from wenet_lite.data.manifest import cut_text, load_cuts
+        from wenet_lite.data.tokenizer import normalize_text
+
+        self.texts: Dict[str, str] = {}
+        self.audio: Dict[str, str] = {}
+        """absolute audio path -> utterance id"""
+        for cut in load_cuts(data):
+            self.texts[cut.id] = normalize_text(cut_text(cut))
+            sources = cut.recording.sources if cut.has_recording else []
+            whole = cut.start == 0 and cut.duration >= cut.recording.duration - 1e-3
+            if len(sources) == 1 and sources[0].type == "file" and whole:
+                self.audio[str(Path(sources[0].source).resolve())] = cut.id
+
+    def utterance(self, name: str) -> str:
+        """The utterance of an audio path (else of a name: itself, or its stem)."""
+        return _utterance(name, self.audio)
 
 
 @dataclass

@@ -1,0 +1,221 @@
+"""`wenet-lite decode | stream | score | train-lm`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from wenet_lite.cli.flags import (
+    UsageError,
+    add_chunking,
+    add_options,
+    chunking_from,
+    default_device,
+    options_from,
+)
+
+
+def add_decode(sub: argparse._SubParsersAction) -> None:
+    from wenet_lite.decode.options import SearchOptions
+
+    p = sub.add_parser(
+        "decode",
+        help="decode a test set and score WER/CER",
+        description="usage: wenet-lite decode --model exp/u2/avg_5.pt --data data/test-clean "
+        "[--mode greedy|prefix_beam] [--beam 10] [--lm lm.json] [--chunk-size 16 "
+        "--left-chunks -1 [--simulate-streaming]] [--out DIR]\n\n"
+        "Writes DIR/hyp.txt (id text), details.txt (alignments, token times, confidence), "
+        "summary.txt (WER, CER with S/D/I, failures, RTF), summary.json (the same, for "
+        "tools) and errors.txt. --chunk-size alone "
+        "decodes with the streaming attention mask in one forward; --simulate-streaming runs "
+        "the encoder chunk by chunk with caches (what `stream` computes). --lm fuses a word "
+        "n-gram LM (`wenet-lite train-lm` JSON, or an ARPA file) into prefix beam search. "
+        "Exit code 1 if some audio could not be read (each file named; the rest is decoded).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--model", required=True, help="model file (checkpoint or averaged)")
+    p.add_argument("--data", required=True, help="dir holding cuts.jsonl.gz, or the file")
+    add_options(p, SearchOptions)
+    add_chunking(p, 0, -1, full=", 0: full context")
+    p.add_argument("--simulate-streaming", action="store_true", help="chunk by chunk, cached")
+    p.add_argument("--batch-seconds", type=float, default=100.0, help="padded audio per batch")
+    p.add_argument("--out", help="output dir (default: MODEL_DIR/decode_<data>_<settings>)")
+    p.add_argument("--device", help="cpu, cuda, ... (default: cuda if available)")
+    p.set_defaults(func=_run_decode)
+
+
+def _run_decode(args: argparse.Namespace) -> int:
+    from wenet_lite.decode.options import SearchOptions
+    from wenet_lite.decode.recognize import DecodeOptions, decode_cuts, default_out_dir
+
+    try:
+        options = DecodeOptions(
+            search=options_from(SearchOptions, args), chunking=chunking_from(args),
+            simulate_streaming=args.simulate_streaming, batch_seconds=args.batch_seconds,
+        )  # fmt: skip
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    out = args.out or default_out_dir(args.model, args.data, options)
+    report = decode_cuts(args.model, args.data, out, options, default_device(args.device))
+    print("\n".join(report.summary_lines()))
+    print(f"results in {out}")
+    for utt, message in report.failures:
+        print(f"wenet-lite decode: error: {utt}: {message}", file=sys.stderr)
+    return 1 if report.failures else 0
+
+
+def add_stream(sub: argparse._SubParsersAction) -> None:
+    from wenet_lite.decode.options import SearchOptions
+
+    p = sub.add_parser(
+        "stream",
+        help="streaming recognition of audio files or live PCM on stdin",
+        description="usage: wenet-lite stream --model exp/u2/avg_5.pt [--chunk-size 16] "
+        "[--left-chunks -1] [--json] a.wav b.flac ...\n"
+        "       arecord -t raw -f S16_LE -r 16000 -c 1 - | wenet-lite stream --model M -\n"
+        "       wenet-lite stream --model M --ref data/test-clean [--out DIR]\n\n"
+        "Files: WAV/FLAC/... at any sample rate, mono or stereo, read piece by piece. '-': raw "
+        "16-bit little-endian mono PCM on stdin at --sample-rate. Partial hypotheses go to "
+        "stderr as they change, final segments (split by endpointing) with word times to "
+        "stdout; --json prints JSON lines of type partial/final/error instead, and a last "
+        "summary line. --ref PART scores the transcripts against a prepared set (its audio "
+        "files are streamed when no AUDIO is given) and writes hyp.txt, details.txt, "
+        "summary.txt and summary.json to --out, as `decode` does. Exit code 1 if an input "
+        "failed (each named; the others are decoded).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("inputs", nargs="*", metavar="AUDIO", help="audio files, or - for stdin")
+    p.add_argument("--model", required=True, help="model file (checkpoint or averaged)")
+    add_chunking(p, 16, -1)
+    add_options(p, SearchOptions, skip=("nbest",))
+    p.add_argument("--json", action="store_true", help="JSON lines on stdout")
+    p.add_argument("--no-endpoint", action="store_true", help="one segment per input")
+    p.add_argument("--rule1-silence", type=float, default=2.4, help="s, nothing decoded (2.4)")
+    p.add_argument("--rule2-silence", type=float, default=1.2, help="s, after speech (1.2)")
+    p.add_argument("--max-segment", type=float, default=20.0, help="s, rule 3 (20)")
+    p.add_argument("--sample-rate", type=int, default=16000, help="of PCM on stdin (16000)")
+    p.add_argument("--max-streams", type=int, default=1, help="inputs decoded concurrently")
+    p.add_argument("--ref", help="prepared set (dir holding cuts.jsonl.gz) to score against")
+    p.add_argument("--out", help="--ref: output dir (default: MODEL_DIR/stream_<ref>_<settings>)")
+    p.add_argument("--compare", help="--ref: count transcripts identical to DIR/hyp.txt")
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda, ...")
+    p.set_defaults(func=_run_stream)
+
+
+def _run_stream(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from wenet_lite.decode.endpoint import EndpointConfig
+    from wenet_lite.decode.options import SearchOptions
+    from wenet_lite.decode.stream_files import stream_inputs
+    from wenet_lite.decode.streaming import StreamingRecognizer
+
+    try:
+        endpoint = EndpointConfig(
+            not args.no_endpoint, args.rule1_silence, args.rule2_silence, args.max_segment
+        )
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    chunking, options = chunking_from(args), options_from(SearchOptions, args)
+    if not chunking.streaming:
+        raise UsageError(f"--chunk-size must be >= 1 to stream, got {chunking.chunk_size}")
+    if not args.inputs and not args.ref:
+        raise UsageError("give AUDIO files (or - for stdin), or --ref PART to stream its audio")
+    if (args.out or args.compare) and not args.ref:
+        raise UsageError("--out and --compare need --ref (the references to score against)")
+    from wenet_lite.decode.score import References
+
+    refs = References(args.ref) if args.ref else None
+    inputs = args.inputs or (list(refs.audio) if refs else [])
+    recognizer = StreamingRecognizer(
+        args.model, chunking, options, endpoint=endpoint, device=args.device
+    )
+    report = stream_inputs(
+        recognizer, inputs, json_lines=args.json, max_streams=args.max_streams,
+        sample_rate=args.sample_rate,
+    )  # fmt: skip
+    if refs is not None:
+        from wenet_lite.decode.score import Transcripts, score_transcripts
+
+        settings = {**recognizer.settings_record(), **report.record()}
+        texts = {refs.utterance(name): text for name, text in report.texts.items()}
+        failed = [refs.utterance(name) for name in report.failures]
+        tag = f"{Path(args.ref).name}_{options.mode}_chunk{chunking.chunk_size}"
+        out = args.out or Path(args.model).parent / f"stream_{tag}_left{chunking.left_chunks}"
+        inputs_record = {"model": args.model, "data": args.ref}
+        record = score_transcripts(
+            Transcripts(texts, failed, settings), refs.texts, out, inputs_record, args.compare
+        )
+        same = record.get("identical")
+        note = f", identical to --compare: {same['same']}/{same['compared']}" if same else ""
+        print(f"WER {record['wer']['percent']:.2f} %, CER {record['cer']['percent']:.2f} %{note}:"
+              f" results in {out}", file=sys.stderr)  # fmt: skip
+    return 1 if report.failed else 0
+
+
+def add_score(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "score",
+        help="WER/CER of a transcript file against a prepared set",
+        description="usage: wenet-lite score --hyp exp/x/ts16.txt --data data/test-clean "
+        "--out exp/x/decode/ts16 [--compare exp/x/decode/chunk16_sim]\n\n"
+        "--hyp: `id text` lines (hyp.txt), `PATH text` lines (tools/run_exported.py, "
+        "tools/run_sherpa.py) or the JSON lines of `stream --json`. Writes hyp.txt, "
+        "details.txt, summary.txt and summary.json to --out. --compare DIR counts the "
+        "transcripts identical to DIR/hyp.txt (--require-identical: exit code 1 on a "
+        "difference). Exit code 1 also when an utterance failed to decode.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--hyp", required=True, help="transcripts (see above)")
+    p.add_argument("--data", required=True, help="prepared set: dir holding cuts.jsonl.gz")
+    p.add_argument("--out", required=True, help="output dir")
+    p.add_argument("--compare", help="a decode/score dir whose hyp.txt to compare with")
+    p.add_argument("--require-identical", action="store_true", help="exit 1 on any difference")
+    p.set_defaults(func=_run_score)
+
+
+def _run_score(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from wenet_lite.decode.score import References, read_transcripts, score_transcripts
+
+    refs = References(args.data)
+    transcripts = read_transcripts(args.hyp, refs.audio)
+    inputs = {"hyp": args.hyp, "data": args.data}
+    record = score_transcripts(transcripts, refs.texts, args.out, inputs, args.compare)
+    print(Path(args.out, "summary.txt").read_text(encoding="utf-8"), end="")
+    same = record.get("identical", {})
+    if args.require_identical and same and same["same"] != same["compared"]:
+        return 1
+    return 1 if record["failed"] else 0
+
+
+def add_train_lm(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "train-lm",
+        help="train the word n-gram LM that decode/stream --lm fuse into prefix beam search",
+        description="usage: wenet-lite train-lm --data data/train-clean-100 [--text lm.txt.gz] "
+        "--out exp/u2/lm.json [--order 2]\n\n"
+        "Counts words of the transcripts of prepared sets and/or text files (a sentence a "
+        "line, gzipped if named .gz), normalised as the tokenizer normalises text, into an "
+        "interpolated absolute-discounting n-gram. --out lm.json, or lm.arpa[.gz] for the same "
+        "model as an ARPA back-off LM. Counting is in memory (millions of words); for "
+        "LibriSpeech's 800 M-word LM text use KenLM or openslr.org/11's ARPA files. Train on "
+        "training text only: test transcripts in the LM make the WER meaningless.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--data", action="append", default=[], help="prepared set (repeatable)")
+    p.add_argument("--text", action="append", default=[], help="text file (repeatable)")
+    p.add_argument("--out", required=True, help="lm.json, or lm.arpa[.gz]")
+    p.add_argument("--order", type=int, choices=[2, 3], default=2, help="bigram or trigram (2)")
+    p.add_argument("--discount", type=float, default=0.75, help="absolute discount (0.75)")
+    p.set_defaults(func=_run_train_lm)
+
+
+def _run_train_lm(args: argparse.Namespace) -> int:
+    from wenet_lite.decode.lm import train_lm_file
+
+    if not args.data and not args.text:
+        raise UsageError("give --data and/or --text")
+    print(train_lm_file(args.data, args.text, args.out, args.order, args.discount))
+    return 0

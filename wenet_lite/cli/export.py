@@ -1,0 +1,47 @@
+"""`wenet-lite export`."""
+
+from __future__ import annotations
+
+import argparse
+
+from wenet_lite.cli.flags import add_chunking
+
+
+def add_export(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export",
+        help="export for on-device inference (TorchScript, or ONNX for sherpa-onnx)",
+        description="usage: wenet-lite export --model exp/u2/avg_5.pt --format torchscript "
+        "--out exp/u2/model.ts\n"
+        "       wenet-lite export --model exp/u2/avg_5.pt --format onnx --chunk-size 16 "
+        "--left-chunks 4 --out exp/u2/onnx [--quantize int8]\n\n"
+        "torchscript: one file with init_state/forward_chunk/forward and its metadata; run it "
+        "with tools/run_exported.py (no wenet_lite needed). --chunk-size 0 exports a "
+        "full-context model for whole utterances only. onnx: DIR/model.onnx, DIR/tokens.txt "
+        "(and model.int8.onnx) for sherpa_onnx.OnlineRecognizer.from_wenet_ctc, given the same "
+        "chunk_size and num_left_chunks; needs --left-chunks >= 0.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--model", required=True, help="model file (checkpoint or averaged)")
+    p.add_argument("--format", required=True, choices=["torchscript", "onnx"])
+    p.add_argument("--out", required=True, help="torchscript: output file; onnx: output dir")
+    add_chunking(p, 16, 4, full=", 0: full context (torchscript)")
+    p.add_argument("--quantize", choices=["int8"], help="dynamic int8 Linear/MatMul weights")
+    p.set_defaults(func=_run_export)
+
+
+def _run_export(args: argparse.Namespace) -> int:
+    chunking = dict(chunk_size=args.chunk_size, left_chunks=args.left_chunks)
+    if args.format == "torchscript":
+        from wenet_lite.export.torchscript import export_torchscript
+
+        written = [export_torchscript(args.model, args.out, **chunking, quantize=args.quantize)]
+    else:
+        from wenet_lite.export.onnx import export_onnx
+
+        written = list(
+            export_onnx(args.model, args.out, **chunking, quantize=args.quantize).values()
+        )
+    for path in written:
+        print(path)
+    return 0

@@ -1,0 +1,194 @@
+"""`wenet-lite prepare | compute-cmvn | compute-fbank | train | average`."""
+
+from __future__ import annotations
+
+import argparse
+
+from wenet_lite.cli.flags import UsageError, add_set
+
+
+def add_prepare(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "prepare",
+        help="write lhotse cuts manifests for a corpus",
+        description="usage: wenet-lite prepare librispeech --root /data/LibriSpeech --out data\n"
+        "       wenet-lite prepare list --src data.list|kaldi_dir|cuts.jsonl.gz --out data/NAME\n\n"
+        "librispeech: one data/<part>/cuts.jsonl.gz per part found (or --parts). list: a WeNet "
+        "data.list (JSON lines key/wav/txt), a Kaldi dir (wav.scp + text) or lhotse manifests.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("corpus", choices=["librispeech", "list"])
+    p.add_argument("--root", help="librispeech: dir holding LibriSpeech/<part>/...")
+    p.add_argument("--parts", help="librispeech: comma-separated parts (default: all found)")
+    p.add_argument("--src", help="list: the manifest to convert")
+    p.add_argument("--out", required=True, help="output dir")
+    p.add_argument("--jobs", type=int, default=4, help="threads reading audio headers")
+    p.set_defaults(func=_run_prepare)
+
+
+def _run_prepare(args: argparse.Namespace) -> int:
+    if args.corpus == "librispeech":
+        from wenet_lite.data.librispeech import prepare_librispeech
+
+        if not args.root:
+            raise UsageError("prepare librispeech needs --root")
+        parts = args.parts.split(",") if args.parts else None
+        results = prepare_librispeech(args.root, parts, args.out, num_jobs=args.jobs)
+        for part, result in results.items():
+            print(result.summary(f"{args.out}/{part}"))
+        return 0
+    from wenet_lite.data.manifest import prepare_cuts
+
+    if not args.src:
+        raise UsageError("prepare list needs --src")
+    print(prepare_cuts(args.src, args.out).summary(args.out))
+    return 0
+
+
+def add_compute_cmvn(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "compute-cmvn",
+        help="global feature mean/istd of a training set",
+        description="usage: wenet-lite compute-cmvn --config conf/conformer_u2.yaml "
+        "--data data/train-clean-100 --out data/cmvn.json\n\n"
+        "fbank as in training, without speed perturbation or dither; unusable utterances are\n"
+        "skipped and counted. `train` reads DATA/cmvn.json by default.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--config", required=True, help="experiment YAML (its features section)")
+    p.add_argument("--data", required=True, nargs="+", help="prepared part dir(s) or cuts files")
+    p.add_argument("--out", required=True, help="output JSON")
+    add_set(p)
+    p.add_argument("--jobs", type=int, help="DataLoader workers (default: data.num_workers)")
+    p.add_argument(
+        "--max-utts", type=int, default=0, metavar="N",
+        help="use N utterances spread evenly over the set (default 0: all)",
+    )  # fmt: skip
+    p.set_defaults(func=_run_compute_cmvn)
+
+
+def _run_compute_cmvn(args: argparse.Namespace) -> int:
+    from wenet_lite.config import load_config
+    from wenet_lite.data.compute_cmvn import compute_cmvn_file
+
+    cfg = load_config(args.config, args.overrides)
+    jobs = cfg.data.num_workers if args.jobs is None else args.jobs
+    stats, skipped = compute_cmvn_file(
+        args.data, cfg.features, args.out, num_workers=jobs, max_utterances=args.max_utts
+    )
+    note = f", skipped {sum(skipped.values())}" if skipped else ""
+    print(f"{args.out}: {stats.count} frames{note}")
+    return 0
+
+
+def add_compute_fbank(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "compute-fbank",
+        help="compute and store a training set's fbank once (faster training on few cores)",
+        description="usage: wenet-lite compute-fbank --config conf/synthetic_small.yaml "
+        "--data data/synthetic/train-clean-100 --jobs 2\n\n"
+        "Training features as in training (speed 1.0, dither drawn once per utterance), stored\n"
+        "as float16 in PART/fbank/ and attached to PART/cuts.jsonl.gz. `train` uses them when\n"
+        "its features config is the same, and computes from audio what it cannot take from\n"
+        "them (other speed factors). Run it again after `prepare` or a features change.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--config", required=True, help="experiment YAML (features, train.seed)")
+    p.add_argument("--data", required=True, nargs="+", help="prepared part dir(s)")
+    add_set(p)
+    p.add_argument("--jobs", type=int, help="DataLoader workers (default: data.num_workers)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_run_compute_fbank)
+
+
+def _run_compute_fbank(args: argparse.Namespace) -> int:
+    from wenet_lite.config import load_config
+    from wenet_lite.data.store_fbank import store_fbank
+
+    cfg = load_config(args.config, args.overrides)
+    jobs = cfg.data.num_workers if args.jobs is None else args.jobs
+    for part in args.data:
+        result = store_fbank(part, cfg.features, cfg.train.seed, jobs, not args.no_progress)
+        note = ", ".join(f"{n} {r}" for r, n in result.skipped.items())
+        print(f"{part}: stored fbank of {result.stored} of {result.total} utterances"
+              + (f" (unusable audio: {note})" if note else ""))  # fmt: skip
+    return 0
+
+
+def add_train(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train a model (also under torchrun)",
+        description="usage: wenet-lite train --config conf/conformer_u2.yaml --data data "
+        "--exp exp/u2 [--set train.max_steps=1000] [--resume]\n"
+        "       torchrun --nproc_per_node 4 -m wenet_lite train --config ... (same flags)\n\n"
+        "Reads DATA/<part>/cuts.jsonl.gz for --train-part (comma-separated parts are joined)\n"
+        "and --dev-part, and DATA/cmvn.json (see compute-cmvn). Trains the tokenizer on the\n"
+        "training transcripts unless --tokenizer is given. Writes EXP/config.yaml, train.log,\n"
+        "tensorboard/, tokenizer.model, skipped.json and step_N.pt checkpoints (only rank 0).\n"
+        "--resume continues the newest checkpoint exactly (model, optimizer, sampler, RNG).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--config", required=True, help="experiment YAML")
+    p.add_argument("--data", required=True, help="prepared data dir (holding <part>/cuts...)")
+    p.add_argument("--exp", required=True, help="experiment dir for checkpoints and logs")
+    add_set(p)
+    p.add_argument("--train-part", default="train-clean-100", help="comma-separated parts")
+    p.add_argument("--dev-part", default="dev-clean", help="comma-separated; '' for none")
+    p.add_argument("--cmvn", help="CMVN JSON (default: DATA/cmvn.json)")
+    p.add_argument("--tokenizer", help="use this sentencepiece model instead of training one")
+    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_run_train)
+
+
+def _run_train(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from wenet_lite.train.trainer import TrainOptions, train
+
+    def parts(text: str) -> tuple:
+        return tuple(p for p in text.split(",") if p)
+
+    if not parts(args.train_part):
+        raise UsageError("--train-part is empty")
+    opts = TrainOptions(
+        config=Path(args.config),
+        data=Path(args.data),
+        exp=Path(args.exp),
+        overrides=tuple(args.overrides),
+        train_parts=parts(args.train_part),
+        dev_parts=parts(args.dev_part),
+        cmvn=Path(args.cmvn) if args.cmvn else None,
+        tokenizer=Path(args.tokenizer) if args.tokenizer else None,
+        resume=args.resume,
+        progress_bar=not args.no_progress,
+    )
+    result = train(opts)
+    if result.is_main:
+        print(f"{args.exp}: trained to step {result.step} (epoch {result.epoch - 1} done)")
+    return 0
+
+
+def add_average(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "average",
+        help="average checkpoints into one model file",
+        description="usage: wenet-lite average --exp exp/u2 --num 5 [--best] "
+        "[--out exp/u2/avg_5.pt]\n\n"
+        "Averages the newest N step_N.pt of EXP (--best: the N kept checkpoints with the\n"
+        "lowest dev loss) into a model file that decode, stream and export read.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--exp", required=True, help="experiment dir")
+    p.add_argument("--num", type=int, default=5, help="checkpoints to average (default 5)")
+    p.add_argument("--best", action="store_true", help="lowest dev loss instead of newest")
+    p.add_argument("--out", help="output (default EXP/avg_N.pt or EXP/avg_best_N.pt)")
+    p.set_defaults(func=_run_average)
+
+
+def _run_average(args: argparse.Namespace) -> int:
+    from wenet_lite.train.average import average_checkpoints
+
+    print(average_checkpoints(args.exp, args.num, args.out, best=args.best))
+    return 0
