@@ -31,12 +31,12 @@ MAX_ROWS = 40  # token rows in the heatmap; the rest of a long utterance is left
 
 def pick_utterance(data: Path, index: int) -> Tuple[str, str, str]:
     """(audio path, utterance id, transcript) of the index-th cut of a prepared part."""
-    from wenet_lite.data.manifest import cut_text, load_cuts
+    from wenet_lite.data.manifest import cut_text, nth_cut
 
-    cuts = sorted(load_cuts(data), key=lambda c: c.id)
-    if not 0 <= index < len(cuts):
-        raise SystemExit(f"error: --index {index} out of range: {data} has {len(cuts)} cuts")
-    cut = cuts[index]
+    try:
+        cut = nth_cut(data, index)
+    except ValueError as e:
+        raise SystemExit(f"error: --index: {e}") from None
     return cut.recording.sources[0].source, cut.id, cut_text(cut)
 
 

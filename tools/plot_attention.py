@@ -40,16 +40,6 @@ from wenet_lite.model_io import load_model
 Terms = Tuple[np.ndarray, np.ndarray, np.ndarray]  # weights, content, position: (T, T) each
 
 
-def pick_utterance(data: Path, index: int) -> Tuple[str, str]:
-    """(audio path, utterance id) of the index-th cut of a prepared part (by id)."""
-    from wenet_lite.data.manifest import load_cuts
-
-    cuts = sorted(load_cuts(data), key=lambda c: c.id)
-    if not 0 <= index < len(cuts):
-        raise SystemExit(f"error: --index {index} out of range: {data} has {len(cuts)} cuts")
-    return cuts[index].recording.sources[0].source, cuts[index].id
-
-
 @torch.no_grad()
 def attention_terms(
     model, feats: torch.Tensor, chunk: int, left: int, layers: Sequence[int], head: int
@@ -145,7 +135,13 @@ def main(argv: Optional[List[str]] = None) -> str:
     if not 0 <= args.head < model.encoder.num_heads:
         p.error(f"--head {args.head}: the model has {model.encoder.num_heads} heads")
     if args.data is not None:
-        audio, name = pick_utterance(args.data, args.index)
+        from wenet_lite.data.manifest import nth_cut
+
+        try:
+            cut = nth_cut(args.data, args.index)
+        except ValueError as e:
+            p.error(f"--index: {e}")
+        audio, name = cut.recording.sources[0].source, cut.id
     else:
         audio, name = args.audio, Path(args.audio).name
     rate = cfg.features.sample_rate

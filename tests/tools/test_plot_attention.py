@@ -3,8 +3,6 @@ whose title names the utterance and the model."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,18 +13,12 @@ import torch
 from wenet_lite.config import load_config
 from wenet_lite.model import build_model
 
-SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "plot_attention.py"
 CFG = load_config(Path(__file__).resolve().parents[2] / "conf" / "tiny_test.yaml")
 
 
 @pytest.fixture(scope="module")
-def plot_attention():
-    spec = importlib.util.spec_from_file_location("plot_attention", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["plot_attention"] = module
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules["plot_attention"]
+def plot_attention(load_tool):
+    return load_tool("plot_attention")
 
 
 def test_weights_see_their_chunk_and_left_chunks_only(plot_attention) -> None:

@@ -3,14 +3,11 @@ numbers and settings their summary.json records."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "results_table.py"
 GREEDY = {"mode": "greedy", "beam_size": 10, "token_min_logp": None, "blank_penalty": 0.0,
           "lm": None, "lm_weight": 0.4, "word_bonus": 2.5, "oov_penalty": 3.0}  # fmt: skip
 LM = {**GREEDY, "mode": "prefix_beam", "beam_size": 20, "token_min_logp": -5.0,
@@ -18,13 +15,8 @@ LM = {**GREEDY, "mode": "prefix_beam", "beam_size": 20, "token_min_logp": -5.0,
 
 
 @pytest.fixture(scope="module")
-def results_table():
-    spec = importlib.util.spec_from_file_location("results_table", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["results_table"] = module
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules["results_table"]
+def results_table(load_tool):
+    return load_tool("results_table")
 
 
 def _summary(root: Path, mode: str, wer: float, search=None, same=None) -> None:

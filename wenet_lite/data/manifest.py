@@ -48,6 +48,7 @@ __all__ = [
     "ReadResult",
     "cut_samples",
     "cut_text",
+    "nth_cut",
     "load_cuts",
     "prepare_cuts",
     "read_data_list",
@@ -394,6 +395,15 @@ def cut_text(cut: Cut) -> str:
     if len(cut.supervisions) != 1:
         raise ValueError(f"cut {cut.id} has {len(cut.supervisions)} supervisions, expected 1")
     return cut.supervisions[0].text or ""
+
+
+def nth_cut(data: Pathlike, index: int) -> Cut:
+    """The ``index``-th cut of a prepared set in utterance-id order (for pictures of one
+    utterance); ValueError naming the set when there is no such cut."""
+    cuts = sorted(load_cuts(data), key=lambda c: c.id)
+    if not 0 <= index < len(cuts):
+        raise ValueError(f"no cut {index} in {data}: it has {len(cuts)} cuts")
+    return cuts[index]
 
 
 def cut_samples(cut: Cut, rate: int) -> np.ndarray:

@@ -1,0 +1,27 @@
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Callable, Iterator, List
+
+import pytest
+
+TOOLS = Path(__file__).resolve().parents[2] / "tools"
+
+
+@pytest.fixture(scope="module")
+def load_tool() -> Iterator[Callable[[str], ModuleType]]:
+    """Import a script of tools/ as a module (``load_tool("results_table")``)."""
+    loaded: List[str] = []
+
+    def load(name: str) -> ModuleType:
+        spec = importlib.util.spec_from_file_location(name, TOOLS / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        loaded.append(name)
+        return module
+
+    yield load
+    for name in loaded:
+        sys.modules.pop(name, None)
