@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from wenet_lite.cli.flags import (
     UsageError,
@@ -13,6 +14,11 @@ from wenet_lite.cli.flags import (
     default_device,
     options_from,
 )
+
+if TYPE_CHECKING:  # imported where used: `wenet-lite --help` stays instant
+    from wenet_lite.decode.score import References
+    from wenet_lite.decode.stream_files import StreamReport
+    from wenet_lite.decode.streaming import StreamingRecognizer
 
 
 def add_decode(sub: argparse._SubParsersAction) -> None:
@@ -103,10 +109,9 @@ def add_stream(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_stream(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from wenet_lite.decode.endpoint import EndpointConfig
     from wenet_lite.decode.options import SearchOptions
+    from wenet_lite.decode.score import References
     from wenet_lite.decode.stream_files import stream_inputs
     from wenet_lite.decode.streaming import StreamingRecognizer
 
@@ -123,34 +128,44 @@ def _run_stream(args: argparse.Namespace) -> int:
         raise UsageError("give AUDIO files (or - for stdin), or --ref PART to stream its audio")
     if (args.out or args.compare) and not args.ref:
         raise UsageError("--out and --compare need --ref (the references to score against)")
-    from wenet_lite.decode.score import References
-
     refs = References(args.ref) if args.ref else None
-    inputs = args.inputs or (list(refs.audio) if refs else [])
     recognizer = StreamingRecognizer(
         args.model, chunking, options, endpoint=endpoint, device=args.device
     )
     report = stream_inputs(
-        recognizer, inputs, json_lines=args.json, max_streams=args.max_streams,
-        sample_rate=args.sample_rate,
+        recognizer, args.inputs or list(refs.audio if refs else []), json_lines=args.json,
+        max_streams=args.max_streams, sample_rate=args.sample_rate,
     )  # fmt: skip
     if refs is not None:
-        from wenet_lite.decode.score import Transcripts, score_transcripts
-
-        settings = {**recognizer.settings_record(), **report.record()}
-        texts = {refs.utterance(name): text for name, text in report.texts.items()}
-        failed = [refs.utterance(name) for name in report.failures]
-        tag = f"{Path(args.ref).name}_{options.mode}_chunk{chunking.chunk_size}"
-        out = args.out or Path(args.model).parent / f"stream_{tag}_left{chunking.left_chunks}"
-        inputs_record = {"model": args.model, "data": args.ref}
-        record = score_transcripts(
-            Transcripts(texts, failed, settings), refs.texts, out, inputs_record, args.compare
-        )
-        same = record.get("identical")
-        note = f", identical to --compare: {same['same']}/{same['compared']}" if same else ""
-        print(f"WER {record['wer']['percent']:.2f} %, CER {record['cer']['percent']:.2f} %{note}:"
-              f" results in {out}", file=sys.stderr)  # fmt: skip
+        _score_stream(args, refs, recognizer, report)
     return 1 if report.failed else 0
+
+
+def _score_stream(
+    args: argparse.Namespace,
+    refs: References,
+    recognizer: StreamingRecognizer,
+    report: StreamReport,
+) -> None:
+    """`stream --ref`: decode's four files for the streamed transcripts, in --out."""
+    from pathlib import Path
+
+    from wenet_lite.decode.score import Transcripts, score_transcripts
+
+    settings = {**recognizer.settings_record(), **report.record()}
+    texts = {refs.utterance(name): text for name, text in report.texts.items()}
+    failed = [refs.utterance(name) for name in report.failures]
+    chunking = recognizer.chunking
+    tag = f"{Path(args.ref).name}_{recognizer.options.mode}_chunk{chunking.chunk_size}"
+    out = args.out or Path(args.model).parent / f"stream_{tag}_left{chunking.left_chunks}"
+    record = score_transcripts(
+        Transcripts(texts, failed, settings), refs.texts, out,
+        {"model": args.model, "data": args.ref}, args.compare,
+    )  # fmt: skip
+    same = record.get("identical")
+    note = f", identical to --compare: {same['same']}/{same['compared']}" if same else ""
+    wer, cer = record["wer"]["percent"], record["cer"]["percent"]
+    print(f"WER {wer:.2f} %, CER {cer:.2f} %{note}: results in {out}", file=sys.stderr)
 
 
 def add_score(sub: argparse._SubParsersAction) -> None:

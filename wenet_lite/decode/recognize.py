@@ -3,7 +3,7 @@
 Utterances are sorted by duration and decoded in padded batches (little padding, so batching
 costs almost nothing and the encoder runs on large matrices). Three encoder modes:
 
-- full context (``chunk_size <= 0``);
+- full context (chunk size 0);
 - chunk-masked: the whole utterance in one forward with the streaming attention mask;
 - ``simulate_streaming``: chunk by chunk with caches (``forward_chunk_by_chunk``), exactly what
   a streaming recogniser computes; it equals the chunk-masked mode up to float rounding.
@@ -13,8 +13,9 @@ with its file named and left out of the scores; the others are still decoded.
 
 Outputs in ``out_dir``: ``hyp.txt`` (``id text``), ``details.txt`` (per utterance: WER line,
 aligned ref/hyp/op rows, confidence, tokens with start times), ``summary.txt`` (settings,
-WER, CER with S/D/I, utterance and failure counts, RTF), ``errors.txt`` for failures and, for
-prefix beam search with nbest > 1, ``nbest.txt`` (``id rank log-probability text``).
+WER, CER with S/D/I, utterance and failure counts, RTF), ``summary.json`` (the same as
+numbers, with every setting), ``errors.txt`` for failures and, for prefix beam search with
+nbest > 1, ``nbest.txt`` (``id rank log-probability text``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from wenet_lite.decode.ctc_search import (
 from wenet_lite.decode.lm import LMScorer
 from wenet_lite.decode.options import SearchOptions
 from wenet_lite.decode.result import spell
+from wenet_lite.decode.score import write_hyps
 from wenet_lite.decode.wer import (
     UtteranceScore,
     format_details,
@@ -283,9 +285,7 @@ def write_report(
     ``errors.txt``) in ``out_dir``; ``inputs`` (e.g. model and data paths) head the summaries."""
     out = Path(out_dir)
     inputs = inputs or {}
-    write_text_atomic(
-        out / "hyp.txt", "".join(f"{r.utt_id} {r.text}".rstrip() + "\n" for r in report.results)
-    )
+    write_hyps(out / "hyp.txt", {r.utt_id: r.text for r in report.results})
     write_text_atomic(
         out / "details.txt", "".join("\n".join(_details(r)) + "\n\n" for r in report.results)
     )

@@ -244,8 +244,8 @@ class StreamingRecognizer:
     Args:
         model_path: a model file (``wenet_lite.model_io.save_model`` or a trainer checkpoint).
         chunking: C, encoder frames per chunk (C * 40 ms of audio for 10 ms frames and
-            subsampling 4; latency and accuracy grow with it), and N, chunks of history each
-            chunk attends to: -1 for all (as training with ``encoder.chunk.left_chunks: -1``
+            subsampling 4; latency and accuracy grow with it), and the left chunks of history
+            each chunk attends to: -1 for all (as training with ``encoder.chunk.left_chunks: -1``
             does), >= 0 for constant memory per stream.
         options: the CTC search (greedy, or prefix beam with an optional word LM, token
             pruning and a blank penalty), as ``decode`` takes it; default greedy.
@@ -340,7 +340,7 @@ class StreamingRecognizer:
 
     @property
     def left_chunks(self) -> int:
-        """N, chunks of history (-1: all)."""
+        """Chunks of history each chunk sees (-1: all)."""
         return self.chunking.left_chunks
 
     def create_stream(self) -> Stream:
