@@ -45,10 +45,12 @@ class References:
         """absolute audio path -> utterance id"""
         for cut in load_cuts(data):
             self.texts[cut.id] = normalize_text(cut_text(cut))
-            sources = cut.recording.sources if cut.has_recording else []
+            if not cut.has_recording or len(cut.recording.sources) != 1:
+                continue
+            source = cut.recording.sources[0]
             whole = cut.start == 0 and cut.duration >= cut.recording.duration - 1e-3
-            if len(sources) == 1 and sources[0].type == "file" and whole:
-                self.audio[str(Path(sources[0].source).resolve())] = cut.id
+            if source.type == "file" and whole:
+                self.audio[str(Path(source.source).resolve())] = cut.id
 
     def utterance(self, name: str) -> str:
         """The utterance of an audio path (else of a name: itself, or its stem)."""
