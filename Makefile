@@ -21,7 +21,7 @@ test: setup
 	$(WITH_ENV) $(PY) -m pytest -q
 
 # Generate a synthetic LibriSpeech-layout corpus, train, decode, stream, export, print results
-# (recipes/synthetic/run.sh; 16-25 min measured on 2 CPU cores). Extra recipe flags: make demo ARGS="--stage 5".
+# (recipes/synthetic/run.sh; 15-25 min measured on 2 CPU cores). Extra recipe flags: make demo ARGS="--stage 5".
 demo: setup
 	$(WITH_ENV) bash recipes/synthetic/run.sh $(ARGS)
 
