@@ -15,8 +15,8 @@ the content term (q_i + u)·k_j, which depends on what the frames hold, and the 
 (q_i + v)·p(i - j), which depends only on their distance; both divided by sqrt(d_k). One row
 of panels per chosen layer: the attention weights softmax(content + position), the content
 term and the position term, for one head, over the first --max-frames encoder frames (grey:
-keys the chunk mask hides; lines: chunk boundaries). The position term is constant along each
-diagonal i - j, the picture of relative positions.
+keys the chunk mask hides; lines: chunk boundaries). The position term depends on the query
+and on the distance i - j only: it draws diagonal bands, the picture of relative positions.
 
 The utterance is encoded with the chunk mask in one forward, which gives exactly what streaming
 chunk by chunk with caches computes (tested); the terms come from the layers' own projections
