@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Tu
 import torch
 
 if TYPE_CHECKING:
+    from wenet_lite.decode.context import ContextGraph
     from wenet_lite.decode.lm import LMScorer, LMState
 
 __all__ = [
@@ -192,24 +193,29 @@ class _Prefix:
     ``blank``/``non_blank``: log-probability of all kept alignments of the prefix that end in a
     blank / in its last token, and ``blank_path``/``non_blank_path`` the most probable single
     alignment of each family (Viterbi), which supplies the timestamps and token peaks. ``lm``:
-    the language model's state of the prefix when a scorer is fused (see ``decode/lm.py``).
+    the language model's state of the prefix when a scorer is fused (see ``decode/lm.py``);
+    ``hot``: its state in the hotword graph, ``hot_score`` the bonus gathered (``context.py``).
     """
 
-    __slots__ = ("blank", "non_blank", "blank_path", "non_blank_path", "lm")
+    __slots__ = ("blank", "non_blank", "blank_path", "non_blank_path", "lm", "hot", "hot_score")
 
-    def __init__(self, lm: Optional[LMState] = None) -> None:
+    def __init__(self, lm: Optional[LMState] = None, hot: int = 0, hot_score: float = 0.0) -> None:
         self.blank = _NEG_INF
         self.non_blank = _NEG_INF
         self.blank_path = _NO_PATH
         self.non_blank_path = _NO_PATH
         self.lm = lm
+        self.hot = hot
+        self.hot_score = hot_score
 
     def total(self) -> float:
         return _log_add(self.blank, self.non_blank)
 
     def rank(self) -> float:
-        """What the beam keeps the best of: the CTC log-probability plus the LM's fusion score."""
-        return self.total() if self.lm is None else self.total() + self.lm.score
+        """What the beam keeps the best of: the CTC log-probability plus the LM's fusion score
+        and the hotword bonus (added to it, never in its place)."""
+        fused = self.total() + self.hot_score
+        return fused if self.lm is None else fused + self.lm.score
 
     def best_path(self) -> _Path:
         if self.blank_path.logp >= self.non_blank_path.logp:
@@ -226,15 +232,15 @@ def _contribute(
     value: float,
     ends_in_blank: bool,
     path: _Path,
-    lm: Optional[LMState] = None,
+    like: _Prefix,
 ) -> None:
     """Add one alignment family (summed log-prob ``value``, best member ``path``) to a prefix
-    (created with LM state ``lm`` if new)."""
+    (created with the LM and hotword states of ``like`` if new)."""
     if value == _NEG_INF:
         return  # an impossible path must not create a prefix that could fill an empty beam slot
     entry = beam.get(prefix)
     if entry is None:
-        entry = beam[prefix] = _Prefix(lm)
+        entry = beam[prefix] = _Prefix(like.lm, like.hot, like.hot_score)
     if ends_in_blank:
         entry.blank = _log_add(entry.blank, value)
         if path.logp > entry.blank_path.logp:
@@ -253,6 +259,7 @@ def _extend_prefix(
     tokens: List[int],
     lps: List[float],
     scorer: Optional[LMScorer] = None,
+    context: Optional[ContextGraph] = None,
 ) -> None:
     """All ways ``prefix`` grows at frame t by one of the frame's kept tokens."""
     total = state.total()
@@ -260,25 +267,32 @@ def _extend_prefix(
     last = prefix[-1] if prefix else None
     for tok, lp in zip(tokens, lps):
         if tok == BLANK:
-            _contribute(nxt, prefix, total + lp, True, _hold(best, lp, repeat=False), state.lm)
+            _contribute(nxt, prefix, total + lp, True, _hold(best, lp, repeat=False), state)
         elif tok != last:
-            grown = _lm_after(scorer, state, tok)
+            grown = _grown(scorer, context, state, tok)
             _contribute(nxt, prefix + (tok,), total + lp, False, _emit(best, t, lp), grown)
         else:
             # Repeating the last token without a blank between collapses into the same prefix;
             # only alignments ending in a blank can start a second copy of it.
             if state.non_blank > _NEG_INF:
                 held = _hold(state.non_blank_path, lp, repeat=True)
-                _contribute(nxt, prefix, state.non_blank + lp, False, held, state.lm)
+                _contribute(nxt, prefix, state.non_blank + lp, False, held, state)
             if state.blank > _NEG_INF:
                 new = _emit(state.blank_path, t, lp)
-                grown = _lm_after(scorer, state, tok)
+                grown = _grown(scorer, context, state, tok)
                 _contribute(nxt, prefix + (tok,), state.blank + lp, False, new, grown)
 
 
-def _lm_after(scorer: Optional[LMScorer], state: _Prefix, tok: int) -> Optional[LMState]:
-    """The LM state of ``state``'s prefix grown by ``tok`` (None without a scorer)."""
-    return None if scorer is None else scorer.extend(state.lm, tok)
+def _grown(
+    scorer: Optional[LMScorer], context: Optional[ContextGraph], state: _Prefix, tok: int
+) -> _Prefix:
+    """An empty entry with the LM and hotword states of ``state``'s prefix grown by ``tok``:
+    they advance only when the prefix grows."""
+    lm = None if scorer is None else scorer.extend(state.lm, tok)
+    if context is None:
+        return _Prefix(lm)
+    hot, gain = context.step(state.hot, tok)
+    return _Prefix(lm, hot, state.hot_score + gain)
 
 
 class StreamingPrefixBeamSearch:
@@ -300,7 +314,9 @@ class StreamingPrefixBeamSearch:
     ``scorer`` fuses a word language model (``decode/lm.py``): the beam then ranks prefixes by
     CTC log-probability plus the scorer's weighted LM score and word bonus, and a hypothesis's
     ``score`` is that sum (its last word and the sentence end scored); timestamps and confidence
-    still come from the CTC alignment.
+    still come from the CTC alignment. ``context`` adds hotword bonuses the same way
+    (``decode/context.py``); the n-best of :meth:`result` has each hypothesis's unfinished
+    hotword match taken back, and is sorted after that.
     """
 
     def __init__(
@@ -310,6 +326,7 @@ class StreamingPrefixBeamSearch:
         token_topk: Optional[int] = None,
         scorer: Optional[LMScorer] = None,
         token_min_logp: Optional[float] = None,
+        context: Optional[ContextGraph] = None,
     ) -> None:
         if beam_size < 1:
             raise ValueError(f"beam_size must be >= 1, got {beam_size}")
@@ -322,6 +339,7 @@ class StreamingPrefixBeamSearch:
         self.nbest = nbest
         self.token_topk = topk
         self.scorer = scorer
+        self.context = context
         self.token_min_logp = token_min_logp
         self.num_frames = 0
         start = _Prefix(None if scorer is None else scorer.START)
@@ -350,14 +368,17 @@ class StreamingPrefixBeamSearch:
         return [self._hypothesis(p, st, score) for score, p, st in scored[: self.nbest]]
 
     def _final_score(self, state: _Prefix) -> float:
-        if self.scorer is None:
-            return state.total()
-        return state.total() + self.scorer.final(state.lm)
+        score = state.total()
+        if self.context is not None:
+            score += state.hot_score + self.context.final(state.hot)
+        if self.scorer is not None:
+            score += self.scorer.final(state.lm)
+        return score
 
     def _step(self, t: int, tokens: List[int], lps: List[float]) -> None:
         nxt: _Beam = {}
         for prefix, state in self._beam.items():
-            _extend_prefix(nxt, prefix, state, t, tokens, lps, self.scorer)
+            _extend_prefix(nxt, prefix, state, t, tokens, lps, self.scorer, self.context)
         ranked = sorted(nxt.items(), key=lambda item: item[1].rank(), reverse=True)
         self._beam = dict(ranked[: self.beam_size])
 
@@ -378,11 +399,14 @@ def ctc_prefix_beam_search(
     token_topk: Optional[int] = None,
     scorer: Optional[LMScorer] = None,
     token_min_logp: Optional[float] = None,
+    context: Optional[ContextGraph] = None,
 ) -> List[Hypothesis]:
     """Prefix beam search over one utterance. Args: log_probs (T, V). Returns nbest, best first.
 
     See ``StreamingPrefixBeamSearch`` for the per-frame token pruning (``token_topk``,
-    ``token_min_logp``) and the language-model ``scorer``.
+    ``token_min_logp``), the language-model ``scorer`` and the hotword ``context``.
     """
-    search = StreamingPrefixBeamSearch(beam_size, nbest, token_topk, scorer, token_min_logp)
+    search = StreamingPrefixBeamSearch(
+        beam_size, nbest, token_topk, scorer, token_min_logp, context
+    )
     return search.accept(log_probs)

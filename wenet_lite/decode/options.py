@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Dict, Literal, Optional
+from typing import TYPE_CHECKING, Any, Dict, Literal, NamedTuple, Optional
 
 from wenet_lite.config import DecodeConfig
+from wenet_lite.decode.context import HOTWORDS_SCORE
 from wenet_lite.decode.lm import LM_WEIGHT, OOV_PENALTY, WORD_BONUS
 
-__all__ = ["SearchMode", "SearchOptions", "flag"]
+if TYPE_CHECKING:
+    from wenet_lite.data.tokenizer import Tokenizer
+    from wenet_lite.decode.context import ContextGraph
+    from wenet_lite.decode.lm import LMScorer
+
+__all__ = ["SearchMode", "SearchModels", "SearchOptions", "flag"]
 
 SearchMode = Literal["greedy", "prefix_beam"]
 
@@ -68,6 +74,18 @@ class SearchOptions:
         metadata=flag("--oov-penalty", "score taken where a word leaves the LM's vocabulary"),
     )
     # The three LM defaults are the best of a grid on the synthetic dev set (README "Results").
+    hotwords: Optional[str] = field(
+        default=None,
+        metadata=flag(
+            "--hotwords",
+            "prefix_beam: file of phrases to favour, one a line, `PHRASE` or `PHRASE :SCORE`",
+            metavar="FILE",
+        ),
+    )
+    hotwords_score: float = field(
+        default=HOTWORDS_SCORE,
+        metadata=flag("--hotwords-score", "bonus per matched hotword token (a phrase's own wins)"),
+    )
 
     def __post_init__(self) -> None:
         if self.mode not in ("greedy", "prefix_beam"):
@@ -82,6 +100,10 @@ class SearchOptions:
             raise ValueError(f"lm weight must be >= 0, got {self.lm_weight}")
         if self.oov_penalty < 0:
             raise ValueError(f"oov penalty must be >= 0, got {self.oov_penalty}")
+        if self.hotwords is not None and self.mode != "prefix_beam":
+            raise ValueError(
+                "hotwords (--hotwords) need the prefix_beam search (--mode prefix_beam)"
+            )
 
     def resolved(self, defaults: DecodeConfig) -> SearchOptions:
         """A copy whose beam size and nbest default to a model config's ``decode`` section."""
@@ -102,4 +124,30 @@ class SearchOptions:
         if self.lm is not None:
             oov = f", oov penalty {self.oov_penalty}" if self.oov_penalty else ""
             text += f" + LM {self.lm} (weight {self.lm_weight}, word bonus {self.word_bonus}{oov})"
+        if self.hotwords is not None:
+            text += f" + hotwords {self.hotwords} ({self.hotwords_score} per token)"
         return text
+
+    def load(self, tokenizer: Optional[Tokenizer]) -> SearchModels:
+        """The word LM and the hotword graph these options name, over ``tokenizer``'s pieces."""
+        scorer = context = None
+        if (self.lm is not None or self.hotwords is not None) and tokenizer is None:
+            raise RuntimeError("a word LM or hotwords need the model's tokenizer")
+        if self.lm is not None:
+            from wenet_lite.decode.lm import LMScorer
+
+            scorer = LMScorer.load(
+                self.lm, tokenizer.pieces(), self.lm_weight, self.word_bonus, self.oov_penalty
+            )
+        if self.hotwords is not None:
+            from wenet_lite.decode.context import load_context
+
+            context = load_context(self.hotwords, tokenizer, self.hotwords_score)
+        return SearchModels(scorer, context)
+
+
+class SearchModels(NamedTuple):
+    """What a search fuses: a word LM and a hotword graph, either None."""
+
+    scorer: Optional[LMScorer]
+    context: Optional[ContextGraph]

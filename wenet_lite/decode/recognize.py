@@ -41,9 +41,8 @@ from wenet_lite.decode.ctc_search import (
     frames_to_seconds,
     penalize_blank,
 )
-from wenet_lite.decode.lm import LMScorer
-from wenet_lite.decode.options import SearchOptions
-from wenet_lite.decode.result import spell
+from wenet_lite.decode.options import SearchModels, SearchOptions
+from wenet_lite.decode.result import make_result, spell
 from wenet_lite.decode.score import write_hyps
 from wenet_lite.decode.wer import (
     UtteranceScore,
@@ -109,6 +108,8 @@ class UtteranceResult:
     score: UtteranceScore
     nbest: List[Tuple[float, str]]
     """prefix_beam: (log-probability, text) of the n best, best first; [] for greedy"""
+    hotwords: Optional[List[str]] = None
+    """with hotwords: the words of ``hyp`` that matched hotword phrases cover (None without)"""
 
 
 @dataclass
@@ -176,11 +177,7 @@ def decode_model(
     """Decode lhotse cuts with a model in memory (see the module docstring)."""
     search = options.search.resolved(cfg.decode)
     options = dataclasses.replace(options, search=search)
-    scorer = None
-    if search.lm is not None:
-        scorer = LMScorer.load(
-            search.lm, tokenizer.pieces(), search.lm_weight, search.word_bonus, search.oov_penalty
-        )
+    models = search.load(tokenizer)
     results: List[UtteranceResult] = []
     failures: List[Tuple[str, str]] = []
     audio_seconds = 0.0
@@ -197,9 +194,9 @@ def decode_model(
                 except AudioError as e:
                     _log.warning("%s skipped: %s", cut.id, e)
                     failures.append((cut.id, str(e)))
-            decoded = _decode_batch(model, feats, options, scorer) if kept else []
+            decoded = _decode_batch(model, feats, options, models) if kept else []
             for cut, hyps in zip(kept, decoded):
-                results.append(_utterance_result(cut, hyps, tokenizer, model, cfg))
+                results.append(_utterance_result(cut, hyps, tokenizer, model, cfg, models))
                 audio_seconds += cut.duration
     finally:
         model.train(was_training)
@@ -231,7 +228,7 @@ def _decode_batch(
     model: ASRModel,
     feats: List[torch.Tensor],
     options: DecodeOptions,
-    scorer: Optional[LMScorer] = None,
+    models: SearchModels,
 ) -> List[List[Hypothesis]]:
     """The n best hypotheses of each utterance (one for greedy search)."""
     encoder = model.encoder
@@ -258,14 +255,24 @@ def _decode_batch(
     assert beam is not None and nbest is not None, "decode_model resolves them"
     return [
         ctc_prefix_beam_search(
-            log_probs[i, :t], beam, nbest, scorer=scorer, token_min_logp=search.token_min_logp
-        )
+            log_probs[i, :t],
+            beam,
+            nbest,
+            scorer=models.scorer,
+            token_min_logp=search.token_min_logp,
+            context=models.context,
+        )  # fmt: skip
         for i, t in enumerate(out_lens.tolist())
     ]
 
 
 def _utterance_result(
-    cut: Cut, hyps: List[Hypothesis], tokenizer: Tokenizer, model: ASRModel, cfg: ExperimentConfig
+    cut: Cut,
+    hyps: List[Hypothesis],
+    tokenizer: Tokenizer,
+    model: ASRModel,
+    cfg: ExperimentConfig,
+    models: SearchModels,
 ) -> UtteranceResult:
     hyp = hyps[0]
     text = spell(tokenizer, hyp.tokens)
@@ -275,7 +282,11 @@ def _utterance_result(
     pieces = [tokenizer.id_to_piece(i) for i in hyp.tokens]
     nbest = [(h.score, spell(tokenizer, h.tokens)) for h in hyps] if len(hyps) > 1 else []
     times = [round(t, 6) for t in times]
-    return UtteranceResult(cut.id, text, hyp, pieces, times, score, nbest)
+    hotwords = None
+    if models.context is not None:  # the words a whole hotword phrase covers, as streams mark
+        marked = make_result(hyp, tokenizer, 0, 0, rate, 0.01, True, models.context).words
+        hotwords = [w.text for w in marked if w.hotword]
+    return UtteranceResult(cut.id, text, hyp, pieces, times, score, nbest, hotwords)
 
 
 def write_report(
@@ -309,11 +320,14 @@ def write_report(
 
 def _details(r: UtteranceResult) -> List[str]:
     tokens = " ".join(f"{t}@{s:.2f}" for t, s in zip(r.pieces, r.token_times))
-    return [
+    lines = [
         *format_details(r.score),
         f"{r.utt_id} confidence: {r.hyp.confidence:.3f}",
         f"{r.utt_id} token@seconds: {tokens}".rstrip(),
     ]
+    if r.hotwords is not None:
+        lines.append(f"{r.utt_id} hotwords: {' | '.join(r.hotwords)}".rstrip())
+    return lines
 
 
 def default_out_dir(model_path: Pathlike, data: Pathlike, options: DecodeOptions) -> Path:
@@ -324,6 +338,8 @@ def default_out_dir(model_path: Pathlike, data: Pathlike, options: DecodeOptions
         tag += f"{search.beam_size}"
     if search.lm is not None:
         tag += "_lm"
+    if search.hotwords is not None:
+        tag += "_hot"
     if chunking.streaming:
         tag += f"_chunk{chunking.chunk_size}_left{chunking.left_chunks}"
         tag += "_sim" if options.simulate_streaming else ""

@@ -9,12 +9,15 @@ at sentencepiece's word-start marker '▁'; a word ends one encoder frame after 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Sequence
+from typing import TYPE_CHECKING, List, Optional, Sequence
 
 from wenet_lite.data.tokenizer import Tokenizer
 from wenet_lite.decode.ctc_search import Hypothesis, frames_to_seconds
 
-__all__ = ["Word", "Result", "make_result", "merge_results", "spell"]
+if TYPE_CHECKING:
+    from wenet_lite.decode.context import ContextGraph
+
+__all__ = ["Word", "Result", "hotword_tokens", "make_result", "merge_results", "spell"]
 
 _WORD_START = "\u2581"  # sentencepiece's '▁'
 
@@ -26,6 +29,8 @@ class Word:
     """seconds from the start of the stream: time of the word's first token"""
     end: float
     """seconds: one encoder frame after the word's last token"""
+    hotword: bool = False
+    """every token of the word lies in a whole hotword phrase the search matched"""
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,7 @@ def make_result(
     subsampling_rate: int,
     frame_shift_s: float,
     is_final: bool,
+    context: Optional[ContextGraph] = None,
 ) -> Result:
     """Turn a segment's hypothesis into a :class:`Result`.
 
@@ -64,6 +70,7 @@ def make_result(
         hyp: search result over the segment's encoder frames (timestamps relative to it).
         first_frame: index in the stream of the segment's first encoder frame.
         num_frames: encoder frames decoded in the segment.
+        context: the hotword graph of the search, to mark the words it matched.
     """
     frames = [first_frame + t for t in hyp.timestamps]
     times = _seconds(frames, subsampling_rate, frame_shift_s)
@@ -75,7 +82,9 @@ def make_result(
         token_ids=list(hyp.tokens),
         tokens=pieces,
         timestamps=times,
-        words=_words(hyp.tokens, pieces, times, tokenizer, frame_s),
+        words=_words(
+            hyp.tokens, pieces, times, tokenizer, frame_s, hotword_tokens(hyp.tokens, context)
+        ),
         confidence=hyp.confidence,
         start=start,
         end=end,
@@ -89,6 +98,15 @@ def spell(tokenizer: Tokenizer, ids: Sequence[int]) -> str:
     return " ".join(tokenizer.decode(ids).split())
 
 
+def hotword_tokens(tokens: Sequence[int], context: Optional[ContextGraph]) -> List[bool]:
+    """For each token, whether it lies in a whole hotword phrase matched in ``tokens``."""
+    marked = [False] * len(tokens)
+    if context is not None:
+        for first, end, _ in context.matches(tokens):
+            marked[first:end] = [True] * (end - first)
+    return marked
+
+
 def _seconds(frames: Sequence[int], subsampling_rate: int, frame_shift_s: float) -> List[float]:
     # Rounded to the microsecond so that 58 * 0.04 prints as 2.32, not 2.3200000000000003.
     return [round(t, 6) for t in frames_to_seconds(frames, subsampling_rate, frame_shift_s)]
@@ -100,6 +118,7 @@ def _words(
     times: Sequence[float],
     tokenizer: Tokenizer,
     frame_s: float,
+    hotword: Sequence[bool],
 ) -> List[Word]:
     groups: List[List[int]] = []  # token positions of each word
     for i, piece in enumerate(pieces):
@@ -110,7 +129,8 @@ def _words(
     for group in groups:
         text = tokenizer.decode([ids[i] for i in group]).strip()
         if text:  # a bare '▁' at the end of a char-model hypothesis spells nothing
-            words.append(Word(text, times[group[0]], round(times[group[-1]] + frame_s, 6)))
+            end = round(times[group[-1]] + frame_s, 6)
+            words.append(Word(text, times[group[0]], end, all(hotword[i] for i in group)))
     return words
 
 

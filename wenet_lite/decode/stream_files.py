@@ -97,7 +97,15 @@ class _Printer:
 
     def final(self, name: str, index: int, r: Result) -> None:
         if self.json_lines:
-            words = [{"word": w.text, "start": w.start, "end": w.end} for w in r.words]
+            words = [
+                {
+                    "word": w.text,
+                    "start": w.start,
+                    "end": w.end,
+                    **({"hotword": True} if w.hotword else {}),
+                }
+                for w in r.words
+            ]
             self._json({
                 "type": "final", "file": name, "segment": index, "start": r.start,
                 "end": r.end, "text": r.text, "confidence": round(r.confidence, 4),

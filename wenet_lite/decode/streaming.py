@@ -39,7 +39,6 @@ from wenet_lite.decode.ctc_search import (
     penalize_blank,
 )
 from wenet_lite.decode.endpoint import EndpointConfig, detect_endpoint
-from wenet_lite.decode.lm import LMScorer
 from wenet_lite.decode.options import SearchOptions
 from wenet_lite.decode.result import Result, make_result, merge_results
 from wenet_lite.features.fbank import OnlineFbank
@@ -170,8 +169,9 @@ class Stream:
         rec = self._rec
         tokenizer = rec._need_tokenizer()
         return make_result(
-            hyp, tokenizer, first, frames, rec.subsampling_rate, rec.frame_shift_s, is_final
-        )
+            hyp, tokenizer, first, frames, rec.subsampling_rate, rec.frame_shift_s, is_final,
+            rec._models.context,
+        )  # fmt: skip
 
     def result(self) -> Result:
         """All closed segments and the open one, merged; final once :attr:`done`."""
@@ -315,12 +315,7 @@ class StreamingRecognizer:
         self.dtype = model.encoder.cmvn.mean.dtype  # e.g. a model converted to bfloat16
         self._batcher = StateBatcher()
         self._positions = PositionTables(model.encoder, chunking.chunk_size)
-        self._scorer: Optional[LMScorer] = None
-        if self.options.lm is not None:
-            self._scorer = LMScorer.load(
-                self.options.lm, self._need_tokenizer().pieces(), self.options.lm_weight,
-                self.options.word_bonus, self.options.oov_penalty,
-            )  # fmt: skip
+        self._models = self.options.load(tokenizer)  # the word LM and hotwords, if any
 
     def settings_record(self) -> Dict[str, Any]:
         """The settings for summaries (``summary.json``, `stream --json`'s last line)."""
@@ -383,8 +378,9 @@ class StreamingRecognizer:
             return StreamingGreedySearch()
         assert opts.beam_size is not None, "resolved in _setup"
         return StreamingPrefixBeamSearch(
-            opts.beam_size, scorer=self._scorer, token_min_logp=opts.token_min_logp
-        )
+            opts.beam_size, scorer=self._models.scorer, token_min_logp=opts.token_min_logp,
+            context=self._models.context,
+        )  # fmt: skip
 
     def _need_tokenizer(self) -> Tokenizer:
         if self.tokenizer is None:
