@@ -28,7 +28,11 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 Record = Dict[str, Any]
-_MODE = re.compile(r"^(?:full|chunk(\d+)(_sim)?|stream(\d+)|(ts|sherpa)(\d+)(_int8)?)(_lm)?$")
+_MODE = re.compile(
+    r"^(?:full|chunk(\d+)(_sim)?|stream(\d+)|(ts|sherpa)(\d+)(_int8)?)(_beam)?(_lm)?"
+    r"(_hot|_unrelated)?$"
+)
+_BIAS = {None: 0, "_hot": 1, "_unrelated": 2}
 _EXPORTED = {
     "ts": "exported TorchScript (`tools/run_exported.py`)",
     "sherpa": "exported ONNX in sherpa-onnx (`tools/run_sherpa.py`)",
@@ -46,11 +50,11 @@ def mode_key(name: str) -> Tuple[int, int, int]:
     sherpa-onnx; fp32, int8)."""
     m = _MODE.match(name)
     assert m is not None
-    masked, sim, stream, engine, exported, int8, lm = m.groups()
+    masked, sim, stream, engine, exported, int8, beam, lm, bias = m.groups()
     if engine:
         return (2, 2 * (engine == "sherpa") + bool(int8), -int(exported))
-    if not (masked or stream):
-        return (0, 0, int(bool(lm)))
+    if not (masked or stream):  # greedy, prefix beam, with the LM; each plain, then biased
+        return (0, 0, 3 * (bool(beam) + 2 * bool(lm)) + _BIAS[bias])
     kind = 2 if stream else (1 if sim else 0)
     return (1, -int(masked or stream), kind + 3 * bool(lm))
 
@@ -70,6 +74,10 @@ def describe_search(search: Record) -> str:
             f" + word LM {Path(search['lm']).name} (weight {search['lm_weight']}, word bonus "
             f"{search['word_bonus']}, oov penalty {search['oov_penalty']})"
         )
+    if search.get("hotwords"):
+        text += (
+            f" + hotwords {Path(search['hotwords']).name} ({search['hotwords_score']} per token)"
+        )
     return text
 
 
@@ -77,7 +85,7 @@ def describe(mode: str, record: Record) -> Tuple[str, str]:
     """(decoding mode, chunk column) of a mode dir and its summary.json."""
     m = _MODE.match(mode)
     assert m is not None
-    masked, sim, stream, engine, exported, int8, _ = m.groups()
+    masked, sim, stream, engine, exported, int8, *_ = m.groups()
     if engine:
         dtype = "int8" if int8 else "fp32"
         return f"ctc greedy, {_EXPORTED[engine]}, {dtype}", exported
@@ -125,6 +133,47 @@ def results_lines(table: Dict[str, Dict[str, Record]], tests: Sequence[str]) -> 
         lines += ["", "Streamed transcripts identical to `decode --simulate-streaming`: "
                   + "; ".join(identical) + "."]  # fmt: skip
     return lines
+
+
+def hotword_lines(
+    table: Dict[str, Dict[str, Record]], decode_root: Path, test: Path, words_file: Path
+) -> List[str]:
+    """Recall of the listed words (reference occurrences decoded right) in each full-context
+    row, and the decode time of each biased row against its plain one."""
+    from wenet_lite.data.manifest import cut_text, load_cuts
+    from wenet_lite.decode.score import read_hyps
+    from wenet_lite.decode.wer import align_tokens
+
+    listed = set(words_file.read_text(encoding="utf-8").split())
+    refs = {c.id: _words(cut_text(c)) for c in load_cuts(test)}
+    rows = []
+    for mode in ("full", "full_beam", "full_beam_hot", "full_beam_unrelated", "full_lm",
+                 "full_lm_hot", "full_lm_unrelated"):  # fmt: skip
+        record = table.get(mode, {}).get(test.name)
+        if record is None:
+            continue
+        hyps = {
+            u: t.split() for u, t in read_hyps(decode_root / test.name / mode / "hyp.txt").items()
+        }
+        pairs = [(r, h) for u, ref in refs.items() for r, h in align_tokens(ref, hyps.get(u, []))]
+        hits = [r == h for r, h in pairs if r in listed]
+        rows.append(
+            f"| {describe(mode, record)[0]} | {sum(hits)}/{len(hits)} "
+            f"({100 * sum(hits) / max(len(hits), 1):.1f} %) | {record['wer']['percent']:.2f} | "
+            f"{record['wall_seconds']:.1f} |"
+        )
+    if not rows:
+        return []
+    return [
+        f"Hotwords ({test.name}; the list {words_file.name}: {len(listed)} words of the test "
+        "transcripts that never occur in the training text; `_unrelated`: as many words that "
+        "do not occur in the test set):",
+        "",
+        "| decoding mode | listed words decoded right | WER | decode wall s |",
+        "|---|---|---|---|",
+        *rows,
+        "",
+    ]
 
 
 def _words(text: str) -> List[str]:
@@ -230,6 +279,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     )
     p.add_argument("--test", type=Path, action="append", default=[], help="prepared test part")
     p.add_argument("--lm-text", type=Path, help="the word LM's training text, for its coverage")
+    p.add_argument("--hotwords-list", type=Path, help="the hotword list, for its recall")
     p.add_argument("--decode-root", type=Path, help="default EXP/decode")
     p.add_argument("--note", action="append", default=[], help="a line to add (repeatable)")
     p.add_argument("--out", type=Path, help="default EXP/RESULTS.md")
@@ -250,6 +300,9 @@ def main(argv: Optional[List[str]] = None) -> None:
             hyp = root / test.name / "full" / "hyp.txt"
             lines.append(unseen_words(args.train_data, test, hyp, args.lm_text))
         lines.append("")
+    if args.hotwords_list is not None:
+        for test in args.test:
+            lines += hotword_lines(table, root, test, args.hotwords_list)
     if args.model is not None:
         lines += [model_line(args.model), ""]
     lines += [line + "\n" for line in training_lines(args.exp)]

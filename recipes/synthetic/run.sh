@@ -16,7 +16,8 @@
 #   5  decode test-clean: full context (greedy, and prefix beam with a word bigram LM of the
 #                      corpus's LM text from `wenet-lite train-lm`: the whole train sentence
 #                      pool, none of it in dev or test; with the LM also simulated streaming
-#                      at chunk $lm_chunk), and for
+#                      at chunk $lm_chunk; with and without the LM, biased by hotwords: the
+#                      test words unseen in training, and an unrelated list), and for
 #                      each chunk in $chunks the chunk-masked forward and simulated streaming
 #                      (chunk by chunk with caches)
 #   6  stream test-clean with `wenet-lite stream --ref` for each chunk in $stream_chunks (and
@@ -54,6 +55,9 @@ lm_text=${lm_text:-}              # LM training text; default: the corpus's
                                   # librispeech-lm-norm.txt.gz if any, else the train transcripts
 lm_chunk=${lm_chunk-16}           # streaming with the LM at this chunk: simulated (stage 5) and
                                   # streamed (stage 6) ("": neither)
+hotwords=${hotwords:-true}         # stage 5 also measures hotwords: the test words unseen in
+                                  # training as the list, and as many unrelated words
+hotwords_score=${hotwords_score:-0.75}  # bonus per matched hotword token (chosen on dev)
 export_chunk=${export_chunk:-16}
 export_left=${export_left:-4}
 if [ "$smoke" = 1 ]; then
@@ -79,7 +83,7 @@ while [ $# -gt 0 ]; do
       case "$name" in
         stage|stop_stage|hours|seed|nj|config|overrides|average_num|chunks|stream_chunks|\
 lm_beam|token_min_logp|lm_weight|word_bonus|oov_penalty|blank_penalty|lm_text|lm_chunk|\
-export_chunk|export_left|corpus|data|exp) printf -v "$name" '%s' "$2" ;;
+hotwords|hotwords_score|export_chunk|export_left|corpus|data|exp) printf -v "$name" '%s' "$2" ;;
         *) echo "$0: unknown option $1" >&2; exit 2 ;;
       esac
       shift 2 ;;
@@ -171,6 +175,10 @@ lm_search=(--mode prefix_beam --beam "$lm_beam" ${token_min_logp:+--token-min-lo
 decode_lm() {  # decode_lm NAME [decode options]: decode_test with the word LM
   decode_test "$1" "${lm_search[@]}" "${@:2}"
 }
+beam_search=(--mode prefix_beam --beam "$lm_beam" ${token_min_logp:+--token-min-logp "$token_min_logp"})
+hot() {  # hot LIST: the flags of a decode biased towards $exp/hotwords/LIST.txt
+  echo "--hotwords $exp/hotwords/$1.txt --hotwords-score $hotwords_score"
+}
 stream_test() {  # stream_test C [lm]: stream the test set at chunk C (with the LM), scored
   local name=stream$1${2:+_$2} sim=chunk$1_sim${2:+_$2} compare=() search=()
   if [ -n "${2:-}" ]; then search=("${lm_search[@]}"); fi
@@ -187,6 +195,15 @@ if run_stage 5; then
   train_lm
   log 5 "decode $test_part: full context greedy and with the word LM${lm_chunk:+ (also simulated streaming at chunk $lm_chunk)}; chunk ${chunks// /, }: chunk-masked and simulated streaming (two decodes at a time)"
   jobs=("decode_lm full_lm")  # the longest first
+  if [ "$hotwords" = true ]; then
+    log 5 "hotword lists: test words never in the training text, and as many unrelated words"
+    python3 tools/hotword_lists.py --train-data "$data/train-clean-100" --test "$data/$test_part" \
+      ${lm_text:+--lm-text "$lm_text"} --out-dir "$exp/hotwords"
+    jobs+=("decode_lm full_lm_hot $(hot unseen)" "decode_lm full_lm_unrelated $(hot unrelated)")
+    jobs+=("decode_test full_beam ${beam_search[*]}")
+    jobs+=("decode_test full_beam_hot ${beam_search[*]} $(hot unseen)")
+    jobs+=("decode_test full_beam_unrelated ${beam_search[*]} $(hot unrelated)")
+  fi
   if [ -n "$lm_chunk" ]; then
     jobs+=("decode_lm chunk${lm_chunk}_sim_lm --chunk-size $lm_chunk --simulate-streaming")
   fi
@@ -249,6 +266,7 @@ if run_stage 8; then
     --chunk-size 16 --left-chunks 2 --out "$exp/attention.png"
   python3 tools/results_table.py --exp "$exp" --model "$model" \
     --train-data "$data/train-clean-100" --test "$data/$test_part" ${lm_text:+--lm-text "$lm_text"} \
+    $([ -f "$exp/hotwords/unseen.txt" ] && echo "--hotwords-list $exp/hotwords/unseen.txt") \
     --note "Corpus: $corpus ($hours h requested, seed $seed). Config: $config${overrides:+, overrides: $overrides}." \
     --note "Decoding and streaming use all left context; the exported models (TorchScript, ONNX in sherpa-onnx) run chunk $export_chunk with $export_left left chunks." \
     --note "Command: recipes/synthetic/run.sh$([ "$smoke" = 1 ] && echo ' (SMOKE=1)')"

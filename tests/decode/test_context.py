@@ -18,10 +18,11 @@ def _graph(*phrases: Tuple[Sequence[int], float]) -> ContextGraph:
 
 def _prefix_bonus(prefix: Tuple[int, ...], phrases: List[Phrase]) -> float:
     """Node score of a trie path, from the definition: each token is worth the highest score
-    of the phrases that start with the path up to it."""
+    of the phrases that start with the path up to it; the word-boundary symbol (-1) nothing."""
     return sum(
         max(p.score for p in phrases if p.tokens[: i + 1] == prefix[: i + 1])
         for i in range(len(prefix))
+        if prefix[i] != -1
     )
 
 
@@ -119,3 +120,47 @@ def test_bad_files_name_the_file_and_line(tmp_path: Path, data: bytes, words: st
         read_hotwords(path, _encode, 1.5, str.upper)
     with pytest.raises(FileNotFoundError, match="hotwords file not found"):
         read_hotwords(tmp_path / "nope.txt", _encode)
+
+
+def test_whole_words_only_with_word_starts() -> None:
+    """Tokens 1 and 2 begin words. Hotword "1 3" (a word of two pieces) inside the longer word
+    "1 3 4" earns nothing; followed by a new word or the end, it keeps its bonus."""
+    g = ContextGraph([Phrase("ACT", (1, 3), 1.0)], word_starts={1, 2})
+
+    def run(tokens):
+        state, total = ROOT, 0.0
+        for token in tokens:
+            state, gain = g.step(state, token)
+            total += gain
+        return total, total + g.final(state)
+
+    assert run([1, 3]) == (2.0, 2.0)  # the end completes it
+    assert run([1, 3, 2]) == (2.0, 2.0)  # a new word completes it
+    assert run([1, 3, 4]) == (0.0, 0.0)  # inside a longer word: taken back
+    assert g.matches([1, 3, 4, 2, 1, 3]) == [(4, 6, 0)]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_whole_words_equal_brute_force_over_boundary_symbols(seed: int) -> None:
+    rng = random.Random(100 + seed)
+    starts = {1, 2}
+    phrases = []
+    for _ in range(rng.randint(1, 5)):
+        tokens = (rng.choice([1, 2]),) + tuple(rng.randint(1, 4) for _ in range(rng.randint(0, 3)))
+        phrases.append(Phrase(str(tokens), tokens, rng.choice([0.5, 1.0, 2.5])))
+    g = ContextGraph(phrases, word_starts=starts)
+    # The oracle sees what the automaton sees: boundary symbols (score 0) in both.
+    expanded = [
+        Phrase(p.text, tuple(g._symbols(p.tokens, at_start=False, at_end=True)), p.score)
+        for p in phrases
+    ]
+    x: List[int] = []
+    state, total = ROOT, 0.0
+    for token in [rng.randint(1, 4) for _ in range(25)]:
+        state, gain = g.step(state, token)
+        total += gain
+        x.append(token)
+        seen = g._symbols(x, at_start=True, at_end=False)
+        assert total == pytest.approx(_brute_force(seen, expanded)), (phrases, x)
+    completed = sum(_prefix_bonus(expanded[i].tokens, expanded) for *_, i in g.matches(x))
+    assert total + g.final(state) == pytest.approx(completed)

@@ -79,6 +79,13 @@ def test_decode_stream_and_results(smoke_run: Path) -> None:
     decode = smoke_run / "decode" / "test-clean"
     modes = ["full", "full_lm"] + [f"{m}{c}" for c in CHUNKS for m in ("chunk", "stream")]
     modes += [f"chunk{c}_sim" for c in CHUNKS] + ["chunk16_sim_lm", "stream16_lm"]
+    modes += [
+        "full_beam",
+        "full_beam_hot",
+        "full_beam_unrelated",
+        "full_lm_hot",
+        "full_lm_unrelated",
+    ]
     num_utts = len(_hyps(decode / "full" / "hyp.txt"))
     table = {}
     for mode in modes:
@@ -98,7 +105,20 @@ def test_decode_stream_and_results(smoke_run: Path) -> None:
     lm_row = next(r for r in rows if "word LM lm.json" in r and "full context" in r)
     assert lm_row.endswith(f"| {table['full_lm']['wer']['percent']:.2f} "
                            f"| {table['full_lm']['cer']['percent']:.2f} |")  # fmt: skip
+    # Hotwords: the lists the recipe wrote, the searches that used them, their RESULTS table.
+    unseen = (smoke_run / "hotwords" / "unseen.txt").read_text().split()
+    assert unseen and len((smoke_run / "hotwords" / "unrelated.txt").read_text().split()) == len(
+        unseen
+    )
+    for mode, listed in (("full_lm_hot", "unseen"), ("full_beam_unrelated", "unrelated")):
+        search = table[mode]["settings"]["search"]
+        assert (
+            search["hotwords"].endswith(f"hotwords/{listed}.txt")
+            and search["hotwords_score"] == 0.75
+        )
+    assert table["full_beam"]["settings"]["search"]["hotwords"] is None
     results = (smoke_run / "RESULTS.md").read_text()
+    assert "| decoding mode | listed words decoded right | WER | decode wall s |" in results
     assert "-word LM text (librispeech-lm-norm.txt.gz)" in results  # the corpus's LM text
     for png, what in (("training", "Training curves"), ("alignment", "CTC posteriors"),
                       ("attention", "Attention weights")):  # fmt: skip

@@ -43,6 +43,9 @@ def test_rows_come_from_summary_json_in_table_order(tmp_path: Path, results_tabl
     _summary(tmp_path, "chunk16_sim", 11.25, GREEDY)
     _summary(tmp_path, "chunk4_sim_lm", 12.0, LM)
     _summary(tmp_path, "junk_dir", 50.0, GREEDY)  # not a mode: ignored
+    hot = {**LM, "hotwords": "/x/unseen.txt", "hotwords_score": 0.75}
+    _summary(tmp_path, "full_lm_hot", 7.5, hot)
+    _summary(tmp_path, "full_beam", 9.0, {**LM, "lm": None, "blank_penalty": 0.0})
 
     table = results_table.collect(tmp_path, ["test-clean"])
     lines = results_table.results_lines(table, ["test-clean"])
@@ -53,7 +56,9 @@ def test_rows_come_from_summary_json_in_table_order(tmp_path: Path, results_tabl
     )
     assert rows == [
         "| ctc greedy, full context | full | 10.00 | 1.00 |",
+        "| ctc prefix beam 20 (token min log-prob -5.0), full context | full | 9.00 | 0.90 |",
         f"| {lm}, full context | full | 8.00 | 0.80 |",
+        f"| {lm} + hotwords unseen.txt (0.75 per token), full context | full | 7.50 | 0.75 |",
         "| ctc greedy, chunk-masked forward | 16 | 11.50 | 1.15 |",
         "| ctc greedy, simulated streaming (chunk by chunk, cached) | 16 | 11.25 | 1.12 |",
         "| ctc greedy, streamed (`wenet-lite stream`) | 16 | 11.00 | 1.10 |",

@@ -23,6 +23,13 @@ of a segment, :meth:`ContextGraph.final` takes back the unfinished part. Per ste
 with out(v) the node scores of the phrases ending at v (v and its failure chain), all computed
 once per node, so a step costs a dict lookup (transitions are memoised). Bonuses are added to
 the search score, never assigned over it.
+
+Whole words. With ``word_starts`` (the ids of pieces that begin a word, '▁...'), a phrase
+matches only whole words: a virtual boundary symbol is fed before every word-start piece and
+at the end of a segment, and each phrase ends with one (and has one before each of its words
+but the first), worth no bonus itself. Hotword ACT then gathers its bonus along ▁A C T and
+keeps it only if a new word (or the end) follows; inside ACTUALLY the match fails at U and
+the bonus is taken back, as for any failed partial match.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 if TYPE_CHECKING:
     from wenet_lite.data.tokenizer import Tokenizer
@@ -44,11 +51,13 @@ __all__ = [
     "read_hotwords",
 ]
 
-HOTWORDS_SCORE = 1.5
-"""Default bonus per matched token (sherpa-onnx's default; README "Hotwords" has ours measured)."""
+HOTWORDS_SCORE = 0.75
+"""Default bonus per matched token, chosen on the synthetic dev set (README "Hotwords")."""
 MAX_PHRASE_TOKENS = 100
 
 ROOT = 0
+BOUNDARY = -1
+"""The virtual word-boundary symbol (never a real token id)."""
 
 
 @dataclass(frozen=True)
@@ -61,10 +70,15 @@ class Phrase:
 
 
 class ContextGraph:
-    """The automaton of some phrases. States are ints (``ROOT`` = 0, the empty match)."""
+    """The automaton of some phrases. States are ints (``ROOT`` = 0, the empty match).
 
-    def __init__(self, phrases: Sequence[Phrase]) -> None:
+    ``word_starts``: ids of the pieces that begin a word, for whole-word matching (see the
+    module docstring); None matches token sequences anywhere.
+    """
+
+    def __init__(self, phrases: Sequence[Phrase], word_starts: Optional[Set[int]] = None) -> None:
         self.phrases = list(phrases)
+        self.word_starts = word_starts
         self._children: List[Dict[int, int]] = [{}]
         self._token_score: List[float] = [0.0]
         self._end: List[int] = [-1]  # phrase index ending at the node, or -1
@@ -73,17 +87,18 @@ class ContextGraph:
             if not phrase.tokens:
                 raise ValueError(f"hotword phrase {phrase.text!r} has no tokens")
             node = ROOT
-            for token in phrase.tokens:
+            for token in self._symbols(phrase.tokens, at_start=False, at_end=True):
                 child = self._children[node].get(token)
                 if child is None:
                     child = self._new_node(node)
                     self._children[node][token] = child
-                self._token_score[child] = max(self._token_score[child], phrase.score)
+                score = 0.0 if token == BOUNDARY else phrase.score
+                self._token_score[child] = max(self._token_score[child], score)
                 node = child
             if self._end[node] < 0:
                 self._end[node] = index
         self._link()
-        self._moves: List[Dict[int, Tuple[int, float]]] = [{} for _ in self._children]
+        self._moves: List[Dict[Any, Tuple[int, float]]] = [{} for _ in self._children]
 
     def _new_node(self, parent: int) -> int:
         self._children.append({})
@@ -122,33 +137,64 @@ class ContextGraph:
     def num_states(self) -> int:
         return len(self._children)
 
-    def step(self, state: int, token: int) -> Tuple[int, float]:
-        """The state after one more token, and the bonus it gains (negative: taken back)."""
+    def _symbols(self, tokens: Sequence[int], at_start: bool, at_end: bool) -> List[int]:
+        """``tokens`` with the boundary symbol before each word-start piece (but a first one
+        unless ``at_start``) and after the last (if ``at_end``); as they are without
+        ``word_starts``."""
+        if self.word_starts is None:
+            return list(tokens)
+        out: List[int] = []
+        for i, token in enumerate(tokens):
+            if token in self.word_starts and (i > 0 or at_start):
+                out.append(BOUNDARY)
+            out.append(token)
+        return out + [BOUNDARY] if at_end else out
+
+    def _move(self, state: int, symbol: int) -> Tuple[int, float]:
         moves = self._moves[state]
-        found = moves.get(token)
+        found = moves.get(symbol)
         if found is None:
             node = state
-            while node != ROOT and token not in self._children[node]:
+            while node != ROOT and symbol not in self._children[node]:
                 node = self._fail[node]
-            nxt = self._children[node].get(token, ROOT)
-            found = moves[token] = (nxt, self.out[nxt] + self.held[nxt] - self.held[state])
+            nxt = self._children[node].get(symbol, ROOT)
+            found = moves[symbol] = (nxt, self.out[nxt] + self.held[nxt] - self.held[state])
+        return found
+
+    def step(self, state: int, token: int) -> Tuple[int, float]:
+        """The state after one more token, and the bonus it gains (negative: taken back)."""
+        if self.word_starts is None or token not in self.word_starts:
+            return self._move(state, token)
+        key = (BOUNDARY, token)  # a word boundary, then the token: one memoised move
+        moves = self._moves[state]
+        found = moves.get(key)
+        if found is None:
+            middle, first = self._move(state, BOUNDARY)
+            nxt, second = self._move(middle, token)
+            found = moves[key] = (nxt, first + second)
         return found
 
     def final(self, state: int) -> float:
-        """What the end of a segment takes back: the unfinished match's bonus (<= 0)."""
-        return -self.held[state]
+        """The end of a segment: a phrase that just ended completes (with ``word_starts``), and
+        the unfinished match's bonus is taken back."""
+        if self.word_starts is None:
+            return -self.held[state]
+        nxt, gain = self._move(state, BOUNDARY)
+        return gain - self.held[nxt]
 
     def matches(self, tokens: Sequence[int]) -> List[Tuple[int, int, int]]:
-        """Every whole-phrase occurrence in ``tokens``: (first, last + 1, phrase index)."""
+        """Every whole-phrase occurrence in ``tokens`` (a whole segment): (first token, last
+        token + 1, phrase index)."""
         found = []
-        state = ROOT
-        for i, token in enumerate(tokens):
-            state, _ = self.step(state, token)
+        state, real = ROOT, 0  # real: tokens consumed so far
+        for symbol in self._symbols(tokens, at_start=True, at_end=True):
+            state, _ = self._move(state, symbol)
+            real += symbol != BOUNDARY
             node = state
             while node != ROOT:
                 phrase = self._end[node]
                 if phrase >= 0:
-                    found.append((i + 1 - len(self.phrases[phrase].tokens), i + 1, phrase))
+                    found.append((real - len(self.phrases[phrase].tokens), real, phrase))
                 node = self._fail[node]
         return found
 
@@ -169,7 +215,8 @@ def load_context(
     phrases, skipped = read_hotwords(path, encode, default_score, normalize_text)
     for line in skipped:
         logging.getLogger(__name__).warning("%s", line)
-    return ContextGraph(phrases)
+    starts = {i for i, piece in enumerate(tokenizer.pieces()) if piece.startswith("\u2581")}
+    return ContextGraph(phrases, starts)
 
 
 def read_hotwords(
