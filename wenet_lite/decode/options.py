@@ -12,13 +12,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, Literal, NamedTuple, Optional
 
 from wenet_lite.config import DecodeConfig
-from wenet_lite.decode.context import HOTWORDS_SCORE
-from wenet_lite.decode.lm import LM_WEIGHT, OOV_PENALTY, WORD_BONUS
+from wenet_lite.decode.context import HOTWORDS_SCORE, ContextGraph, load_context
+from wenet_lite.decode.lm import LM_WEIGHT, OOV_PENALTY, WORD_BONUS, LMScorer
 
 if TYPE_CHECKING:
     from wenet_lite.data.tokenizer import Tokenizer
-    from wenet_lite.decode.context import ContextGraph
-    from wenet_lite.decode.lm import LMScorer
 
 __all__ = ["SearchMode", "SearchModels", "SearchOptions", "flag"]
 
@@ -134,14 +132,10 @@ class SearchOptions:
         if (self.lm is not None or self.hotwords is not None) and tokenizer is None:
             raise RuntimeError("a word LM or hotwords need the model's tokenizer")
         if self.lm is not None:
-            from wenet_lite.decode.lm import LMScorer
-
             scorer = LMScorer.load(
                 self.lm, tokenizer.pieces(), self.lm_weight, self.word_bonus, self.oov_penalty
             )
         if self.hotwords is not None:
-            from wenet_lite.decode.context import load_context
-
             context = load_context(self.hotwords, tokenizer, self.hotwords_score)
         return SearchModels(scorer, context)
 
