@@ -69,7 +69,17 @@ def test_missing_flac_is_skipped_and_counted(
         result = prepare_librispeech(tmp_path, ["dev-clean"], tmp_path / "out")["dev-clean"]
     assert result.skipped == {"missing audio": 1}
     assert sorted(c.id for c in result.cuts) == ["19-121-0001", "84-121-0000", "84-121-0001"]
-    assert "1 transcribed utterances have no FLAC" in caplog.text
+    assert "skipped 1 utterances (1 missing audio)" in caplog.text
+
+
+def test_empty_and_unreadable_flacs_are_skipped_and_counted(tmp_path: Path) -> None:
+    """A 0-sample FLAC (libsndfile cannot open one: unreadable) and a 0-byte file."""
+    _make_part(tmp_path, "dev-clean")
+    sf.write(tmp_path / "dev-clean" / "84" / "121" / "84-121-0001.flac", np.zeros(0), SR)
+    (tmp_path / "dev-clean" / "19" / "121" / "19-121-0000.flac").write_bytes(b"")
+    result = prepare_librispeech(tmp_path, ["dev-clean"], tmp_path / "out")["dev-clean"]
+    assert result.skipped == {"unreadable audio": 2}
+    assert sorted(c.id for c in result.cuts) == ["19-121-0001", "84-121-0000"]
 
 
 def test_no_parts_is_a_clear_error(tmp_path: Path) -> None:
@@ -96,7 +106,9 @@ def test_part_without_audio_is_a_clear_error(tmp_path: Path) -> None:
     _make_part(tmp_path, "dev-clean")
     for flac in tmp_path.rglob("*.flac"):
         flac.unlink()
-    with pytest.raises(ValueError, match="dev-clean: none of the 4 transcribed FLACs exist"):
+    with pytest.raises(
+        ValueError, match=r"dev-clean: no usable utterances \(\{'missing audio': 4\}"
+    ):
         prepare_librispeech(tmp_path, None, tmp_path / "out")
 
 

@@ -194,3 +194,25 @@ def test_write_text(tmp_path: Path) -> None:
     ]
     write_text(read_data_list(_data_list(tmp_path, lines)).cuts, tmp_path / "text.txt")
     assert (tmp_path / "text.txt").read_text() == "HELLO\nX Y\n"
+
+
+def test_empty_audio_is_skipped_and_counted_in_every_source(tmp_path: Path) -> None:
+    """A 0-sample WAV among good ones (lhotse's cut trimming asserts on it): skipped, counted."""
+    good, empty = _wav(tmp_path / "good.wav", 0.4), _wav(tmp_path / "empty.wav", 0.0)
+    assert sf.info(str(empty)).frames == 0
+    listed = prepare_cuts(
+        _data_list(tmp_path, [_entry("g", good, "A"), _entry("e", empty, "B")]), tmp_path / "l"
+    )
+    assert listed.skipped == {"empty audio": 1} and [c.id for c in listed.cuts] == ["g"]
+    kaldi = _kaldi_dir(tmp_path, [f"g {good}", f"e {empty}"], ["g A", "e B"])
+    assert read_kaldi_dir(kaldi).skipped == {"empty audio": 1}
+    from lhotse import Recording, RecordingSet, SupervisionSegment, SupervisionSet
+
+    # lhotse manifests written elsewhere that hold the empty file.
+    recs = [Recording.from_file(str(p), recording_id=k) for k, p in (("g", good), ("e", empty))]
+    sups = [SupervisionSegment(r.id, r.id, 0.0, r.duration, text="A") for r in recs]
+    (tmp_path / "lh").mkdir()
+    RecordingSet.from_recordings(recs).to_file(tmp_path / "lh" / "x_recordings.jsonl.gz")
+    SupervisionSet.from_segments(sups).to_file(tmp_path / "lh" / "x_supervisions.jsonl.gz")
+    result = read_lhotse(tmp_path / "lh")
+    assert result.skipped == {"empty audio": 1} and [c.id for c in result.cuts] == ["g"]

@@ -1,27 +1,35 @@
-"""LibriSpeech preparation with lhotse's recipe, one ``cuts.jsonl.gz`` per part.
+"""LibriSpeech preparation, one lhotse ``cuts.jsonl.gz`` per part.
 
 ``root`` is either the ``LibriSpeech`` directory itself or a directory that holds it; a part is
 any subdirectory laid out as ``<part>/<speaker>/<chapter>/*.flac`` + ``*.trans.txt``, so a
-generated corpus may use its own part names. Output, per part::
+generated corpus may use its own part names. Output: ``out_dir/<part>/cuts.jsonl.gz``.
 
-    out_dir/<part>/cuts.jsonl.gz                            what the dataset reads
-    out_dir/<part>/librispeech_{recordings,supervisions}_<part>.jsonl.gz   lhotse's own
-
-lhotse reuses its two files when they exist (a re-run skips the audio scan): delete
-``out_dir/<part>`` to prepare a changed corpus again. Transcripts stay as LibriSpeech has them
-(upper case); the tokenizer normalises case.
+Each FLAC's header is read (``num_jobs`` threads) the way every other source's audio is
+(``manifest._read_recording``): a missing, unreadable or empty (0-sample) file is skipped and
+counted, like in a data.list or a Kaldi dir. (lhotse's own LibriSpeech recipe stops with an
+exception on an unreadable or empty FLAC.) Transcripts stay as LibriSpeech has them (upper
+case); the tokenizer normalises case.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from lhotse.recipes import prepare_librispeech as lhotse_prepare_librispeech
+from lhotse import SupervisionSegment
 
-from wenet_lite.data.manifest import CUTS_FILENAME, ReadResult, save_cuts, utterance_cuts
+from wenet_lite.data.manifest import (
+    CUTS_FILENAME,
+    ReadResult,
+    Skips,
+    Unusable,
+    from_pairs,
+    read_recording,
+    save_cuts,
+)
 
 __all__ = ["find_librispeech_dir", "find_parts", "prepare_librispeech"]
 
@@ -54,7 +62,8 @@ def prepare_librispeech(
 ) -> Dict[str, ReadResult]:
     """Write ``out_dir/<part>/cuts.jsonl.gz`` for each part (every part found when None).
 
-    Utterances whose FLAC is missing are skipped and counted in ``ReadResult.skipped``.
+    Utterances whose FLAC is missing, unreadable or empty are skipped and counted in
+    ``ReadResult.skipped``.
     ``num_jobs`` threads read audio headers.
     """
     corpus_dir = find_librispeech_dir(root)
@@ -72,30 +81,36 @@ def prepare_librispeech(
 
 
 def _prepare_part(corpus_dir: Path, part: str, part_dir: Path, num_jobs: int) -> ReadResult:
-    total, missing = _scan_transcripts(corpus_dir / part)
-    if missing == total:
-        # lhotse would stop on a bare "No recordings left after fixing the manifests."
-        raise ValueError(f"{corpus_dir / part}: none of the {total} transcribed FLACs exist")
-    manifests = lhotse_prepare_librispeech(
-        corpus_dir, dataset_parts=[part], output_dir=part_dir, num_jobs=num_jobs
-    )
-    cuts = utterance_cuts(manifests[part]["recordings"], manifests[part]["supervisions"])
-    result = ReadResult(cuts, {"missing audio": missing} if missing else {})
-    save_cuts(cuts, part_dir / CUTS_FILENAME)
-    if missing:
-        _log.warning("%s: %d transcribed utterances have no FLAC; skipped", part, missing)
+    utterances = _scan_transcripts(corpus_dir / part)
+    skips = Skips()
+
+    def header(item: Tuple[str, str]):
+        utt, _ = item
+        try:
+            return read_recording(str(_flac_path(corpus_dir / part, utt)), utt)
+        except Unusable as e:
+            return e
+
+    with ThreadPoolExecutor(max(1, num_jobs)) as pool:
+        recordings = list(pool.map(header, utterances))
+    pairs = []
+    for (utt, text), recording in zip(utterances, recordings):
+        if isinstance(recording, Unusable):
+            skips.add(recording.reason, recording.path)
+            continue
+        sup = SupervisionSegment(utt, utt, start=0.0, duration=recording.duration, text=text)
+        pairs.append((recording, sup))
+    result = skips.result(from_pairs(pairs), corpus_dir / part)
+    save_cuts(result.cuts, part_dir / CUTS_FILENAME)
     _log.info("%s", result.summary(str(part_dir / CUTS_FILENAME)))
     return result
 
 
-def _scan_transcripts(part_dir: Path) -> Tuple[int, int]:
-    """Validate every ``*.trans.txt`` line and count utterances and missing FLACs.
-
-    Done before lhotse parses the lines in threads, where a bad line raises a bare unpacking
-    error and a part without audio an assertion.
-    """
-    total = missing = 0
-    for trans in sorted(part_dir.rglob("*.trans.txt")):  # the files lhotse reads
+def _scan_transcripts(part_dir: Path) -> List[Tuple[str, str]]:
+    """(utterance id, transcript) of every ``*.trans.txt`` line; a malformed line is an error
+    naming the file and line."""
+    utterances = []
+    for trans in sorted(part_dir.rglob("*.trans.txt")):
         with trans.open(encoding="utf-8") as f:
             for lineno, line in enumerate(f, start=1):
                 fields = line.split(maxsplit=1)
@@ -104,9 +119,8 @@ def _scan_transcripts(part_dir: Path) -> Tuple[int, int]:
                         f"{trans}:{lineno}: expected '<utterance-id> <TRANSCRIPT>', "
                         f"got {line.rstrip()!r}"
                     )
-                total += 1
-                missing += not _flac_path(part_dir, fields[0]).is_file()
-    return total, missing
+                utterances.append((fields[0], fields[1].strip()))
+    return utterances
 
 
 def _flac_path(part_dir: Path, utterance_id: str) -> Path:

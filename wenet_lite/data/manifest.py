@@ -48,6 +48,10 @@ __all__ = [
     "ReadResult",
     "cut_samples",
     "cut_text",
+    "Skips",
+    "Unusable",
+    "from_pairs",
+    "read_recording",
     "nth_cut",
     "load_cuts",
     "prepare_cuts",
@@ -83,7 +87,7 @@ class ReadResult:
         return line
 
 
-class _Skips:
+class Skips:
     """Counts skipped utterances by reason and keeps a few examples for the warning."""
 
     def __init__(self) -> None:
@@ -109,22 +113,25 @@ class _Skips:
         return ReadResult(cuts, dict(self.counts))
 
 
-class _Unusable(Exception):
+class Unusable(Exception):
     def __init__(self, reason: str, path: str) -> None:
         super().__init__(reason)
         self.reason = reason
         self.path = path
 
 
-def _read_recording(path: str, recording_id: str) -> Recording:
-    """Header only; raises _Unusable when the file is missing or not audio."""
+def read_recording(path: str, recording_id: str) -> Recording:
+    """Header only; raises Unusable when the file is missing, not audio, or empty."""
     audio = os.path.abspath(os.path.expanduser(path))  # abspath, not resolve: keep symlinks
     if not os.path.isfile(audio):
-        raise _Unusable("missing audio", audio)
+        raise Unusable("missing audio", audio)
     try:
-        return Recording.from_file(audio, recording_id=recording_id)
+        recording = Recording.from_file(audio, recording_id=recording_id)
     except AudioLoadingError:
-        raise _Unusable("unreadable audio", audio) from None
+        raise Unusable("unreadable audio", audio) from None
+    if recording.num_samples == 0 or recording.duration <= 0:
+        raise Unusable("empty audio", audio)
+    return recording
 
 
 def utterance_cuts(recordings: RecordingSet, supervisions: SupervisionSet) -> CutSet:
@@ -135,7 +142,7 @@ def utterance_cuts(recordings: RecordingSet, supervisions: SupervisionSet) -> Cu
     return cuts.trim_to_supervisions(keep_overlapping=False).to_eager()
 
 
-def _from_pairs(pairs: List[Tuple[Recording, SupervisionSegment]]) -> CutSet:
+def from_pairs(pairs: List[Tuple[Recording, SupervisionSegment]]) -> CutSet:
     if not pairs:
         return CutSet()
     recordings = {r.id: r for r, _ in pairs}
@@ -157,7 +164,7 @@ def _lines(path: Path) -> Iterator[Tuple[int, str]]:
 def read_data_list(path: Pathlike) -> ReadResult:
     """A WeNet ``data.list``: one JSON object per line with string fields key, wav, txt."""
     path = Path(path)
-    skips = _Skips()
+    skips = Skips()
     pairs, seen = [], set()
     for lineno, line in _lines(path):
         key, wav, txt = _data_list_fields(line, f"{path}:{lineno}")
@@ -165,13 +172,13 @@ def read_data_list(path: Pathlike) -> ReadResult:
             raise ValueError(f"{path}:{lineno}: duplicate key {key!r}")
         seen.add(key)
         try:
-            recording = _read_recording(wav, key)
-        except _Unusable as e:
+            recording = read_recording(wav, key)
+        except Unusable as e:
             skips.add(e.reason, e.path)
             continue
         sup = SupervisionSegment(key, key, start=0.0, duration=recording.duration, text=txt)
         pairs.append((recording, sup))
-    return skips.result(_from_pairs(pairs), path)
+    return skips.result(from_pairs(pairs), path)
 
 
 def _data_list_fields(line: str, where: str) -> Tuple[str, str, str]:
@@ -242,20 +249,20 @@ def read_kaldi_dir(data_dir: Pathlike) -> ReadResult:
         segments = _kaldi_segments(data_dir / "segments", wav_scp)
     else:
         segments = {rec: (rec, 0.0, -1.0) for rec in wav_scp}
-    skips = _Skips()
+    skips = Skips()
     for utt in sorted(texts.keys() - segments.keys()):
         skips.add("not in wav.scp/segments", utt)
     pairs = _kaldi_pairs(segments, wav_scp, texts, skips)
-    return skips.result(_from_pairs(pairs), data_dir)
+    return skips.result(from_pairs(pairs), data_dir)
 
 
 def _kaldi_pairs(
     segments: Dict[str, Tuple[str, float, float]],
     wav_scp: Dict[str, Tuple[int, str]],
     texts: Dict[str, Tuple[int, str]],
-    skips: _Skips,
+    skips: Skips,
 ) -> List[Tuple[Recording, SupervisionSegment]]:
-    recordings: Dict[str, Union[Recording, _Unusable]] = {}
+    recordings: Dict[str, Union[Recording, Unusable]] = {}
     pairs = []
     for utt, (rec_id, start, end) in segments.items():
         if utt not in texts:
@@ -263,11 +270,11 @@ def _kaldi_pairs(
             continue
         if rec_id not in recordings:
             try:
-                recordings[rec_id] = _read_recording(wav_scp[rec_id][1], rec_id)
-            except _Unusable as e:
+                recordings[rec_id] = read_recording(wav_scp[rec_id][1], rec_id)
+            except Unusable as e:
                 recordings[rec_id] = e
         recording = recordings[rec_id]
-        if isinstance(recording, _Unusable):
+        if isinstance(recording, Unusable):
             skips.add(recording.reason, recording.path)
             continue
         # Kaldi's extract-segments also clips a segment end that runs past the audio.
@@ -284,13 +291,15 @@ def read_lhotse(path: Pathlike) -> ReadResult:
     """A lhotse CutSet file, or a directory with ``cuts.jsonl.gz`` or a recordings and
     supervisions manifest pair. Cuts whose audio file is missing are skipped and counted."""
     path = Path(path)
-    skips = _Skips()
+    skips = Skips()
     with_text = []
     for cut in _load_lhotse_cuts(path):
-        if cut.supervisions:
-            with_text.append(cut)
-        else:
+        if not cut.supervisions:
             skips.add("no transcript", cut.id)
+        elif cut.duration <= 0 or (cut.has_recording and cut.recording.num_samples == 0):
+            skips.add("empty audio", cut.id)
+        else:
+            with_text.append(cut)
     utterances = CutSet.from_cuts(with_text).trim_to_supervisions(keep_overlapping=False)
     kept = []
     for cut in utterances:
