@@ -1,5 +1,6 @@
 """Strict config: unknown keys, wrong types and inconsistent settings name the key path."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,24 @@ def test_main_configs_have_the_documented_dims() -> None:
     assert (u2.encoder.chunk.mode, u2.encoder.causal_conv) == ("dynamic", True)
     assert (full.encoder.chunk.mode, full.encoder.causal_conv) == ("full", False)
     assert (c16.encoder.chunk.mode, c16.encoder.chunk.size) == ("static", 16)
+
+
+@pytest.mark.parametrize(
+    "data, words",
+    [
+        (b"", "holds no settings (an empty config file)"),
+        (b"# only a comment\n", "holds no settings"),
+        (b"encoder:\n  d_model: 32\n  chunk:\n    size: 4\n    size: 8\n",
+         "encoder.chunk.size: appears twice (line 5 of"),
+        (b"train:\n  lr: 1.0\ntrain:\n  lr: 2.0\n", "train: appears twice (line 3 of"),
+        (b"encoder:\n  d_model: \xff\n", "is not UTF-8 text"),
+    ],
+)  # fmt: skip
+def test_silently_wrong_files_are_errors(tmp_path: Path, data: bytes, words: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_bytes(data)
+    with pytest.raises(ConfigError, match=re.escape(words)) as info:
+        load_config(path)
+    assert str(path) in str(info.value)
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_config(tmp_path)

@@ -441,20 +441,51 @@ def apply_overrides(data: Dict[str, Any], overrides: Iterable[str]) -> Dict[str,
 def load_config(path: str | Path, overrides: Iterable[str] = ()) -> ExperimentConfig:
     """Read a YAML experiment config, apply ``key.path=value`` overrides and validate."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError("", f"{path} is a directory, not a config file")
     if not path.is_file():
         raise FileNotFoundError(f"config file not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_StrictLoader)  # a SafeLoader
+    except UnicodeDecodeError as e:
+        raise ConfigError("", f"{path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except _DuplicateKey as e:
+        raise ConfigError(e.key, f"appears twice (line {e.line} of {path})") from None
     except yaml.YAMLError as e:
         raise ConfigError("", f"{path} is not valid YAML: {e}") from None
-    if data is None:
-        data = {}
+    if data is None:  # an empty file would silently mean "all defaults"
+        raise ConfigError("", f"{path} holds no settings (an empty config file)")
     if not isinstance(data, dict):
         raise ConfigError("", f"{path} must hold a mapping of sections, got {type(data).__name__}")
     try:
         return config_from_dict(apply_overrides(data, overrides))
     except ConfigError as e:
         raise ConfigError(e.path, f"{e.message} (in {path})") from None
+
+
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key: str, line: int) -> None:
+        super().__init__(key)
+        self.key, self.line = key, line
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """``yaml.safe_load``, except that a key given twice in a mapping is an error (PyYAML keeps
+    the last one silently); the error carries the dotted key path and the line."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Dict[Any, Any]:
+        seen: Dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                prefix = getattr(node, "_path", "")
+                raise _DuplicateKey(f"{prefix}{key}", key_node.start_mark.line + 1)
+            seen[key] = key_node.start_mark.line
+        for key_node, value_node in node.value:  # children learn their dotted path
+            if isinstance(value_node, yaml.MappingNode):
+                parent = getattr(node, "_path", "")
+                value_node._path = f"{parent}{self.construct_object(key_node)}."  # type: ignore[attr-defined]
+        return super().construct_mapping(node, deep=deep)
 
 
 def save_config(cfg: ExperimentConfig, path: str | Path) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Callable, List, Optional
+from typing import Callable, List, NoReturn, Optional
 
 from wenet_lite.cli.decode import add_decode, add_score, add_stream, add_train_lm
 from wenet_lite.cli.export import add_export
@@ -46,10 +46,16 @@ _SUBCOMMANDS: List[Callable[[argparse._SubParsersAction], None]] = [
 ]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error: the usage block it prints before is noise when one flag
+    is wrong (``--help`` shows it). Subcommand parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="wenet-lite", description="Streaming Conformer CTC speech recognition."
-    )
+    parser = _Parser(prog="wenet-lite", description="Streaming Conformer CTC speech recognition.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True, metavar="<subcommand>")
     for add in _SUBCOMMANDS:
@@ -57,8 +63,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _os_error(e: OSError) -> str:
+    """One line naming the file: ``cannot write exp/x/hyp.txt: No space left on device``."""
+    import errno
+
+    if e.filename is None:
+        return str(e)
+    what = {errno.ENOSPC: "cannot write", errno.EDQUOT: "cannot write"}.get(e.errno or 0, "")
+    where = f"{what} {e.filename}" if what else str(e.filename)
+    return f"{where}: {e.strerror or e}"
+
+
 def main(argv: Optional[List[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # --help, or a one-line usage error already printed
+        return int(e.code or 0)
     from wenet_lite.malloc import keep_freed_memory
 
     keep_freed_memory()  # reuse freed tensor memory: no page faults per step (malloc.py)
@@ -73,6 +93,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     except (FileNotFoundError, ValueError) as e:
         print(f"wenet-lite {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:  # an output path under a file, a full disk, no permission, ...
+        print(f"wenet-lite {args.command}: error: {_os_error(e)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"wenet-lite {args.command}: interrupted", file=sys.stderr)

@@ -11,8 +11,10 @@ from wenet_lite.cli.flags import (
     add_chunking,
     add_options,
     chunking_from,
-    default_device,
+    device_from,
     options_from,
+    output_dir,
+    output_file,
 )
 
 if TYPE_CHECKING:  # imported where used: `wenet-lite --help` stays instant
@@ -42,10 +44,12 @@ def add_decode(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", required=True, help="model file (checkpoint or averaged)")
     p.add_argument("--data", required=True, help="dir holding cuts.jsonl.gz, or the file")
     add_options(p, SearchOptions)
-    add_chunking(p, 0, -1, full=", 0: full context")
+    add_chunking(p, 0, -1, full=True)
     p.add_argument("--simulate-streaming", action="store_true", help="chunk by chunk, cached")
     p.add_argument("--batch-seconds", type=float, default=100.0, help="padded audio per batch")
-    p.add_argument("--out", help="output dir (default: MODEL_DIR/decode_<data>_<settings>)")
+    p.add_argument(
+        "--out", type=output_dir, help="output dir (default: MODEL_DIR/decode_<data>_<settings>)"
+    )
     p.add_argument("--device", help="cpu, cuda, ... (default: cuda if available)")
     p.set_defaults(func=_run_decode)
 
@@ -62,7 +66,7 @@ def _run_decode(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise UsageError(str(e)) from None
     out = args.out or default_out_dir(args.model, args.data, options)
-    report = decode_cuts(args.model, args.data, out, options, default_device(args.device))
+    report = decode_cuts(args.model, args.data, out, options, device_from(args.device))
     print("\n".join(report.summary_lines()))
     print(f"results in {out}")
     for utt, message in report.failures:
@@ -102,7 +106,10 @@ def add_stream(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sample-rate", type=int, default=16000, help="of PCM on stdin (16000)")
     p.add_argument("--max-streams", type=int, default=1, help="inputs decoded concurrently")
     p.add_argument("--ref", help="prepared set (dir holding cuts.jsonl.gz) to score against")
-    p.add_argument("--out", help="--ref: output dir (default: MODEL_DIR/stream_<ref>_<settings>)")
+    p.add_argument(
+        "--out", type=output_dir,
+        help="--ref: output dir (default: MODEL_DIR/stream_<ref>_<settings>)",
+    )  # fmt: skip
     p.add_argument("--compare", help="--ref: count transcripts identical to DIR/hyp.txt")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, ...")
     p.set_defaults(func=_run_stream)
@@ -130,7 +137,7 @@ def _run_stream(args: argparse.Namespace) -> int:
         raise UsageError("--out and --compare need --ref (the references to score against)")
     refs = References(args.ref) if args.ref else None
     recognizer = StreamingRecognizer(
-        args.model, chunking, options, endpoint=endpoint, device=args.device
+        args.model, chunking, options, endpoint=endpoint, device=device_from(args.device)
     )
     report = stream_inputs(
         recognizer, args.inputs or list(refs.audio if refs else []), json_lines=args.json,
@@ -183,7 +190,7 @@ def add_score(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--hyp", required=True, help="transcripts (see above)")
     p.add_argument("--data", required=True, help="prepared set: dir holding cuts.jsonl.gz")
-    p.add_argument("--out", required=True, help="output dir")
+    p.add_argument("--out", type=output_dir, required=True, help="output dir")
     p.add_argument("--compare", help="a decode/score dir whose hyp.txt to compare with")
     p.add_argument("--require-identical", action="store_true", help="exit 1 on any difference")
     p.set_defaults(func=_run_score)
@@ -221,7 +228,7 @@ def add_train_lm(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--data", action="append", default=[], help="prepared set (repeatable)")
     p.add_argument("--text", action="append", default=[], help="text file (repeatable)")
-    p.add_argument("--out", required=True, help="lm.json, or lm.arpa[.gz]")
+    p.add_argument("--out", type=output_file, required=True, help="lm.json, or lm.arpa[.gz]")
     p.add_argument("--order", type=int, choices=[2, 3], default=2, help="bigram or trigram (2)")
     p.add_argument("--discount", type=float, default=0.75, help="absolute discount (0.75)")
     p.set_defaults(func=_run_train_lm)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from wenet_lite.cli.flags import add_chunking
+from wenet_lite.cli.flags import add_chunking, output_path
 
 
 def add_export(sub: argparse._SubParsersAction) -> None:
@@ -16,7 +16,7 @@ def add_export(sub: argparse._SubParsersAction) -> None:
         "       wenet-lite export --model exp/u2/avg_5.pt --format onnx --chunk-size 16 "
         "--left-chunks 4 --out exp/u2/onnx [--quantize int8]\n\n"
         "torchscript: one file with init_state/forward_chunk/forward and its metadata; run it "
-        "with tools/run_exported.py (no wenet_lite needed). --chunk-size 0 exports a "
+        "with tools/run_exported.py (no wenet_lite needed). --chunk-size full exports a "
         "full-context model for whole utterances only. onnx: DIR/model.onnx, DIR/tokens.txt "
         "(and model.int8.onnx) for sherpa_onnx.OnlineRecognizer.from_wenet_ctc, given the same "
         "chunk_size and num_left_chunks; needs --left-chunks >= 0.",
@@ -24,8 +24,11 @@ def add_export(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--model", required=True, help="model file (checkpoint or averaged)")
     p.add_argument("--format", required=True, choices=["torchscript", "onnx"])
-    p.add_argument("--out", required=True, help="torchscript: output file; onnx: output dir")
-    add_chunking(p, 16, 4, full=", 0: full context (torchscript)")
+    p.add_argument(
+        "--out", type=output_path, required=True,
+        help="torchscript: output file; onnx: output dir",
+    )  # fmt: skip
+    add_chunking(p, 16, 4, full=True)
     p.add_argument("--quantize", choices=["int8"], help="dynamic int8 Linear/MatMul weights")
     p.set_defaults(func=_run_export)
 

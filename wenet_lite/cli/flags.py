@@ -6,11 +6,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import typing
+from pathlib import Path
 from typing import Any, Literal, Optional, Sequence, Union
 
 __all__ = [
     "UsageError", "add_set", "add_options", "options_from", "add_chunking", "chunking_from",
-    "default_device",
+    "device_from", "output_dir", "output_file", "output_path",
 ]  # fmt: skip
 
 
@@ -55,14 +56,36 @@ def options_from(cls: type, args: argparse.Namespace, **given: Any) -> Any:
         raise UsageError(str(e)) from None
 
 
-def add_chunking(p: argparse.ArgumentParser, chunk: int, left: int, full: str = "") -> None:
+def add_chunking(p: argparse.ArgumentParser, chunk: int, left: int, full: bool = False) -> None:
+    """``--chunk-size`` (a positive number of encoder frames, or ``full`` where whole-utterance
+    context is allowed) and ``--left-chunks``."""
+    shown = "full" if chunk == 0 else str(chunk)
     p.add_argument(
-        "--chunk-size", type=int, default=chunk,
-        help=f"encoder frames per chunk{full} ({chunk})",
+        "--chunk-size", type=_chunk_size if full else _positive_chunk, default=chunk,
+        metavar="C|full" if full else "C",
+        help=f"encoder frames per chunk{', or full (whole utterances)' if full else ''} ({shown})",
     )  # fmt: skip
     p.add_argument(
         "--left-chunks", type=int, default=left, help=f"history chunks, -1: all ({left})"
     )
+
+
+def _chunk_size(text: str) -> int:
+    """``full`` -> 0; else a positive int (0 and negatives read as full context were silently
+    wrong: a typo of -1 for left chunks decoded in full context)."""
+    if text == "full":
+        return 0
+    return _positive_chunk(text)
+
+
+def _positive_chunk(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a chunk is a positive number of frames")
+    return value
 
 
 def chunking_from(args: argparse.Namespace) -> Any:
@@ -74,7 +97,58 @@ def chunking_from(args: argparse.Namespace) -> Any:
         raise UsageError(str(e)) from None
 
 
-def default_device(name: Optional[str]) -> str:
+def output_dir(text: str) -> str:
+    """argparse type of a directory to write into: not a file, nor under one."""
+    _check_parents(text)
+    if Path(text).exists() and not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file, not a directory")
+    return text
+
+
+def output_file(text: str) -> str:
+    """argparse type of a file to write: not a directory, nor under a file."""
+    _check_parents(text)
+    if Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a directory, not a file")
+    return text
+
+
+def output_path(text: str) -> str:
+    """argparse type of an output that is a file or a directory by the subcommand's other
+    flags: at least not under a file."""
+    _check_parents(text)
+    return text
+
+
+def _check_parents(text: str) -> None:
+    for parent in Path(text).parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise argparse.ArgumentTypeError(f"{text}: {parent} is a file, not a directory")
+            return
+
+
+def device_from(name: Optional[str]) -> str:
+    """A ``--device`` value checked against this machine: None means cuda when available,
+    else cpu. A mistyped device, or CUDA where there is none, is a usage error naming both."""
     import torch
 
-    return name or ("cuda" if torch.cuda.is_available() else "cpu")
+    if name is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise UsageError(f"--device {name!r} is not a device (cpu, cuda, cuda:N)") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UsageError(
+                f"--device {name}: CUDA is not available here (a CPU build of torch, or no GPU "
+                "visible); use --device cpu"
+            )
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise UsageError(
+                f"--device {name}: this machine has {torch.cuda.device_count()} GPU(s)"
+            )
+    elif device.type != "cpu":
+        raise UsageError(f"--device {name}: only cpu and cuda devices are supported")
+    return name

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from wenet_lite.cli.flags import UsageError, add_set
+from wenet_lite.cli.flags import UsageError, add_set, output_dir, output_file
 
 
 def add_prepare(sub: argparse._SubParsersAction) -> None:
@@ -21,7 +21,7 @@ def add_prepare(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--root", help="librispeech: dir holding LibriSpeech/<part>/...")
     p.add_argument("--parts", help="librispeech: comma-separated parts (default: all found)")
     p.add_argument("--src", help="list: the manifest to convert")
-    p.add_argument("--out", required=True, help="output dir")
+    p.add_argument("--out", type=output_dir, required=True, help="output dir")
     p.add_argument("--jobs", type=int, default=4, help="threads reading audio headers")
     p.set_defaults(func=_run_prepare)
 
@@ -57,7 +57,7 @@ def add_compute_cmvn(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--config", required=True, help="experiment YAML (its features section)")
     p.add_argument("--data", required=True, nargs="+", help="prepared part dir(s) or cuts files")
-    p.add_argument("--out", required=True, help="output JSON")
+    p.add_argument("--out", type=output_file, required=True, help="output JSON")
     add_set(p)
     p.add_argument("--jobs", type=int, help="DataLoader workers (default: data.num_workers)")
     p.add_argument(
@@ -131,7 +131,9 @@ def add_train(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--config", required=True, help="experiment YAML")
     p.add_argument("--data", required=True, help="prepared data dir (holding <part>/cuts...)")
-    p.add_argument("--exp", required=True, help="experiment dir for checkpoints and logs")
+    p.add_argument(
+        "--exp", type=output_dir, required=True, help="experiment dir for checkpoints and logs"
+    )
     add_set(p)
     p.add_argument("--train-part", default="train-clean-100", help="comma-separated parts")
     p.add_argument("--dev-part", default="dev-clean", help="comma-separated; '' for none")
@@ -183,7 +185,9 @@ def add_average(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--exp", required=True, help="experiment dir")
     p.add_argument("--num", type=int, default=5, help="checkpoints to average (default 5)")
     p.add_argument("--best", action="store_true", help="lowest dev loss instead of newest")
-    p.add_argument("--out", help="output (default EXP/avg_N.pt or EXP/avg_best_N.pt)")
+    p.add_argument(
+        "--out", type=output_file, help="output (default EXP/avg_N.pt or EXP/avg_best_N.pt)"
+    )
     p.set_defaults(func=_run_average)
 
 

@@ -199,10 +199,8 @@ class _Session:
         """Feed every input one block, decode all ready chunks, print, retire finished ones."""
         for a in self.active:
             _feed(a)
-        for a in [a for a in self.active if a.error is not None]:
-            self.printer.error(a.name, a.error or "")
-            self.report.failures.append(a.name)
-            self.active.remove(a)
+            if a.error is not None and not a.stream.fbank.finished:
+                a.stream.input_finished()  # what arrived before the error is decoded first
         self._decode()
 
     def finish_all(self) -> None:
@@ -216,16 +214,20 @@ class _Session:
                 _show(a, self.printer)
         for a in [a for a in self.active if a.stream.done]:
             _show(a, self.printer)
-            if a.shown_finals == 0:  # every decoded input gets a final line, empty or not
-                self.printer.final(a.name, 0, a.stream.result())
-            self.report.texts[a.name] = a.stream.result().text
+            if a.error is not None:  # its finals so far are out: then the error
+                self.printer.error(a.name, a.error)
+                self.report.failures.append(a.name)
+            else:
+                if a.shown_finals == 0:  # every decoded input gets a final line, empty or not
+                    self.printer.final(a.name, 0, a.stream.result())
+                self.report.texts[a.name] = a.stream.result().text
             self.report.audio_seconds += a.samples / a.rate
             self.active.remove(a)
 
 
 def _feed(a: _Active) -> None:
     """Give a stream its next block of audio, or end its input."""
-    if a.finished:
+    if a.finished or a.error is not None:
         return
     try:
         block = next(a.blocks, None)

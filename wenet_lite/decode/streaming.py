@@ -88,9 +88,16 @@ class Stream:
 
     def accept_waveform(self, sample_rate: int, samples: np.ndarray) -> None:
         """Append (N,) mono float samples in [-1, 1] at ``sample_rate`` Hz (any rate; it must
-        not change within a stream). Values beyond full scale are clipped, as on file input."""
+        not change within a stream). Values beyond full scale are clipped, as on file input.
+        Integer samples (e.g. int16 PCM) are refused: clipped to [-1, 1] they would be noise."""
         if self.fbank.finished:
             raise RuntimeError("accept_waveform called after input_finished")
+        kind = np.asarray(samples).dtype.kind
+        if kind not in "f":
+            raise ValueError(
+                f"accept_waveform takes float samples in [-1, 1], got {np.asarray(samples).dtype}"
+                + (": divide 16-bit PCM by 32768" if kind in "iu" else "")
+            )
         x = np.asarray(samples, dtype=np.float32)
         if x.ndim != 1:
             raise ValueError(f"expected mono samples of shape (N,), got shape {x.shape}")

@@ -1,0 +1,73 @@
+"""Everyday mistakes, every subcommand: an exit code, one line on stderr naming the argument or
+file, no traceback, and nothing written. (`{m}` is a model file, `{d}` a prepared test set,
+`{f}` an existing plain file, `{t}` a fresh directory.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wenet_lite.cli import main
+
+ROWS = [
+    # decode
+    (["decode", "--model", "{m}", "--data", "{d}", "--out", "{f}/out"], 2, "{f} is a file"),
+    (["decode", "--model", "{m}", "--data", "{d}", "--chunk-size", "-1"], 2, "--chunk-size: '-1'"),
+    (["decode", "--model", "{m}", "--data", "{d}", "--device", "cuda"], 2, "--device cuda: CUDA"),
+    (["decode", "--model", "{m}", "--data", "{d}", "--device", "gpu"], 2, "--device 'gpu'"),
+    (["decode", "--model", "{t}", "--data", "{d}", "--out", "{t}/o"], 1, "{t}: is a directory"),
+    (["decode", "--model", "{t}/no.pt", "--data", "{d}"], 1, "model file not found: {t}/no.pt"),
+    (["decode", "--model", "{m}", "--data", "{d}", "--lm", "x.json"], 2, "needs the prefix_beam"),
+    (["decode", "--model", "{m}", "--data", "{d}", "--simulate-streaming"], 2, "chunk size > 0"),
+    (["decode", "--model", "{m}", "--data", "{d}", "--mode", "prefix_beam", "--hotwords",
+      "{t}/none.txt", "--out", "{t}/o"], 1, "hotwords file not found: {t}/none.txt"),
+    # stream
+    (["stream", "--model", "{m}", "--out", "{t}/o", "a.wav"], 2, "--out and --compare need --ref"),
+    (["stream", "--model", "{m}"], 2, "give AUDIO files"),
+    (["stream", "--model", "{m}", "--chunk-size", "full", "a.wav"], 2, "--chunk-size: 'full'"),
+    (["stream", "--model", "{m}", "--device", "cuda", "a.wav"], 2, "--device cuda: CUDA"),
+    (["stream", "--model", "{m}", "{t}"], 1, "{t}: is a directory"),
+    # score, train-lm
+    (["score", "--hyp", "{f}", "--data", "{d}", "--out", "{f}/o"], 2, "{f} is a file"),
+    (["score", "--hyp", "{t}/no.txt", "--data", "{d}", "--out", "{t}/o"], 1, "{t}/no.txt"),
+    (["train-lm", "--text", "{f}", "--out", "{t}"], 2, "{t} is a directory, not a file"),
+    (["train-lm", "--out", "{t}/lm.json"], 2, "give --data and/or --text"),
+    # train, export, average, compute-cmvn, prepare
+    (["train", "--config", "{f}", "--data", "{d}", "--exp", "{f}"], 2, "--exp: {f} is a file"),
+    (["train", "--config", "{t}/empty.yaml", "--data", "{d}", "--exp", "{t}/o"], 2,
+     "holds no settings"),
+    (["export", "--model", "{m}", "--format", "onnx", "--out", "{f}/x"], 2, "{f} is a file"),
+    (["export", "--model", "{m}", "--format", "torchscript", "--chunk-size", "0", "--out",
+      "{t}/o.ts"], 2, "--chunk-size: '0'"),
+    (["average", "--exp", "{t}/none"], 1, "{t}/none"),
+    (["compute-cmvn", "--config", "{f}", "--data", "{d}", "--out", "{t}"], 2,
+     "{t} is a directory"),
+    (["prepare", "list", "--src", "{t}/none.list", "--out", "{t}/o"], 1, "{t}/none.list"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("argv, code, words", ROWS, ids=[" ".join(r[0][:3]) for r in ROWS])
+def test_misuse_is_one_line(tiny, corpus: Path, tmp_path: Path, capsys, argv, code, words):
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x\n")
+    (tmp_path / "empty.yaml").write_text("")
+    fill = {"m": str(tiny.path), "d": str(corpus / "test-clean"), "f": str(plain),
+            "t": str(tmp_path)}  # fmt: skip
+    before = sorted(tmp_path.rglob("*"))
+    assert main([a.format(**fill) for a in argv]) == code
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words.format(**fill) in err, err
+    assert "Traceback" not in err
+    assert sorted(tmp_path.rglob("*")) == before  # nothing written
+
+
+def test_integer_samples_are_refused(tiny) -> None:
+    from wenet_lite.decode.streaming import StreamingRecognizer
+    from wenet_lite.model.chunking import Chunking
+
+    stream = StreamingRecognizer(tiny.path, Chunking(4)).create_stream()
+    with pytest.raises(ValueError, match="got int16: divide 16-bit PCM by 32768"):
+        stream.accept_waveform(16000, np.zeros(160, np.int16))
+    stream.accept_waveform(16000, np.zeros(160, np.float32))  # floats are fine
