@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 import torch
 from lhotse import CutSet, MonoCut, Recording, SupervisionSegment
 
 from wenet_lite import fileio
-from wenet_lite.checkpoint import load_checkpoint, save_checkpoint
+from wenet_lite.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from wenet_lite.data.manifest import load_cuts, save_cuts
 from wenet_lite.decode.lm import WordLM
 from wenet_lite.features.cmvn import load_cmvn, save_cmvn
@@ -57,7 +59,7 @@ def test_checkpoint_cmvn_and_lm_survive_a_failed_rewrite(tmp_path, monkeypatch):
     before = {p: p.read_bytes() for p in (ckpt, cmvn, lm_path)}
 
     _fail_fsync(monkeypatch)
-    with pytest.raises(OSError):
+    with pytest.raises(CheckpointError, match=f"{ckpt}: could not be written .* intact"):
         save_checkpoint({"model": {"w": torch.zeros(3)}, "config": {}}, ckpt)
     with pytest.raises(OSError):
         save_cmvn(cmvn, [9.0, 9.0], [1.0, 1.0], 1)
@@ -95,3 +97,26 @@ def test_open_text_reads_plain_and_gzipped(tmp_path):
     for name in ("a.txt", "a.txt.gz"):
         with fileio.open_text(tmp_path / name) as f:
             assert f.read() == "HELLO WORLD\n"
+
+
+def test_write_files_atomic_is_all_or_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    import wenet_lite.fileio as fileio
+
+    fileio.write_files_atomic(tmp_path, {"a.txt": "old a\n", "b.txt": "old b\n"})
+    calls = []
+    fsync = os.fsync
+
+    def full_on_the_second(fd):
+        calls.append(fd)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / ".tmp-b.txt"))
+        return fsync(fd)
+
+    monkeypatch.setattr(fileio.os, "fsync", full_on_the_second)
+    with pytest.raises(OSError, match="No space left"):
+        fileio.write_files_atomic(tmp_path, {"a.txt": "new a\n", "b.txt": "new b\n"})
+    assert (tmp_path / "a.txt").read_text() == "old a\n"  # not a mix of new and old
+    assert (tmp_path / "b.txt").read_text() == "old b\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pickle
 import re
+import shutil
 from pathlib import Path
 from typing import Any, Dict, List, Union
 
@@ -59,9 +60,22 @@ class CheckpointError(ValueError):
 
 def save_checkpoint(payload: Dict[str, Any], path: PathLike) -> None:
     """Write to a temporary file in the same directory, flush to disk, then rename: a crash
-    mid-write leaves the previous file intact, never a truncated one under the final name."""
-    with atomic_open(path, "wb") as f:
-        torch.save({**payload, "format_version": FORMAT_VERSION}, f)
+    mid-write leaves the previous file intact, never a truncated one under the final name.
+
+    A failed write (a full disk: torch reports it as ``RuntimeError: ... unexpected pos``) is a
+    CheckpointError naming the file and saying that the files written before are intact."""
+    try:
+        with atomic_open(path, "wb") as f:
+            torch.save({**payload, "format_version": FORMAT_VERSION}, f)
+    except (OSError, RuntimeError) as e:
+        reason = getattr(e, "strerror", None) or str(e).splitlines()[0]
+        free = shutil.disk_usage(Path(path).parent).free if Path(path).parent.is_dir() else -1
+        disk = f"; {free / 2**20:.0f} MiB free on its disk" if free >= 0 else ""
+        raise CheckpointError(
+            path,
+            f"could not be written ({reason}{disk}); the files written before it are "
+            "intact (training continues from them with --resume)",
+        ) from None
 
 
 def load_checkpoint(path: PathLike, map_location: str = "cpu") -> Dict[str, Any]:

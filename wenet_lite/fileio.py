@@ -13,9 +13,9 @@ import contextlib
 import gzip
 import os
 from pathlib import Path
-from typing import IO, Any, Iterator, TextIO, Union
+from typing import IO, Any, Dict, Iterator, TextIO, Union
 
-__all__ = ["atomic_open", "open_text", "temporary_path", "write_text_atomic"]
+__all__ = ["atomic_open", "open_text", "temporary_path", "write_files_atomic", "write_text_atomic"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -58,6 +58,29 @@ def write_text_atomic(path: PathLike, text: str) -> Path:
     with atomic_open(path, "w") as f:
         f.write(text)
     return Path(path)
+
+
+def write_files_atomic(folder: PathLike, texts: Dict[str, str]) -> None:
+    """Write several text files of ``folder`` as a set: every one goes to its temporary file
+    first, and only when all are on disk are they renamed, so a full disk (or any error) leaves
+    the previous set as it was, never a mix of new and old or a truncated one."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    try:
+        for name, text in texts.items():
+            tmp = temporary_path(folder / name)
+            written.append(tmp)
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+    except BaseException:
+        for tmp in written:
+            tmp.unlink(missing_ok=True)
+        raise
+    for name in texts:
+        os.replace(temporary_path(folder / name), folder / name)
 
 
 def open_text(path: PathLike) -> TextIO:

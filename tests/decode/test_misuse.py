@@ -71,3 +71,34 @@ def test_integer_samples_are_refused(tiny) -> None:
     with pytest.raises(ValueError, match="got int16: divide 16-bit PCM by 32768"):
         stream.accept_waveform(16000, np.zeros(160, np.int16))
     stream.accept_waveform(16000, np.zeros(160, np.float32))  # floats are fine
+
+
+def test_a_stream_that_fails_midway_first_gives_the_text_before(
+    tiny, test_audio, tmp_path: Path, capsys
+) -> None:
+    """NaN in the middle of a file: the final text of the audio before it, then the error
+    (before, that audio's text was lost). The blocks before the bad one are what was heard."""
+    import json
+
+    import soundfile as sf
+
+    audio = np.concatenate([test_audio[0], test_audio[1]]).astype(np.float32)
+    block = 4 * 4 * 160  # `stream` reads files a chunk at a time: chunk 4 x 4 x 10 ms
+    bad_at = len(test_audio[0]) + 100
+    heard = audio[: bad_at // block * block]
+    broken = audio.copy()
+    broken[bad_at] = np.nan
+    sf.write(tmp_path / "broken.wav", broken, 16000, subtype="FLOAT")
+    sf.write(tmp_path / "heard.wav", heard, 16000, subtype="FLOAT")
+    args = ["stream", "--model", str(tiny.path), "--chunk-size", "4", "--json", "--no-endpoint"]
+    assert main([*args, str(tmp_path / "heard.wav")]) == 0
+    expected = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert main([*args, str(tmp_path / "broken.wav")]) == 1
+    captured = capsys.readouterr()
+    lines = [json.loads(x) for x in captured.out.splitlines()]
+    kinds = [line["type"] for line in lines if line["type"] != "partial"]
+    assert kinds == ["final", "error", "summary"]
+    final = next(line for line in lines if line["type"] == "final")
+    want = next(line for line in expected if line["type"] == "final")
+    assert final["text"] and final["text"] == want["text"]
+    assert "non-finite" in captured.err and captured.err.count("\n") == 1

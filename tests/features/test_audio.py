@@ -158,3 +158,25 @@ def test_read_pcm16_loops_over_short_reads_until_eof() -> None:
     np.testing.assert_array_equal(np.concatenate([first, rest]), ints / np.float32(32768))
     with pytest.raises(AudioError, match="middle of a 16-bit sample"):
         read_pcm16(_Trickle(b"\x01\x02\x03"), 4)
+
+
+def test_a_cut_off_wav_warns_with_what_was_read(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """libsndfile counts a WAV's frames from its size: a cut-off file reads as a valid, shorter
+    one. The header's data size says how long it was."""
+    import logging
+
+    x = _sine(1.0, 16000)
+    sf.write(tmp_path / "whole.wav", x, 16000, subtype="PCM_16")
+    data = (tmp_path / "whole.wav").read_bytes()
+    (tmp_path / "cut.wav").write_bytes(data[: 44 + 2 * 4000])  # header + 0.25 s
+    with caplog.at_level(logging.WARNING):
+        assert load_audio(tmp_path / "whole.wav", 16000).size == 16000
+        assert not caplog.text
+        assert load_audio(tmp_path / "cut.wav", 16000).size == 4000
+    assert f"{tmp_path / 'cut.wav'}: truncated WAV: read 0.25 s of the 1.00 s" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert sum(b.size for b, _ in read_audio_blocks(tmp_path / "cut.wav")) == 4000
+    assert "truncated WAV" in caplog.text

@@ -73,3 +73,33 @@ def test_train_start_errors_are_one_line(synthetic_corpus, tmp_path, capsys, arg
     assert main(argv) in (1, 2)
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_a_full_disk_while_saving_is_one_line_and_keeps_earlier_checkpoints(
+    synthetic_corpus, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch reports a full disk as ``RuntimeError: ... unexpected pos 64 vs 0``."""
+    import torch
+
+    import wenet_lite.checkpoint as checkpoint
+
+    save = torch.save
+
+    def full_disk_after_the_first(obj, f, *args, **kwargs):
+        if list(tmp_path.rglob("step_*.pt")):
+            raise RuntimeError("[enforce fail at inline_container.cc:626] . unexpected pos 64 vs 0")
+        return save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(checkpoint.torch, "save", full_disk_after_the_first)
+    exp = tmp_path / "exp"
+    argv = ["train", "--config", TINY, "--data", str(synthetic_corpus.data), "--exp", str(exp)]
+    argv += ["--tokenizer", str(synthetic_corpus.tokenizer), "--no-progress"]
+    argv += ["--set", "train.checkpoint_interval=2", "--set", "train.max_steps=6"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"{exp / 'step_4.pt'}: could not be written (" in err and "unexpected pos" in err
+    assert "the files written before it are intact" in err
+    assert [p.name for p in exp.glob("step_*.pt")] == ["step_2.pt"]
+    assert not list(exp.glob(".tmp-*"))
+    load_model(exp / "step_2.pt")  # intact

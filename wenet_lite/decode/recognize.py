@@ -43,7 +43,7 @@ from wenet_lite.decode.ctc_search import (
 )
 from wenet_lite.decode.options import SearchModels, SearchOptions
 from wenet_lite.decode.result import make_result, spell
-from wenet_lite.decode.score import write_hyps
+from wenet_lite.decode.score import hyp_lines
 from wenet_lite.decode.wer import (
     UtteranceScore,
     format_details,
@@ -53,7 +53,7 @@ from wenet_lite.decode.wer import (
 )
 from wenet_lite.features.audio import AudioError
 from wenet_lite.features.fbank import compute_fbank
-from wenet_lite.fileio import write_text_atomic
+from wenet_lite.fileio import write_files_atomic
 from wenet_lite.model import ASRModel
 from wenet_lite.model.chunking import Chunking, check_chunking
 
@@ -296,25 +296,24 @@ def write_report(
     ``errors.txt``) in ``out_dir``; ``inputs`` (e.g. model and data paths) head the summaries."""
     out = Path(out_dir)
     inputs = inputs or {}
-    write_hyps(out / "hyp.txt", {r.utt_id: r.text for r in report.results})
-    write_text_atomic(
-        out / "details.txt", "".join("\n".join(_details(r)) + "\n\n" for r in report.results)
-    )
     header = [f"{key} {value}" for key, value in inputs.items()]
-    write_text_atomic(out / "summary.txt", "\n".join([*header, *report.summary_lines()]) + "\n")
-    record = {**inputs, **report.summary_record()}
-    write_text_atomic(out / "summary.json", json.dumps(record, indent=1) + "\n")
+    files = {
+        "hyp.txt": hyp_lines({r.utt_id: r.text for r in report.results}),
+        "details.txt": "".join("\n".join(_details(r)) + "\n\n" for r in report.results),
+        "summary.txt": "\n".join([*header, *report.summary_lines()]) + "\n",
+        "summary.json": json.dumps({**inputs, **report.summary_record()}, indent=1) + "\n",
+    }
     if any(r.nbest for r in report.results):
-        lines = [
+        files["nbest.txt"] = "".join(
             f"{r.utt_id} {rank} {score:.4f} {text}".rstrip() + "\n"
             for r in report.results
             for rank, (score, text) in enumerate(r.nbest, 1)
-        ]
-        write_text_atomic(out / "nbest.txt", "".join(lines))
-    errors = out / "errors.txt"
+        )
     if report.failures:
-        write_text_atomic(errors, "".join(f"{utt} {msg}\n" for utt, msg in report.failures))
-    elif errors.exists():
+        files["errors.txt"] = "".join(f"{utt} {msg}\n" for utt, msg in report.failures)
+    write_files_atomic(out, files)  # all or none: a full disk leaves the previous set
+    errors = out / "errors.txt"
+    if not report.failures and errors.exists():
         errors.unlink()  # a stale list from an earlier run would mislead
 
 

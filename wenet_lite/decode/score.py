@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from wenet_lite.decode.wer import format_details, format_summary, score_utterance, summary_record
-from wenet_lite.fileio import write_text_atomic
+from wenet_lite.fileio import write_files_atomic
 
 __all__ = [
-    "References", "Transcripts", "read_transcripts", "read_hyps", "write_hyps",
+    "References", "Transcripts", "read_transcripts", "read_hyps", "hyp_lines",
     "score_transcripts",
 ]  # fmt: skip
 
@@ -81,9 +81,9 @@ def read_hyps(path: Pathlike) -> Dict[str, str]:
     return out
 
 
-def write_hyps(path: Pathlike, texts: Dict[str, str]) -> None:
-    """``id text`` lines, written atomically in the given order."""
-    write_text_atomic(path, "".join(f"{key} {text}".rstrip() + "\n" for key, text in texts.items()))
+def hyp_lines(texts: Dict[str, str]) -> str:
+    """``id text`` lines in the given order (what ``hyp.txt`` holds)."""
+    return "".join(f"{key} {text}".rstrip() + "\n" for key, text in texts.items())
 
 
 def read_transcripts(path: Pathlike, audio_ids: Dict[str, str]) -> Transcripts:
@@ -153,11 +153,6 @@ def score_transcripts(
         )
     hyps = dict(sorted(transcripts.texts.items()))
     scores = [score_utterance(u, refs[u], text) for u, text in hyps.items()]
-    out = Path(out_dir)
-    write_hyps(out / "hyp.txt", hyps)
-    write_text_atomic(
-        out / "details.txt", "".join("\n".join(format_details(s)) + "\n\n" for s in scores)
-    )
     record: Dict[str, Any] = {**inputs, "command": "score"}
     if transcripts.settings is not None:
         record["settings"] = transcripts.settings
@@ -170,13 +165,18 @@ def score_transcripts(
         other = read_hyps(Path(compare) / "hyp.txt")
         common = sorted(set(hyps) & set(other))
         differ = [u for u in common if hyps[u] != other[u]]
+        other_file, same = str(Path(compare) / "hyp.txt"), len(common) - len(differ)
         record["identical"] = {
-            "to": str(Path(compare) / "hyp.txt"), "same": len(common) - len(differ),
-            "compared": len(common), "differ": differ[:20],
-        }  # fmt: skip
-        lines.append(
-            f"identical to {Path(compare) / 'hyp.txt'}: {len(common) - len(differ)}/{len(common)}"
-        )
-    write_text_atomic(out / "summary.txt", "\n".join(lines) + "\n")
-    write_text_atomic(out / "summary.json", json.dumps(record, indent=1) + "\n")
+            "to": other_file,
+            "same": same,
+            "compared": len(common),
+            "differ": differ[:20],
+        }
+        lines.append(f"identical to {other_file}: {same}/{len(common)}")
+    write_files_atomic(out_dir, {  # all or none
+        "hyp.txt": hyp_lines(hyps),
+        "details.txt": "".join("\n".join(format_details(s)) + "\n\n" for s in scores),
+        "summary.txt": "\n".join(lines) + "\n",
+        "summary.json": json.dumps(record, indent=1) + "\n",
+    })  # fmt: skip
     return record

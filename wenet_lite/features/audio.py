@@ -9,6 +9,7 @@ Shapes: the legend in ``wenet_lite``.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import BinaryIO, Iterator, Optional, Tuple, Union
 
@@ -28,6 +29,8 @@ __all__ = [
 ]
 
 PathLike = Union[str, Path]
+
+_log = logging.getLogger(__name__)
 
 # soxr's "HQ" preset: 20-bit precision, 95% passband; transparent for 16 kHz speech.
 _SOXR_QUALITY = "HQ"
@@ -120,6 +123,14 @@ def _decode(path: Path, block_seconds: Optional[float]) -> Iterator[Tuple[np.nda
                 break
     if done == 0:
         raise AudioError(path, "empty", "audio file contains no samples")
+    header = _wav_declared_frames(path)
+    if header is not None and done < header:
+        # libsndfile counts a WAV's frames from the file's size, not from its header, so a
+        # cut-off WAV reads as a shorter, valid one: say how much of it there was.
+        _log.warning(
+            "%s: truncated WAV: read %.2f s of the %.2f s its header declares",
+            path, done / rate, header / rate,
+        )  # fmt: skip
     # A FLAC header states the total length; fewer decoded frames means a cut-off file.
     if done < declared:
         raise AudioError(
@@ -127,6 +138,33 @@ def _decode(path: Path, block_seconds: Optional[float]) -> Iterator[Tuple[np.nda
             "truncated",
             f"cannot decode audio: truncated, decoded {done} of {declared} frames declared",
         )
+
+
+def _wav_declared_frames(path: Path) -> Optional[int]:
+    """Frames a RIFF/WAVE header declares in its data chunk (None: not a WAV, or a size left
+    open as streaming writers do)."""
+    try:
+        with open(path, "rb") as f:
+            riff = f.read(12)
+            if len(riff) < 12 or riff[:4] != b"RIFF" or riff[8:12] != b"WAVE":
+                return None
+            block_align = 0
+            while True:
+                head = f.read(8)
+                if len(head) < 8:
+                    return None
+                size = int.from_bytes(head[4:8], "little")
+                if head[:4] == b"fmt ":
+                    fmt = f.read(size + size % 2)
+                    block_align = int.from_bytes(fmt[12:14], "little")
+                    continue
+                if head[:4] == b"data":
+                    if block_align <= 0 or size in (0, 0xFFFFFFFF):
+                        return None
+                    return size // block_align
+                f.seek(size + size % 2, 1)  # chunks are padded to an even size
+    except OSError:
+        return None
 
 
 def resample(samples: np.ndarray, orig_rate: float, target_rate: float) -> np.ndarray:
