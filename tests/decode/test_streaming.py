@@ -314,3 +314,34 @@ def test_stream_with_word_lm_equals_simulated_streaming_with_it(
     assert main([*args, "--mode", "prefix_beam", "--lm", str(lm_path), *prune]) == 0
     assert capsys.readouterr().out.strip()
     assert main([*args, "--lm", str(lm_path)]) == 2  # greedy cannot use it
+
+
+@pytest.mark.parametrize("search", ["greedy", "prefix_beam"])
+def test_partial_lines_say_only_what_changed_and_add_up(test_audio, tiny, search: str) -> None:
+    """`stream --json` partials carry the words kept from the previous partial and the words
+    after them; put together they are the open segment's full partial text, at every step."""
+    import io
+    import json
+
+    from wenet_lite.decode.stream_files import _Active, _Printer, _show
+
+    rec = _recognizer(tiny, 4, -1, mode=search, beam_size=4)
+    audio = np.concatenate(test_audio[:4])
+    out = io.StringIO()
+    printer = _Printer(True, out, io.StringIO())
+    stream = rec.create_stream()
+    active = _Active("x", iter(()), stream)
+    words: list = []
+    checked = 0
+    for start in range(0, len(audio), 2560):
+        stream.accept_waveform(16000, audio[start : start + 2560])
+        while rec.decode_streams([stream]):
+            _show(active, printer)
+            for line in out.getvalue().splitlines():
+                obj = json.loads(line)
+                words = words[: obj["words_kept"]] + obj["text"].split()
+            out.seek(0)
+            out.truncate()
+            assert words == stream.partial_result().text.split()
+            checked += 1
+    assert checked > 20 and len(words) > 10

@@ -10,7 +10,7 @@ the result.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import weakref
 from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
@@ -34,13 +34,34 @@ BLANK = 0
 _NEG_INF = float("-inf")
 
 
-@dataclass
+class _Emit:
+    """One token emitted on an alignment, linked to the one before: a persistent list, so an
+    alignment grows by one node and never copies what came before. Also carries the running
+    sum of the tokens' peak posteriors (for the confidence) and the token count."""
+
+    __slots__ = ("token", "time", "peak", "parent", "depth", "peak_sum")
+
+    def __init__(self, token: int, time: int, peak: float, parent: Optional[_Emit]) -> None:
+        self.token = token
+        self.time = time
+        self.peak = peak
+        """log-prob peak of the token over its run of frames"""
+        self.parent = parent
+        self.depth: int = 1 + (parent.depth if parent is not None else 0)
+        self.peak_sum: float = math.exp(peak) + (parent.peak_sum if parent is not None else 0.0)
+
+    def with_peak(self, peak: float) -> _Emit:
+        """The same token with a higher peak (its run went on): a new last node."""
+        return _Emit(self.token, self.time, peak, self.parent)
+
+
 class Hypothesis:
     """One decoded token sequence.
 
     ``score`` is a natural-log probability: for greedy search the log-probability of the single
     best path (sum of per-frame maxima); for prefix beam search the log-probability of the token
-    sequence summed over all its alignments that survived the beam.
+    sequence summed over all its alignments that survived the beam (plus the LM's and the
+    hotwords' fused scores, when there are).
 
     ``timestamps[i]`` is the encoder frame where ``tokens[i]`` was first emitted: the first frame
     of its run of frames on the most probable alignment of ``tokens`` (for beam search: among the
@@ -50,12 +71,100 @@ class Hypothesis:
     probability it reaches over its run of frames on that same alignment). A hypothesis without
     tokens has only one alignment, all blanks, and gets the geometric-mean blank posterior
     ``exp(score / T)`` (1.0 for zero frames).
+
+    A search's hypotheses share their alignment's linked tokens: making one costs the same at
+    any length, and ``tokens``/``timestamps`` are spelled out (in O(length)) only when read.
     """
 
-    tokens: List[int]
-    score: float
-    timestamps: List[int]
-    confidence: float
+    __slots__ = ("score", "confidence", "num_tokens", "_last", "_tokens", "_timestamps")
+
+    def __init__(
+        self, tokens: Sequence[int], score: float, timestamps: Sequence[int], confidence: float
+    ) -> None:
+        self.score = score
+        self.confidence = confidence
+        self._tokens: Optional[List[int]] = list(tokens)
+        self._timestamps: Optional[List[int]] = list(timestamps)
+        self._last: Optional[_Emit] = None
+        self.num_tokens = len(self._tokens)
+
+    @classmethod
+    def _of(cls, last: Optional[_Emit], score: float, confidence: float) -> Hypothesis:
+        hyp = cls.__new__(cls)
+        hyp.score, hyp.confidence, hyp._last = score, confidence, last
+        hyp._tokens, hyp._timestamps = (None, None) if last is not None else ([], [])
+        hyp.num_tokens = last.depth if last is not None else 0
+        return hyp
+
+    @property
+    def tokens(self) -> List[int]:
+        if self._tokens is None:
+            self._spell()
+        assert self._tokens is not None
+        return self._tokens
+
+    @property
+    def timestamps(self) -> List[int]:
+        if self._timestamps is None:
+            self._spell()
+        assert self._timestamps is not None
+        return self._timestamps
+
+    def _spell(self) -> None:
+        tokens, times = self.tail(self.num_tokens)
+        self._tokens, self._timestamps = tokens, times
+
+    def tail(self, n: int) -> Tuple[List[int], List[int]]:
+        """The last ``n`` tokens and their frames, walking only those ``n`` links."""
+        n = max(0, min(n, self.num_tokens))
+        if self._last is None:
+            assert self._tokens is not None and self._timestamps is not None
+            first = self.num_tokens - n
+            return self._tokens[first:], self._timestamps[first:]
+        tokens, times = [0] * n, [0] * n
+        node = self._last
+        for i in range(n - 1, -1, -1):
+            assert node is not None
+            tokens[i], times[i] = node.token, node.time
+            node = node.parent
+        return tokens, times
+
+    def common_prefix(self, other: Hypothesis) -> int:
+        """How many leading tokens ``self`` shares with ``other`` (a hypothesis of the same
+        search, e.g. the previous partial result): the cost is what changed, not the length."""
+        a, b = self._last, other._last
+        if a is None or b is None:  # spelled out, or empty
+            if self.num_tokens == 0 or other.num_tokens == 0:
+                return 0
+            mine, theirs = self.tokens, other.tokens
+            n = 0
+            while n < min(len(mine), len(theirs)) and mine[n] == theirs[n]:
+                n += 1
+            return n
+        while a is not None and b is not None and a.depth > b.depth:
+            a = a.parent
+        while a is not None and b is not None and b.depth > a.depth:
+            b = b.parent
+        while (
+            a is not None
+            and b is not None
+            and not (a is b or (a.token == b.token and a.time == b.time and a.parent is b.parent))
+        ):
+            a, b = a.parent, b.parent
+        return 0 if a is None else a.depth
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Hypothesis):
+            return NotImplemented
+        return (self.tokens, self.score, self.timestamps, self.confidence) == (
+            other.tokens, other.score, other.timestamps, other.confidence
+        )  # fmt: skip
+
+    def __repr__(self) -> str:
+        return (
+            f"Hypothesis(tokens={self.tokens}, score={self.score}, timestamps={self.timestamps}, "
+            f"confidence={self.confidence})"
+        )
 
 
 def frames_to_seconds(
@@ -80,10 +189,11 @@ def _log_add(a: float, b: float) -> float:
     return a + math.log1p(math.exp(b - a))
 
 
-def _confidence(peaks: Sequence[float], score: float, num_frames: int) -> float:
-    """See ``Hypothesis``: mean token peak posterior, or the blank-path geometric mean."""
-    if peaks:
-        return sum(math.exp(p) for p in peaks) / len(peaks)
+def _confidence(last: Optional[_Emit], score: float, num_frames: int) -> float:
+    """See ``Hypothesis``: mean token peak posterior (from the running sum: O(1)), or the
+    blank-path geometric mean."""
+    if last is not None:
+        return last.peak_sum / last.depth
     return math.exp(score / num_frames) if num_frames > 0 else 1.0
 
 
@@ -115,9 +225,7 @@ class StreamingGreedySearch:
         self.num_frames = 0
         self._prev = BLANK  # argmax of the last frame seen; blank before the first frame
         self._score = 0.0
-        self._tokens: List[int] = []
-        self._timestamps: List[int] = []
-        self._peaks: List[float] = []  # log-prob peak of each emitted token over its run
+        self._last: Optional[_Emit] = None  # the last token emitted (a linked list back)
 
     def accept(self, log_probs: torch.Tensor) -> Hypothesis:
         """Consume a (C, V) chunk and return the hypothesis over all frames so far."""
@@ -127,23 +235,18 @@ class StreamingGreedySearch:
         return self.result()
 
     def result(self) -> Hypothesis:
-        return Hypothesis(
-            tokens=list(self._tokens),
-            score=self._score,
-            timestamps=list(self._timestamps),
-            confidence=_confidence(self._peaks, self._score, self.num_frames),
-        )
+        """The hypothesis so far; the same cost at any length."""
+        confidence = _confidence(self._last, self._score, self.num_frames)
+        return Hypothesis._of(self._last, self._score, confidence)
 
     def _accept_best(self, ids: List[int], lps: List[float]) -> None:
         """Advance over frames whose argmax ids and their log-probs are already known."""
         for t, (tok, lp) in enumerate(zip(ids, lps), start=self.num_frames):
             self._score += lp
             if tok != BLANK and tok != self._prev:
-                self._tokens.append(tok)
-                self._timestamps.append(t)
-                self._peaks.append(lp)
-            elif tok != BLANK and lp > self._peaks[-1]:
-                self._peaks[-1] = lp  # same run continues: a repeat is not a new token
+                self._last = _Emit(tok, t, lp, self._last)
+            elif tok != BLANK and self._last is not None and lp > self._last.peak:
+                self._last = self._last.with_peak(lp)  # the same run: not a new token
             self._prev = tok
         self.num_frames += len(ids)
 
@@ -164,27 +267,46 @@ def ctc_greedy_search(log_probs: torch.Tensor, lens: torch.Tensor) -> List[Hypot
 
 
 class _Path(NamedTuple):
-    """The most probable single alignment of a family: its log-prob and, per token, the frame
-    where it was emitted and its peak log-prob over its run of frames."""
+    """The most probable single alignment of a family: its log-prob and its last emitted token
+    (the tokens before are linked from it: each with its frame and peak log-prob)."""
 
     logp: float
-    timestamps: Tuple[int, ...]
-    peaks: Tuple[float, ...]
+    last: Optional[_Emit]
 
 
-_NO_PATH = _Path(_NEG_INF, (), ())
+_NO_PATH = _Path(_NEG_INF, None)
 
 
-def _emit(path: _Path, t: int, lp: float) -> _Path:
-    """``path`` followed by a new token emitted at frame t with log-prob lp."""
-    return _Path(path.logp + lp, path.timestamps + (t,), path.peaks + (lp,))
+def _emit(path: _Path, tok: int, t: int, lp: float) -> _Path:
+    """``path`` followed by token ``tok`` emitted at frame t with log-prob lp."""
+    return _Path(path.logp + lp, _Emit(tok, t, lp, path.last))
 
 
 def _hold(path: _Path, lp: float, repeat: bool) -> _Path:
     """``path`` plus a frame that emits nothing new: a blank or a repeat of its last token."""
-    if not repeat:
-        return _Path(path.logp + lp, path.timestamps, path.peaks)
-    return _Path(path.logp + lp, path.timestamps, path.peaks[:-1] + (max(path.peaks[-1], lp),))
+    last = path.last
+    if repeat and last is not None and lp > last.peak:
+        last = last.with_peak(lp)
+    return _Path(path.logp + lp, last)
+
+
+class _Node:
+    """A prefix (token sequence) as a node of a trie grown by the search: the beam's key. Its
+    children are held weakly, so prefixes the beam dropped are freed; a prefix is never copied
+    or hashed whole."""
+
+    __slots__ = ("token", "parent", "children", "__weakref__")
+
+    def __init__(self, token: Optional[int], parent: Optional[_Node]) -> None:
+        self.token = token
+        self.parent = parent
+        self.children: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+    def child(self, token: int) -> _Node:
+        node = self.children.get(token)
+        if node is None:
+            node = self.children[token] = _Node(token, self)
+        return node
 
 
 class _Prefix:
@@ -223,12 +345,12 @@ class _Prefix:
         return self.non_blank_path
 
 
-_Beam = Dict[Tuple[int, ...], _Prefix]
+_Beam = Dict[_Node, _Prefix]
 
 
 def _contribute(
     beam: _Beam,
-    prefix: Tuple[int, ...],
+    prefix: _Node,
     value: float,
     ends_in_blank: bool,
     path: _Path,
@@ -253,7 +375,7 @@ def _contribute(
 
 def _extend_prefix(
     nxt: _Beam,
-    prefix: Tuple[int, ...],
+    prefix: _Node,
     state: _Prefix,
     t: int,
     tokens: List[int],
@@ -264,13 +386,13 @@ def _extend_prefix(
     """All ways ``prefix`` grows at frame t by one of the frame's kept tokens."""
     total = state.total()
     best = state.best_path()
-    last = prefix[-1] if prefix else None
+    last = prefix.token
     for tok, lp in zip(tokens, lps):
         if tok == BLANK:
             _contribute(nxt, prefix, total + lp, True, _hold(best, lp, repeat=False), state)
         elif tok != last:
             grown = _grown(scorer, context, state, tok)
-            _contribute(nxt, prefix + (tok,), total + lp, False, _emit(best, t, lp), grown)
+            _contribute(nxt, prefix.child(tok), total + lp, False, _emit(best, tok, t, lp), grown)
         else:
             # Repeating the last token without a blank between collapses into the same prefix;
             # only alignments ending in a blank can start a second copy of it.
@@ -278,9 +400,9 @@ def _extend_prefix(
                 held = _hold(state.non_blank_path, lp, repeat=True)
                 _contribute(nxt, prefix, state.non_blank + lp, False, held, state)
             if state.blank > _NEG_INF:
-                new = _emit(state.blank_path, t, lp)
+                new = _emit(state.blank_path, tok, t, lp)
                 grown = _grown(scorer, context, state, tok)
-                _contribute(nxt, prefix + (tok,), state.blank + lp, False, new, grown)
+                _contribute(nxt, prefix.child(tok), state.blank + lp, False, new, grown)
 
 
 def _grown(
@@ -345,8 +467,9 @@ class StreamingPrefixBeamSearch:
         start = _Prefix(None if scorer is None else scorer.START)
         # The empty prefix before any frame: probability 1, an alignment "ending in blank".
         start.blank = 0.0
-        start.blank_path = _Path(0.0, (), ())
-        self._beam: _Beam = {(): start}
+        start.blank_path = _Path(0.0, None)
+        self._root = _Node(None, None)
+        self._beam: _Beam = {self._root: start}
 
     def accept(self, log_probs: torch.Tensor) -> List[Hypothesis]:
         """Consume a (C, V) chunk; return the current n-best over all frames so far."""
@@ -363,9 +486,11 @@ class StreamingPrefixBeamSearch:
         return self.result()
 
     def result(self) -> List[Hypothesis]:
-        scored = [(self._final_score(state), prefix, state) for prefix, state in self._beam.items()]
+        scored = [
+            (self._final_score(state), i, state) for i, state in enumerate(self._beam.values())
+        ]
         scored.sort(key=lambda item: item[0], reverse=True)
-        return [self._hypothesis(p, st, score) for score, p, st in scored[: self.nbest]]
+        return [self._hypothesis(st, score) for score, _, st in scored[: self.nbest]]
 
     def _final_score(self, state: _Prefix) -> float:
         score = state.total()
@@ -382,14 +507,9 @@ class StreamingPrefixBeamSearch:
         ranked = sorted(nxt.items(), key=lambda item: item[1].rank(), reverse=True)
         self._beam = dict(ranked[: self.beam_size])
 
-    def _hypothesis(self, prefix: Tuple[int, ...], state: _Prefix, score: float) -> Hypothesis:
-        path = state.best_path()
-        return Hypothesis(
-            tokens=list(prefix),
-            score=score,
-            timestamps=list(path.timestamps),
-            confidence=_confidence(path.peaks, state.total(), self.num_frames),
-        )
+    def _hypothesis(self, state: _Prefix, score: float) -> Hypothesis:
+        last = state.best_path().last  # its tokens are the prefix's
+        return Hypothesis._of(last, score, _confidence(last, state.total(), self.num_frames))
 
 
 def ctc_prefix_beam_search(

@@ -8,17 +8,21 @@ stdin at ``sample_rate`` in 100 ms blocks, e.g. a live microphone::
 
 Up to ``max_streams`` inputs are decoded concurrently, batched through one encoder call.
 
-Output, text mode: partial hypotheses on stderr whenever they change (``NAME ... TEXT``), and
-each final segment on stdout: ``NAME START-END TEXT`` then an indented line of
-``WORD START-END`` entries. With ``json_lines``: one JSON object per line on stdout, ``type``
-``partial``, ``final`` (with words, tokens, token times and confidence) or ``error``, and a last
-line of type ``summary`` (the recogniser's settings, input and failure counts, audio and wall
-seconds; `wenet-lite score` reads it). Every input that is decoded ends with at least one
-final, empty if nothing was recognised.
+Output, text mode: partial hypotheses on stderr whenever they change (``NAME ... TEXT``, the
+last words of the open segment), and each final segment on stdout: ``NAME START-END TEXT`` then
+an indented line of ``WORD START-END`` entries. With ``json_lines``: one JSON object per line on
+stdout, ``type`` ``partial``, ``final`` (with words, tokens, token times and confidence) or
+``error``, and a last line of type ``summary`` (the recogniser's settings, input and failure
+counts, audio and wall seconds; `wenet-lite score` reads it). A partial line says only what
+changed: ``words_kept`` words of the previous partial line of the same segment stay, and
+``text`` holds the words after them, so an hour without endpointing never repeats the whole
+segment (the first partial of a segment has ``words_kept`` 0). Every input that is decoded
+ends with at least one final, empty if nothing was recognised.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import sys
 import time
@@ -27,6 +31,7 @@ from typing import IO, Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, 
 
 import numpy as np
 
+from wenet_lite.decode.ctc_search import Hypothesis
 from wenet_lite.decode.result import Result
 from wenet_lite.decode.streaming import Stream, StreamingRecognizer
 from wenet_lite.features.audio import AudioError, read_audio_blocks, read_pcm16
@@ -34,7 +39,10 @@ from wenet_lite.features.audio import AudioError, read_audio_blocks, read_pcm16
 __all__ = ["STDIN", "StreamReport", "stream_inputs"]
 
 STDIN = "-"
+_WORD_START = "\u2581"
 _STDIN_BLOCK_S = 0.1  # a live source delivers audio in small pieces; latency is chunk + this
+_TAIL_WORDS = 12  # a terminal's partial line shows the last words of the open segment
+_LOOKBACK = 48  # tokens re-read around a change to find the start of its word
 
 
 @dataclass
@@ -62,12 +70,23 @@ class StreamReport:
 
 
 @dataclass
+class _Shown:
+    """What the last partial line of the open segment said: its hypothesis, its words and the
+    token index where each word starts (to say what changed without respelling it all)."""
+
+    hyp: Hypothesis
+    words: List[str]
+    starts: List[int]
+
+
+@dataclass
 class _Active:
     name: str
     blocks: Iterator[Tuple[np.ndarray, int]]
     stream: Stream
     shown_finals: int = 0
-    last_partial: str = ""
+    shown: Optional[_Shown] = None
+    """the partial result last printed (None: none in the open segment yet)"""
     finished: bool = False
     error: Optional[str] = None
     samples: int = 0
@@ -88,12 +107,15 @@ class _Printer:
     def __init__(self, json_lines: bool, out: IO[str], err: IO[str]) -> None:
         self.json_lines, self.out, self.err = json_lines, out, err
 
-    def partial(self, name: str, result: Result) -> None:
+    def partial(self, name: str, start: float, kept: int, new: List[str], words: List[str]) -> None:
+        """The open segment's words are its first ``kept`` words shown before, then ``new``."""
         if self.json_lines:
-            self._json({"type": "partial", "file": name, "start": result.start,
-                        "text": result.text})  # fmt: skip
+            self._json({"type": "partial", "file": name, "start": start, "words_kept": kept,
+                        "text": " ".join(new)})  # fmt: skip
         else:
-            print(f"{name} ... {result.text}", file=self.err, flush=True)
+            tail = " ".join(words[-_TAIL_WORDS:])
+            print(f"{name} ... {'... ' if len(words) > _TAIL_WORDS else ''}{tail}",
+                  file=self.err, flush=True)  # fmt: skip
 
     def final(self, name: str, index: int, r: Result) -> None:
         if self.json_lines:
@@ -248,11 +270,43 @@ def _show(a: _Active, printer: _Printer) -> None:
         for r in a.stream.final_results[a.shown_finals :]:
             printer.final(a.name, a.shown_finals, r)
             a.shown_finals += 1
-        a.last_partial = ""
+        a.shown = None
     if a.stream.done:
         return
-    partial = a.stream.partial_result()
-    if partial.text != a.last_partial:
-        a.last_partial = partial.text
-        if partial.text:
-            printer.partial(a.name, partial)
+    hyp = a.stream.hypothesis
+    shown = a.shown
+    if shown is None and hyp.num_tokens == 0:
+        return
+    same = hyp.common_prefix(shown.hyp) if shown is not None else 0
+    if shown is not None and same == hyp.num_tokens == shown.hyp.num_tokens:
+        return  # nothing changed
+    # What changed is re-spelled from the start of its word: the cost is the change, not the
+    # segment (an hour of audio without endpointing is one segment).
+    kept = bisect.bisect_right(shown.starts, same) - 1 if shown is not None else 0
+    kept = max(kept, 0)
+    first = shown.starts[kept] if shown is not None and shown.starts else 0
+    tokens, _ = hyp.tail(hyp.num_tokens - first)
+    new, starts = _words_from(tokens, first, a.stream)
+    old_words = shown.words[:kept] if shown is not None else []
+    old_starts = shown.starts[:kept] if shown is not None else []
+    a.shown = _Shown(hyp, old_words + new, old_starts + starts)
+    printer.partial(a.name, a.stream.segment_start, kept, new, a.shown.words)
+
+
+def _words_from(tokens: List[int], first: int, stream: Stream) -> Tuple[List[str], List[int]]:
+    """Words of ``tokens`` (which begin a word) and the index of each word's first token,
+    counting from ``first``: tokens are grouped at word-start pieces, as results group them."""
+    words: List[str] = []
+    starts: List[int] = []
+    group: List[int] = []
+    begin = 0
+    for i, token in enumerate(tokens + [-1]):
+        if group and (token < 0 or stream.piece(token).startswith(_WORD_START)):
+            text = stream.spell(group)
+            if text:  # a bare word-start piece spells nothing
+                words.append(text)
+                starts.append(first + begin)
+            group, begin = [], i
+        if token >= 0:
+            group.append(token)
+    return words, starts

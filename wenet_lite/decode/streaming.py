@@ -40,7 +40,7 @@ from wenet_lite.decode.ctc_search import (
 )
 from wenet_lite.decode.endpoint import EndpointConfig, detect_endpoint
 from wenet_lite.decode.options import SearchOptions
-from wenet_lite.decode.result import Result, make_result, merge_results
+from wenet_lite.decode.result import Result, make_result, merge_results, spell
 from wenet_lite.features.fbank import OnlineFbank
 from wenet_lite.malloc import keep_freed_memory
 from wenet_lite.model import ASRModel
@@ -166,6 +166,23 @@ class Stream:
         """``len(final_results)``, without building them."""
         return len(self._closed)
 
+    @property
+    def hypothesis(self) -> Hypothesis:
+        """The open segment's best hypothesis, as the search has it (no spelling: cheap)."""
+        return self._hyp
+
+    @property
+    def segment_start(self) -> float:
+        """Seconds from the start of the stream where the open segment starts."""
+        return round(self._segment_start * self._rec.subsampling_rate * self._rec.frame_shift_s, 6)
+
+    def piece(self, token: int) -> str:
+        return self._rec._need_tokenizer().id_to_piece(token)
+
+    def spell(self, tokens: Sequence[int]) -> str:
+        """Text of token ids (as results spell them)."""
+        return spell(self._rec._need_tokenizer(), tokens)
+
     def partial_result(self) -> Result:
         """The open segment so far (empty once the stream is done)."""
         return self._make_result(
@@ -211,7 +228,7 @@ class Stream:
         frame_s = rec.subsampling_rate * rec.frame_shift_s
         if detect_endpoint(
             rec.endpoint,
-            bool(self._hyp.tokens),
+            self._hyp.num_tokens > 0,
             self._trailing_blanks * frame_s,
             self._segment_frames * frame_s,
         ):
@@ -220,7 +237,7 @@ class Stream:
         self._check_done()
 
     def _close_segment(self) -> None:
-        if self._hyp.tokens:
+        if self._hyp.num_tokens:
             self._closed.append((self._hyp, self._segment_start, self._segment_frames))
 
     def _check_done(self) -> None:
