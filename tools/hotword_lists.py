@@ -27,7 +27,9 @@ from wenet_lite.fileio import open_text, write_text_atomic
 
 
 def _words(parts: List[Path]) -> Set[str]:
-    return {w for part in parts for c in load_cuts(part) for w in normalize_text(cut_text(c)).split()}
+    return {
+        w for part in parts for c in load_cuts(part) for w in normalize_text(cut_text(c)).split()
+    }
 
 
 def main(argv: Optional[List[str]] = None) -> None:

@@ -48,6 +48,15 @@ def add_decode(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--simulate-streaming", action="store_true", help="chunk by chunk, cached")
     p.add_argument("--batch-seconds", type=float, default=100.0, help="padded audio per batch")
     p.add_argument(
+        "--max-window-seconds", type=float, default=30.0,
+        help="longer utterances: chunked modes chunk by chunk, full context in overlapping "
+        "windows of this many seconds, in bounded memory (30)",
+    )  # fmt: skip
+    p.add_argument(
+        "--window-overlap-seconds", type=float, default=4.0,
+        help="full-context windows share this much; each keeps its middle (4)",
+    )  # fmt: skip
+    p.add_argument(
         "--out", type=output_dir, help="output dir (default: MODEL_DIR/decode_<data>_<settings>)"
     )
     p.add_argument("--device", help="cpu, cuda, ... (default: cuda if available)")
@@ -62,6 +71,8 @@ def _run_decode(args: argparse.Namespace) -> int:
         options = DecodeOptions(
             search=options_from(SearchOptions, args), chunking=chunking_from(args),
             simulate_streaming=args.simulate_streaming, batch_seconds=args.batch_seconds,
+            max_window_seconds=args.max_window_seconds,
+            window_overlap_seconds=args.window_overlap_seconds,
         )  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None

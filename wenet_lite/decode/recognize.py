@@ -41,6 +41,7 @@ from wenet_lite.decode.ctc_search import (
     frames_to_seconds,
     penalize_blank,
 )
+from wenet_lite.decode.long_audio import long_log_probs
 from wenet_lite.decode.options import SearchModels, SearchOptions
 from wenet_lite.decode.result import make_result, spell
 from wenet_lite.decode.score import hyp_lines
@@ -82,12 +83,22 @@ class DecodeOptions:
     """run the encoder chunk by chunk with caches instead of one chunk-masked forward"""
     batch_seconds: float = 100.0
     """padded audio seconds per batch"""
+    max_window_seconds: float = 30.0
+    """a longer utterance is decoded in bounded memory (``long_audio.py``): chunked modes chunk
+    by chunk with the cache, full context in overlapping windows of this many seconds"""
+    window_overlap_seconds: float = 4.0
+    """full context: seconds two windows share; each keeps its middle"""
 
     def __post_init__(self) -> None:
         if self.simulate_streaming and not self.chunking.streaming:
             raise ValueError("simulated streaming needs a chunk size > 0 (--chunk-size)")
         if self.batch_seconds <= 0:
             raise ValueError(f"batch seconds must be positive, got {self.batch_seconds}")
+        if not 0 <= self.window_overlap_seconds < self.max_window_seconds:
+            raise ValueError(
+                f"window overlap ({self.window_overlap_seconds} s) must be >= 0 and below the "
+                f"window ({self.max_window_seconds} s)"
+            )
 
     def describe(self) -> str:
         text = f"search {self.search.describe()}, {self.chunking.describe()}"
@@ -184,8 +195,10 @@ def decode_model(
     start = time.perf_counter()
     was_training = model.training  # a trainer may decode mid-training: restore its mode
     model.eval()
+    long = [c for c in cuts if c.duration > options.max_window_seconds]
+    short = [c for c in cuts if c.duration <= options.max_window_seconds]
     try:
-        for batch in _batches(cuts, options.batch_seconds):
+        for batch in [[c] for c in long] + list(_batches(short, options.batch_seconds)):
             feats, kept = [], []
             for cut in batch:
                 try:
@@ -194,7 +207,12 @@ def decode_model(
                 except AudioError as e:
                     _log.warning("%s skipped: %s", cut.id, e)
                     failures.append((cut.id, str(e)))
-            decoded = _decode_batch(model, feats, options, models) if kept else []
+            if not kept:
+                continue
+            if batch[0].duration > options.max_window_seconds:
+                decoded = [_decode_long(model, feats[0], options, models, cfg, batch[0].id)]
+            else:
+                decoded = _decode_batch(model, feats, options, models)
             for cut, hyps in zip(kept, decoded):
                 results.append(_utterance_result(cut, hyps, tokenizer, model, cfg, models))
                 audio_seconds += cut.duration
@@ -246,9 +264,15 @@ def _decode_batch(
         log_probs, out_lens = model.ctc(out), encoder.subsampling.output_lengths(lens)
     else:
         log_probs, out_lens = model.ctc_log_probs(batch, lens, c, n)  # (B, T, V)
+    return _search(log_probs.float().cpu(), out_lens.cpu(), options, models)
+
+
+def _search(
+    log_probs: torch.Tensor, out_lens: torch.Tensor, options: DecodeOptions, models: SearchModels
+) -> List[List[Hypothesis]]:
+    """The n best of each utterance of log-probs (B, T, V) with lengths (B,)."""
     search = options.search
-    log_probs = penalize_blank(log_probs.float().cpu(), search.blank_penalty)
-    out_lens = out_lens.cpu()
+    log_probs = penalize_blank(log_probs, search.blank_penalty)
     if search.mode == "greedy":
         return [[hyp] for hyp in ctc_greedy_search(log_probs, out_lens)]
     beam, nbest = search.beam_size, search.nbest
@@ -264,6 +288,25 @@ def _decode_batch(
         )  # fmt: skip
         for i, t in enumerate(out_lens.tolist())
     ]
+
+
+def _decode_long(
+    model: ASRModel,
+    feats: torch.Tensor,
+    options: DecodeOptions,
+    models: SearchModels,
+    cfg: ExperimentConfig,
+    name: str,
+) -> List[Hypothesis]:
+    """One utterance longer than the window, in bounded memory (``long_audio.py``)."""
+    frame_s = model.encoder.subsampling.rate * cfg.features.frame_shift_ms / 1000
+    window = max(1, int(options.max_window_seconds / frame_s))
+    overlap = int(options.window_overlap_seconds / frame_s)
+    c, n = options.chunking.chunk_size, options.chunking.left_chunks
+    log_probs = long_log_probs(model, feats, c, n, window, overlap, progress=name)  # (T, V)
+    return _search(
+        log_probs[None].float().cpu(), torch.tensor([log_probs.size(0)]), options, models
+    )[0]
 
 
 def _utterance_result(
