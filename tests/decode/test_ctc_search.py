@@ -1,3 +1,4 @@
+import gc
 import itertools
 import math
 from typing import Dict, List, Tuple
@@ -8,6 +9,7 @@ import torch
 from wenet_lite.decode.ctc_search import (
     StreamingGreedySearch,
     StreamingPrefixBeamSearch,
+    _Node,
     ctc_greedy_search,
     ctc_prefix_beam_search,
     frames_to_seconds,
@@ -237,3 +239,23 @@ def test_empty_input_and_bad_arguments():
         ctc_prefix_beam_search(empty, beam_size=2, nbest=3)
     with pytest.raises(ValueError, match=r"\(1, 0, 4\)"):
         ctc_prefix_beam_search(empty[None], beam_size=2)
+
+
+def test_a_long_stream_keeps_a_small_trie_and_the_same_result():
+    """The beam's prefix trie holds only the beam's prefixes and what grew from them (nodes
+    know their children, not their parents): however long the stream, the live trie stays
+    small (memory stays flat), and the result is that of the search over the whole input."""
+    log_probs = _peaked_log_probs(7, num_frames=3000, vocab=8, min_peak=0.5)
+    search = StreamingPrefixBeamSearch(beam_size=6, nbest=3)
+    largest = 0
+    for i, chunk in enumerate(torch.split(log_probs, 16)):
+        streamed = search.accept(chunk)
+        if i % 20 == 19:
+            gc.collect()
+            largest = max(largest, sum(type(o) is _Node for o in gc.get_objects()))
+    assert streamed[0].num_tokens > 500
+    assert largest < 100, largest
+    expected = ctc_prefix_beam_search(log_probs, beam_size=6, nbest=3)
+    assert [h.tokens for h in streamed] == [h.tokens for h in expected]
+    assert [h.timestamps for h in streamed] == [h.timestamps for h in expected]
+    assert [h.score for h in streamed] == pytest.approx([h.score for h in expected], abs=1e-6)

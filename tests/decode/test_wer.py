@@ -74,3 +74,65 @@ def test_details_lines_line_up():
 def test_gap_symbol_in_text_is_rejected():
     with pytest.raises(ValueError, match=r"hyp contains '\*\*\*'"):
         align_tokens(["a"], ["***"])
+
+
+def _noisy_copy(ref, rate, rng, vocab):
+    """``ref`` with about ``rate`` of its words substituted, deleted, or with one inserted."""
+    out = []
+    for word in ref:
+        roll = rng.random()
+        if roll < rate / 3:
+            out.append(rng.choice(vocab))
+        elif roll < 2 * rate / 3:
+            continue
+        elif roll < rate:
+            out += [word, rng.choice(vocab)]
+        else:
+            out.append(word)
+    return out
+
+
+def _valid(alignment, ref, hyp):
+    from wenet_lite.decode.wer import EPS
+
+    assert [r for r, _ in alignment if r != EPS] == list(ref)
+    assert [h for _, h in alignment if h != EPS] == list(hyp)
+
+
+@pytest.mark.parametrize("rate", [0.05, 0.3, 0.6])
+def test_long_texts_are_aligned_in_pieces_close_to_exact(rate):
+    """Above max_cells the alignment is made between anchors: a valid alignment of both texts,
+    never better than the exact one (which it would then contradict) and within 1 % of it."""
+    import random
+
+    from wenet_lite.decode.wer import count_errors
+
+    rng = random.Random(int(rate * 100))
+    vocab = [f"w{i}" for i in range(400)]
+    ref = [rng.choice(vocab) for _ in range(3000)]
+    hyp = _noisy_copy(ref, rate, rng, vocab)
+    exact = count_errors(align_tokens(ref, hyp, max_cells=10**9))
+    pieces = align_tokens(ref, hyp, max_cells=20_000)
+    _valid(pieces, ref, hyp)
+    got = count_errors(pieces)
+    assert got.ref_len == exact.ref_len
+    assert exact.errors <= got.errors <= 1.01 * exact.errors + 1, (got, exact)
+
+
+@pytest.mark.parametrize(
+    "ref, hyp",
+    [
+        ([f"a{i}" for i in range(500)], [f"b{i}" for i in range(700)]),  # nothing in common
+        (["x", "y"] * 400, ["x", "y", "z"] * 300),  # nothing unique: split in proportion
+        ([f"a{i}" for i in range(900)], []),
+    ],
+)
+def test_long_texts_without_anchors_still_align(ref, hyp):
+    _valid(align_tokens(ref, hyp, max_cells=5_000), ref, hyp)
+
+
+def test_short_texts_align_in_one_piece_as_before():
+    import kaldialign
+
+    ref, hyp = "the cat sat on the mat".split(), "the bat sat on mat today".split()
+    assert align_tokens(ref, hyp) == kaldialign.align(ref, hyp, "***")

@@ -180,3 +180,36 @@ def test_a_cut_off_wav_warns_with_what_was_read(
     with caplog.at_level(logging.WARNING):
         assert sum(b.size for b, _ in read_audio_blocks(tmp_path / "cut.wav")) == 4000
     assert "truncated WAV" in caplog.text
+
+
+def test_mp3_decoder_noise_stays_off_stderr(tmp_path: Path) -> None:
+    """libmpg123 prints notes about a damaged MP3 straight to fd 2 (past Python): a user sees
+    only the toolkit's one line; other output written meanwhile still reaches stderr."""
+    import subprocess
+    import sys
+
+    x = (np.random.default_rng(0).standard_normal(16000) * 0.1).astype(np.float32)
+    good = tmp_path / "good.mp3"
+    sf.write(good, x, 16000, format="MP3")
+    data = good.read_bytes()
+    third = len(data) // 3
+    bad = tmp_path / "bad.mp3"
+    bad.write_bytes(data[:third] + bytes(range(256)) * 2 + data[third + 512 :])
+    script = (
+        "import sys\n"
+        "from wenet_lite.features.audio import load_audio, quiet_decoder\n"
+        "try:\n"
+        "    load_audio(sys.argv[1], 16000)\n"
+        "except ValueError as e:\n"
+        "    print(e)\n"
+        "with quiet_decoder(sys.argv[1]):\n"
+        "    sys.stderr.write('still here\\n')\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script, str(bad)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith(f"{bad}: "), run.stdout
+    assert run.stderr == "still here\n"
+    # the damage is real: without the guard the decoder does print
+    raw = "import soundfile as sf, sys\nsf.read(sys.argv[1])\n"
+    noisy = subprocess.run([sys.executable, "-c", raw, str(bad)], capture_output=True, text=True)
+    assert "MPEG" in noisy.stderr or "Note:" in noisy.stderr, noisy.stderr

@@ -40,7 +40,7 @@ from lhotse import (
 from lhotse.audio import AudioLoadingError
 from lhotse.cut import Cut
 
-from wenet_lite.features.audio import AudioError, load_audio
+from wenet_lite.features.audio import AudioError, load_audio, quiet_decoder
 from wenet_lite.fileio import atomic_open, temporary_path
 
 __all__ = [
@@ -126,7 +126,8 @@ def read_recording(path: str, recording_id: str) -> Recording:
     if not os.path.isfile(audio):
         raise Unusable("missing audio", audio)
     try:
-        recording = Recording.from_file(audio, recording_id=recording_id)
+        with quiet_decoder(audio):
+            recording = Recording.from_file(audio, recording_id=recording_id)
     except AudioLoadingError:
         raise Unusable("unreadable audio", audio) from None
     if recording.num_samples == 0 or recording.duration <= 0:
@@ -155,10 +156,16 @@ def from_pairs(pairs: List[Tuple[Recording, SupervisionSegment]]) -> CutSet:
 def _lines(path: Path) -> Iterator[Tuple[int, str]]:
     """(1-based line number, stripped line) for every non-blank line."""
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if line.strip():
-                yield lineno, line.strip()
+    lineno = 0
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            for lineno, line in enumerate(f, start=1):
+                if line.strip():
+                    yield lineno, line.strip()
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}:{lineno + 1}: not UTF-8 text ({e.reason})") from None
+    except (OSError, EOFError) as e:  # a bad or cut-off gzip stream
+        raise ValueError(f"{path}: cannot read it ({e})") from None
 
 
 def read_data_list(path: Pathlike) -> ReadResult:

@@ -10,7 +10,6 @@ the result.
 from __future__ import annotations
 
 import math
-import weakref
 from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
@@ -291,21 +290,28 @@ def _hold(path: _Path, lp: float, repeat: bool) -> _Path:
 
 
 class _Node:
-    """A prefix (token sequence) as a node of a trie grown by the search: the beam's key. Its
-    children are held weakly, so prefixes the beam dropped are freed; a prefix is never copied
-    or hashed whole."""
+    """A prefix (token sequence) as a node of a trie grown by the search: the beam's key; a
+    prefix is never copied or hashed whole.
 
-    __slots__ = ("token", "parent", "children", "__weakref__")
+    A node holds its children (each token it was ever extended by, once), not its parent. So
+    the live trie is the beam's prefixes and what grew from them: a prefix the beam dropped
+    stays only while one of its ancestors is in the beam, and it can come back only through
+    that ancestor, which then finds the same node again (no duplicate). Nodes above the beam
+    are freed, however long the stream: the tokens themselves live in the alignment paths.
+    """
 
-    def __init__(self, token: Optional[int], parent: Optional[_Node]) -> None:
+    __slots__ = ("token", "children")
+
+    def __init__(self, token: Optional[int]) -> None:
         self.token = token
-        self.parent = parent
-        self.children: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+        self.children: Optional[Dict[int, _Node]] = None
 
     def child(self, token: int) -> _Node:
+        if self.children is None:
+            self.children = {}
         node = self.children.get(token)
         if node is None:
-            node = self.children[token] = _Node(token, self)
+            node = self.children[token] = _Node(token)
         return node
 
 
@@ -468,8 +474,7 @@ class StreamingPrefixBeamSearch:
         # The empty prefix before any frame: probability 1, an alignment "ending in blank".
         start.blank = 0.0
         start.blank_path = _Path(0.0, None)
-        self._root = _Node(None, None)
-        self._beam: _Beam = {self._root: start}
+        self._beam: _Beam = {_Node(None): start}
 
     def accept(self, log_probs: torch.Tensor) -> List[Hypothesis]:
         """Consume a (C, V) chunk; return the current n-best over all frames so far."""

@@ -10,6 +10,12 @@ Shapes: the legend in ``wenet_lite``.
 from __future__ import annotations
 
 import logging
+import os
+import re
+import sys
+import tempfile
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Iterator, Optional, Tuple, Union
 
@@ -26,6 +32,7 @@ __all__ = [
     "speed_perturb",
     "pcm16_to_float",
     "read_pcm16",
+    "quiet_decoder",
 ]
 
 PathLike = Union[str, Path]
@@ -34,6 +41,57 @@ _log = logging.getLogger(__name__)
 
 # soxr's "HQ" preset: 20-bit precision, 95% passband; transparent for 16 kHz speech.
 _SOXR_QUALITY = "HQ"
+
+
+# What libmpg123 (inside libsndfile) writes about damaged MP3 data, straight to fd 2.
+_DECODER_NOISE = re.compile(r"^(Note: |Warning: |\[src/libmpg123/)")
+_quiet_lock = threading.Lock()
+
+
+def _is_mp3(path: PathLike) -> bool:
+    """An ID3 tag or an MPEG frame sync at the start (the extension may say anything)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(3)
+    except OSError:
+        return False
+    return head[:3] == b"ID3" or (len(head) >= 2 and head[0] == 0xFF and head[1] & 0xE0 == 0xE0)
+
+
+@contextmanager
+def quiet_decoder(path: PathLike, is_mp3: Optional[bool] = None) -> Iterator[None]:
+    """Keep the MP3 decoder's notes about damaged frames off the user's stderr.
+
+    libmpg123 writes them to file descriptor 2 itself, past Python, so while an MP3 file is
+    opened or read fd 2 points at a temporary file; afterwards the decoder's lines go to the
+    debug log and anything else written meanwhile (another thread's output) to stderr as it
+    was. Wrap single calls only, never a ``yield`` to other code. Other formats: no change
+    (``is_mp3``: already known, else the file's first bytes are read).
+    """
+    if not (_is_mp3(path) if is_mp3 is None else is_mp3):
+        yield
+        return
+    with _quiet_lock, tempfile.TemporaryFile() as captured:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            text = captured.read().decode("utf-8", errors="replace")
+            other = []
+            for line in text.splitlines(keepends=True):
+                if _DECODER_NOISE.match(line):
+                    _log.debug("%s: decoder: %s", path, line.rstrip())
+                else:
+                    other.append(line)
+            if other:
+                sys.stderr.write("".join(other))
+                sys.stderr.flush()
 
 
 AUDIO_FORMATS = "WAV, FLAC, OGG/Vorbis, Opus, MP3 and the other formats of libsndfile"
@@ -72,6 +130,8 @@ def load_audio(path: PathLike, target_rate: int) -> np.ndarray:
     ((samples, rate),) = _decode(Path(path), None)  # the whole file: one block
     if rate != target_rate:
         samples = resample(samples, rate, target_rate)
+        if samples.size == 0:  # a few samples at a higher rate
+            raise AudioError(path, "empty", f"audio shorter than one sample at {target_rate} Hz")
     return np.clip(samples, -1.0, 1.0).astype(np.float32, copy=False)
 
 
@@ -96,8 +156,10 @@ def _decode(path: Path, block_seconds: Optional[float]) -> Iterator[Tuple[np.nda
         raise AudioError(path, "missing", "is a directory, not an audio file")
     if not path.is_file():
         raise AudioError(path, "missing", "audio file not found")
+    mp3 = _is_mp3(path)
     try:
-        f = sf.SoundFile(str(path))
+        with quiet_decoder(path, mp3):
+            f = sf.SoundFile(str(path))
     except (sf.SoundFileError, RuntimeError) as e:
         raise AudioError(
             path, "unreadable", f"cannot decode audio ({e}); accepted: {AUDIO_FORMATS}"
@@ -107,7 +169,8 @@ def _decode(path: Path, block_seconds: Optional[float]) -> Iterator[Tuple[np.nda
         block = -1 if block_seconds is None else max(1, int(block_seconds * rate))
         while True:
             try:
-                data = f.read(block, dtype="float32", always_2d=True)  # (N, Ch)
+                with quiet_decoder(path, mp3):
+                    data = f.read(block, dtype="float32", always_2d=True)  # (N, Ch)
             except (sf.SoundFileError, RuntimeError) as e:
                 raise AudioError(path, "unreadable", f"cannot decode audio ({e})") from None
             if data.shape[0] == 0:
