@@ -15,9 +15,11 @@ Builds long files of 1, 10 and 60 minutes from the test set's utterances, one af
   first minute and at the end;
 - ``decode`` of each file in full context, chunk-masked and simulated streaming (chunk 16,
   the same left chunks): wall seconds, peak RSS, and the WER of the long file against the WER
-  of the same utterances (in the same order, repeats included) decoded one by one.
+  of the same utterances (in the same order, repeats included) decoded one by one;
+- full-context ``decode`` of the file of the middle length by ``--max-window-seconds``
+  (``--windows``, seconds): how the window trades WER against memory.
 
-Prints two markdown tables (and writes them to OUT/bench_long.md).
+Prints markdown tables (and writes them to OUT/bench_long.md).
 """
 
 from __future__ import annotations
@@ -142,7 +144,11 @@ def decode_worker(args: argparse.Namespace) -> Dict[str, Any]:
 
     torch.set_num_threads(1)
     chunk = Chunking(CHUNK, args.left_chunks) if args.dmode != "full" else Chunking()
-    opts = DecodeOptions(chunking=chunk, simulate_streaming=args.dmode == "simulated")
+    opts = DecodeOptions(
+        chunking=chunk,
+        simulate_streaming=args.dmode == "simulated",
+        max_window_seconds=args.max_window,
+    )
     start = time.perf_counter()
     report = decode_cuts(args.model, args.data_file, args.dout, opts, "cpu")
     wall = time.perf_counter() - start
@@ -177,6 +183,11 @@ def main(argv: Optional[List[str]] = None) -> None:
     p.add_argument("--minutes", type=int, nargs="+", default=[1, 10, 60])
     p.add_argument("--left-chunks", type=int, default=4, help="history of the chunked runs (4)")
     p.add_argument("--out", type=Path, default=Path("exp/bench_long"))
+    p.add_argument(
+        "--windows", type=float, nargs="*", default=[10, 20, 30, 60, 120],
+        help="full-context window sweep (seconds) over the file of the middle length",
+    )  # fmt: skip
+    p.add_argument("--max-window", type=float, default=30.0)
     # worker modes
     p.add_argument("--worker", choices=["stream", "decode"])
     p.add_argument("--audio")
@@ -238,6 +249,27 @@ def main(argv: Optional[List[str]] = None) -> None:
             lines.append(
                 f"| {dmode} | {m} | {r['wall']:.1f} | {r['wall'] / m:.2f} | {r['peak']:.0f} | "
                 f"{r['wer']:.2f} | {same_utterances_wer(single, folder):.2f} |"
+            )
+            print(lines[-1], flush=True)
+    if args.windows:
+        m = sorted(files)[len(files) // 2]
+        lines += [
+            "",
+            f"`decode` in full context of the {m}-minute file, by `--max-window-seconds` "
+            "(windows overlap by 4 s):",
+            "",
+            "| window s | wall s | peak RSS MB | WER long | WER one by one |",
+            "|---|---|---|---|---|",
+        ]
+        single = _run(["--worker", "decode", *common, "--dmode", "full", "--data-file",
+                       str(args.data), "--dout", str(args.out / "one_full")])  # fmt: skip
+        for w in args.windows:
+            dout = str(files[m] / f"decode_full_window{w:g}")
+            r = _run(["--worker", "decode", *common, "--dmode", "full", "--max-window", str(w),
+                      "--data-file", str(files[m] / "cuts.jsonl.gz"), "--dout", dout])  # fmt: skip
+            lines.append(
+                f"| {w:g} | {r['wall']:.1f} | {r['peak']:.0f} | {r['wer']:.2f} | "
+                f"{same_utterances_wer(single, files[m]):.2f} |"
             )
             print(lines[-1], flush=True)
     (args.out / "bench_long.md").write_text("\n".join(lines) + "\n")

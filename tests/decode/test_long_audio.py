@@ -46,18 +46,51 @@ def test_long_full_context_is_the_windows_middles(tiny, corpus: Path) -> None:
     assert torch.allclose(whole, full[0], atol=1e-5)
 
 
-@pytest.mark.parametrize("simulate", [False, True])
-def test_long_chunked_decode_equals_the_usual_one(tiny, corpus: Path, simulate: bool) -> None:
+@pytest.mark.parametrize("simulate, left", [(False, -1), (True, -1), (False, 2)])
+def test_long_chunked_decode_equals_the_usual_one(
+    tiny, corpus: Path, simulate: bool, left: int, caplog
+) -> None:
     """Chunk-masked and simulated streaming are exact: cached chunk by chunk is the same
-    computation, so a 1-second window changes no transcript."""
+    computation, so a 1-second window changes no transcript. With all history each long
+    utterance warns that its cost grows with the square of its length."""
     cuts = list(load_cuts(corpus / "test-clean"))
-    common = dict(chunking=Chunking(4, -1), simulate_streaming=simulate)
+    common = dict(chunking=Chunking(4, left), simulate_streaming=simulate)
     usual = decode_model(tiny.model, tiny.tokenizer, tiny.cfg, cuts, DecodeOptions(**common))
     small = DecodeOptions(**common, max_window_seconds=1.0, window_overlap_seconds=0.5)
+    caplog.clear()
     windowed = decode_model(tiny.model, tiny.tokenizer, tiny.cfg, cuts, small)
     assert all(c.duration > 1.0 for c in cuts)
     assert [r.hyp.tokens for r in windowed.results] == [r.hyp.tokens for r in usual.results]
     assert sum(len(r.hyp.tokens) for r in usual.results) > 20
+    warned = [r.getMessage() for r in caplog.records if "--left-chunks 4" in r.getMessage()]
+    assert len(warned) == (len(cuts) if left < 0 else 0), warned
+    if warned:  # each names its utterance
+        assert {w.split(": ")[0] for w in warned} == {c.id for c in cuts}
+
+
+@pytest.mark.parametrize("left", [-1, 2])
+def test_a_stream_with_all_history_warns_once_when_it_grows_long(
+    tiny, test_audio, monkeypatch, caplog, left: int
+) -> None:
+    import numpy as np
+
+    import wenet_lite.decode.streaming as streaming
+    from wenet_lite.decode.endpoint import EndpointConfig
+
+    monkeypatch.setattr(streaming, "HISTORY_WARNING_SECONDS", 1.0)
+    rec = streaming.StreamingRecognizer.from_model(
+        tiny.model, tiny.cfg, tiny.tokenizer, Chunking(4, left),
+        endpoint=EndpointConfig(enabled=False),
+    )  # fmt: skip
+    audio = np.concatenate(test_audio[:3])
+    assert audio.size > 3 * 16000
+    stream = rec.create_stream()
+    caplog.clear()
+    stream.accept_waveform(16000, audio)
+    stream.input_finished()
+    rec.decode_until_done([stream])
+    warned = [r.getMessage() for r in caplog.records if "attention cache" in r.getMessage()]
+    assert len(warned) == (1 if left < 0 else 0), warned
 
 
 def _feats(cut, tiny) -> torch.Tensor:

@@ -159,3 +159,22 @@ def test_online_errors() -> None:
     assert fbank.finished
     with pytest.raises(RuntimeError, match="after input_finished"):
         fbank.accept_waveform(16000, np.zeros(10, np.float32))
+
+
+@pytest.mark.parametrize("dither", [0.0, 1.0])
+def test_compute_fbank_in_blocks_equals_one_pass(dither: float) -> None:
+    """compute_fbank moves frames out block by block (bounded memory for an hour of audio):
+    the same frames, bit for bit, as one pass over the whole signal, dither included."""
+    from wenet_lite.config import FeatureConfig
+    from wenet_lite.features import fbank as F
+
+    cfg = FeatureConfig()
+    x = (np.random.default_rng(0).standard_normal(F._FBANK_BLOCK * 2 + 12345) * 0.1).astype(
+        np.float32
+    )
+    blocks = F.compute_fbank(x, cfg.sample_rate, cfg, dither, np.random.default_rng(3))
+    one = F.OnlineFbank(cfg, dither=dither, rng=np.random.default_rng(3))
+    one.accept_waveform(cfg.sample_rate, x)
+    one.input_finished()
+    assert torch.equal(blocks, one.get_frames(0, one.num_frames_ready))
+    assert blocks.shape == (F.num_frames(len(x), cfg), cfg.num_mel_bins)

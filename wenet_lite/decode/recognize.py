@@ -303,6 +303,12 @@ def _decode_long(
     window = max(1, int(options.max_window_seconds / frame_s))
     overlap = int(options.window_overlap_seconds / frame_s)
     c, n = options.chunking.chunk_size, options.chunking.left_chunks
+    if c > 0 and n < 0:
+        _log.warning(
+            "%s: %.1f min chunk by chunk with all history (--left-chunks -1): time grows with "
+            "the square of its length and memory with it; --left-chunks 4 keeps both flat",
+            name, feats.size(0) * cfg.features.frame_shift_ms / 60000,
+        )  # fmt: skip
     log_probs = long_log_probs(model, feats, c, n, window, overlap, progress=name)  # (T, V)
     return _search(
         log_probs[None].float().cpu(), torch.tensor([log_probs.size(0)]), options, models

@@ -16,12 +16,14 @@ cache even with unlimited left context.
 
 Memory per stream: with ``left_chunks >= 0`` the caches have a fixed size and fbank frames
 are discarded once no window needs them, so an endless stream runs in constant memory and
-time per chunk. With ``left_chunks = -1`` the attention cache grows until the next endpoint.
+time per chunk. With ``left_chunks = -1`` the attention cache grows until the next endpoint
+(a warning says so once a stream holds more than ``HISTORY_WARNING_SECONDS`` of it).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -53,6 +55,9 @@ __all__ = ["STREAM_CHUNKING", "Stream", "StreamingRecognizer"]
 STREAM_CHUNKING = Chunking(16, -1)
 """The default of ``StreamingRecognizer`` and `wenet-lite stream`: 640 ms, all history."""
 _SOXR_QUALITY = "HQ"  # as features.audio.load_audio, so streamed and offline samples agree
+HISTORY_WARNING_SECONDS = 120.0
+"""With all history (-1): warn once a stream's attention cache spans this much audio."""
+_log = logging.getLogger(__name__)
 
 
 class Stream:
@@ -339,6 +344,9 @@ class StreamingRecognizer:
         self.dtype = model.encoder.cmvn.mean.dtype  # e.g. a model converted to bfloat16
         self._batcher = StateBatcher()
         self._positions = PositionTables(model.encoder, chunking.chunk_size)
+        self._frame_seconds = sub.rate * self.frame_shift_s
+        self._growth_warning = int(HISTORY_WARNING_SECONDS / self._frame_seconds)
+        self._warned_growth = chunking.left_chunks >= 0  # a fixed cache never grows
         self._models = self.options.load(tokenizer)  # the word LM and hotwords, if any
 
     def settings_record(self) -> Dict[str, Any]:
@@ -387,6 +395,13 @@ class StreamingRecognizer:
             log_probs = self.model.ctc(out).float().cpu()  # (B, C, V)
         log_probs = penalize_blank(log_probs, self.options.blank_penalty)
         valid = self.model.encoder.subsampling.output_lengths(lens).tolist()
+        if not self._warned_growth and new_state.att_cache.size(3) > self._growth_warning:
+            self._warned_growth = True
+            _log.warning(
+                "a stream holds %d s of history in its attention cache (--left-chunks -1, no "
+                "endpoint yet): time and memory per chunk grow with it; --left-chunks 4 or "
+                "endpointing keep them flat", round(self._growth_warning * self._frame_seconds),
+            )  # fmt: skip
         for i, (s, own) in enumerate(zip(ready, self._batcher.unstack(new_state))):
             s._advance(log_probs[i, : valid[i]], own)
         return ready

@@ -132,7 +132,8 @@ def load_audio(path: PathLike, target_rate: int) -> np.ndarray:
         samples = resample(samples, rate, target_rate)
         if samples.size == 0:  # a few samples at a higher rate
             raise AudioError(path, "empty", f"audio shorter than one sample at {target_rate} Hz")
-    return np.clip(samples, -1.0, 1.0).astype(np.float32, copy=False)
+    samples = np.asarray(samples, dtype=np.float32)  # ours alone: clip in place, no copy
+    return np.clip(samples, -1.0, 1.0, out=samples)
 
 
 def read_audio_blocks(

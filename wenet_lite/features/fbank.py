@@ -119,9 +119,30 @@ def compute_fbank(
         (T_in, F) float32 features, T_in = ``num_frames(N, cfg)``.
     """
     fbank = OnlineFbank(cfg, dither=dither, rng=rng)
-    fbank.accept_waveform(sample_rate, samples)
+    if sample_rate != cfg.sample_rate:
+        fbank.accept_waveform(sample_rate, samples[:0])  # raises, naming both rates
+    # In blocks, each block's frames moved out as they are ready: the memory beside the result
+    # stays one block's, for an hour of audio as for a second (the frames are the same).
+    out = torch.empty(num_frames(len(samples), cfg), cfg.num_mel_bins)  # (T_in, F)
+    done = 0
+    for start in range(0, len(samples), _FBANK_BLOCK):
+        fbank.accept_waveform(sample_rate, samples[start : start + _FBANK_BLOCK])
+        done = _move_frames(fbank, out, done)
     fbank.input_finished()
-    return fbank.get_frames(0, fbank.num_frames_ready)
+    done = _move_frames(fbank, out, done)
+    assert done == out.size(0), (done, out.size(0))
+    return out
+
+
+_FBANK_BLOCK = 160_000  # samples per block of compute_fbank: 10 s at 16 kHz
+
+
+def _move_frames(fbank: OnlineFbank, out: torch.Tensor, done: int) -> int:
+    ready = fbank.num_frames_ready
+    if ready > done:
+        out[done:ready] = fbank.get_frames(done, ready - done)
+        fbank.discard_before(ready)
+    return ready
 
 
 class OnlineFbank:
