@@ -88,6 +88,10 @@ def load_checkpoint(path: PathLike, map_location: str = "cpu") -> Dict[str, Any]
         raise CheckpointError(path, "is a directory, not a model file")
     if not path.is_file():
         raise FileNotFoundError(f"model file not found: {path}")
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if not (head.startswith(b"PK\x03\x04") or head[:1] == b"\x80"):  # zip archive / pickle
+        raise CheckpointError(path, f"not a model file (not a PyTorch save; it starts {head!r})")
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:

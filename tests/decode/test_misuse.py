@@ -11,6 +11,8 @@ import pytest
 
 from wenet_lite.cli import main
 
+TINY_CONFIG = Path(__file__).resolve().parents[2] / "conf" / "tiny_test.yaml"
+
 ROWS = [
     # decode
     (["decode", "--model", "{m}", "--data", "{d}", "--out", "{f}/out"], 2, "{f} is a file"),
@@ -45,6 +47,31 @@ ROWS = [
     (["compute-cmvn", "--config", "{f}", "--data", "{d}", "--out", "{t}"], 2,
      "{t} is a directory"),
     (["prepare", "list", "--src", "{t}/none.list", "--out", "{t}/o"], 1, "{t}/none.list"),
+    (["prepare", "list", "--src", "{f}", "--out", "{t}/o"], 1, "{f}:1: neither a WeNet"),
+    # configs and --set
+    (["train", "--config", "{t}/dup.yaml", "--data", "{d}", "--exp", "{t}/o"], 2,
+     "model: appears twice (line 3 of {t}/dup.yaml)"),
+    (["train", "--config", "{t}/bin.yaml", "--data", "{d}", "--exp", "{t}/o"], 2,
+     "{t}/bin.yaml is not UTF-8 text"),
+    (["train", "--config", "{c}", "--data", "{d}", "--exp", "{t}/o", "--set", "encoder.nope=1"],
+     2, "encoder.nope: unknown key"),
+    (["train", "--config", "{c}", "--data", "{d}", "--exp", "{t}/o", "--set",
+      "encoder.d_model=abc"], 2, "encoder.d_model: must be an integer"),
+    (["train", "--config", "{c}", "--data", "{d}", "--exp", "{t}/o", "--set", "encoder"], 2,
+     "not of the form key.path=value"),
+    # files that are not what they should be, numbers out of range
+    (["decode", "--model", "{f}", "--data", "{d}", "--out", "{t}/o"], 1,
+     "{f}: not a model file"),
+    (["decode", "--model", "{m}", "--data", "{t}/none", "--out", "{t}/o"], 1, "{t}/none"),
+    (["stream", "--model", "{m}", "--sample-rate", "0", "-"], 2, "--sample-rate: '0'"),
+    (["stream", "--model", "{m}", "--max-streams", "0", "a.wav"], 2, "--max-streams: '0'"),
+    (["export", "--model", "{m}", "--format", "onnx", "--chunk-size", "4", "--left-chunks",
+      "-2", "--out", "{t}/o"], 1, "left chunks must be -1"),
+    (["average", "--exp", "{t}"], 1, "{t}: no step_N.pt checkpoints"),
+    (["compute-cmvn", "--config", "{c}", "--data", "{t}/none", "--out", "{t}/c.json"], 1,
+     "{t}/none"),
+    (["score", "--hyp", "{f}", "--data", "{t}/none", "--out", "{t}/o"], 1, "{t}/none"),
+    (["train-lm", "--data", "{t}/none", "--out", "{t}/lm.json"], 1, "{t}/none"),
 ]  # fmt: skip
 
 
@@ -53,8 +80,10 @@ def test_misuse_is_one_line(tiny, corpus: Path, tmp_path: Path, capsys, argv, co
     plain = tmp_path / "plain.txt"
     plain.write_text("x\n")
     (tmp_path / "empty.yaml").write_text("")
+    (tmp_path / "dup.yaml").write_text("model:\n  d_model: 4\nmodel:\n  d_model: 8\n")
+    (tmp_path / "bin.yaml").write_bytes(b"\xff\xfe\x00bad")
     fill = {"m": str(tiny.path), "d": str(corpus / "test-clean"), "f": str(plain),
-            "t": str(tmp_path)}  # fmt: skip
+            "t": str(tmp_path), "c": str(TINY_CONFIG)}  # fmt: skip
     before = sorted(tmp_path.rglob("*"))
     assert main([a.format(**fill) for a in argv]) == code
     err = capsys.readouterr().err

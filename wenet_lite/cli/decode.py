@@ -15,6 +15,7 @@ from wenet_lite.cli.flags import (
     options_from,
     output_dir,
     output_file,
+    positive_int,
 )
 
 if TYPE_CHECKING:  # imported where used: `wenet-lite --help` stays instant
@@ -114,8 +115,12 @@ def add_stream(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rule1-silence", type=float, default=2.4, help="s, nothing decoded (2.4)")
     p.add_argument("--rule2-silence", type=float, default=1.2, help="s, after speech (1.2)")
     p.add_argument("--max-segment", type=float, default=20.0, help="s, rule 3 (20)")
-    p.add_argument("--sample-rate", type=int, default=16000, help="of PCM on stdin (16000)")
-    p.add_argument("--max-streams", type=int, default=1, help="inputs decoded concurrently")
+    p.add_argument(
+        "--sample-rate", type=positive_int, default=16000, help="of PCM on stdin (16000)"
+    )
+    p.add_argument(
+        "--max-streams", type=positive_int, default=1, help="inputs decoded concurrently"
+    )
     p.add_argument("--ref", help="prepared set (dir holding cuts.jsonl.gz) to score against")
     p.add_argument(
         "--out", type=output_dir,

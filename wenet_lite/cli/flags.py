@@ -88,6 +88,17 @@ def _positive_chunk(text: str) -> int:
     return value
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
+    return value
+
+
 def chunking_from(args: argparse.Namespace) -> Any:
     from wenet_lite.model.chunking import Chunking
 
