@@ -51,9 +51,9 @@ def build(data: Path, out: Path, minutes: List[int]) -> Dict[int, Path]:
     """OUT/long_<m>min/{audio.wav, cuts.jsonl.gz}: the set's utterances end to end, and the
     same utterances one by one (OUT/utterances) for the per-utterance WER."""
     import soundfile as sf
-    from lhotse import CutSet, Recording, SupervisionSegment
+    from lhotse import Recording, SupervisionSegment
 
-    from wenet_lite.data.manifest import cut_samples, cut_text, load_cuts, utterance_cuts
+    from wenet_lite.data.manifest import cut_samples, cut_text, from_pairs, load_cuts, save_cuts
 
     cuts = sorted(load_cuts(data), key=lambda c: c.id)
     made = {}
@@ -73,12 +73,7 @@ def build(data: Path, out: Path, minutes: List[int]) -> Dict[int, Path]:
             sf.write(wav, np.concatenate(pieces), RATE, subtype="PCM_16")
             rec = Recording.from_file(str(wav), recording_id=f"long{m}")
             sup = SupervisionSegment(f"long{m}", rec.id, 0.0, rec.duration, text=" ".join(texts))
-            from lhotse import RecordingSet, SupervisionSet
-
-            cutset = utterance_cuts(
-                RecordingSet.from_recordings([rec]), SupervisionSet.from_segments([sup])
-            )
-            CutSet.from_cuts(cutset).to_file(folder / "cuts.jsonl.gz")
+            save_cuts(from_pairs([(rec, sup)]), folder / "cuts.jsonl.gz")
             ids = [cuts[k % len(cuts)].id for k in range(i)]
             (folder / "utterances.txt").write_text("\n".join(ids) + "\n")
         made[m] = folder

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import TYPE_CHECKING, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -26,26 +26,32 @@ from wenet_lite.features.audio import load_audio
 from wenet_lite.features.fbank import compute_fbank
 from wenet_lite.model_io import load_model
 
+if TYPE_CHECKING:
+    from lhotse import Cut
+
 MAX_ROWS = 40  # token rows in the heatmap; the rest of a long utterance is left out
 
 
-def pick_utterance(data: Path, index: int) -> Tuple[str, str, str]:
-    """(audio path, utterance id, transcript) of the index-th cut of a prepared part."""
+def pick_utterance(data: Path, index: int) -> Tuple[Cut, str, str]:
+    """(cut, utterance id, transcript) of the index-th cut of a prepared part."""
     from wenet_lite.data.manifest import cut_text, nth_cut
 
     try:
         cut = nth_cut(data, index)
     except ValueError as e:
         raise SystemExit(f"error: --index: {e}") from None
-    return cut.recording.sources[0].source, cut.id, cut_text(cut)
+    return cut, cut.id, cut_text(cut)
 
 
 @torch.no_grad()
-def posteriors(model_path: Path, audio: str, chunk_size: int):
+def posteriors(model_path: Path, audio: Union[str, Cut], chunk_size: int):
     """(fbank (T_in, F), log-probs (T, V), greedy (frame, token id) pairs, tokenizer,
-    subsampling rate, config)."""
+    subsampling rate, config) of an audio file or of a cut's span (Kaldi segments too)."""
+    from wenet_lite.data.manifest import cut_samples
+
     model, tokenizer, cfg = load_model(model_path)
-    samples = load_audio(audio, cfg.features.sample_rate)
+    rate = cfg.features.sample_rate
+    samples = load_audio(audio, rate) if isinstance(audio, str) else cut_samples(audio, rate)
     feats = compute_fbank(samples, cfg.features.sample_rate, cfg.features)  # (T_in, F)
     lens = torch.tensor([feats.size(0)])
     log_probs, _ = model.ctc_log_probs(feats[None], lens, chunk_size, -1)  # (1, T, V)
@@ -56,7 +62,7 @@ def posteriors(model_path: Path, audio: str, chunk_size: int):
     return feats.numpy(), log_probs.numpy(), emitted, tokenizer, rate, cfg
 
 
-def plot(args: argparse.Namespace, audio: str, title: str, ref: Optional[str]) -> str:
+def plot(args: argparse.Namespace, audio: Union[str, Cut], title: str, ref: Optional[str]) -> str:
     import matplotlib
 
     matplotlib.use("Agg")

@@ -134,18 +134,18 @@ def main(argv: Optional[List[str]] = None) -> str:
         layers.append(layer % blocks)
     if not 0 <= args.head < model.encoder.num_heads:
         p.error(f"--head {args.head}: the model has {model.encoder.num_heads} heads")
+    rate = cfg.features.sample_rate
     if args.data is not None:
-        from wenet_lite.data.manifest import nth_cut
+        from wenet_lite.data.manifest import cut_samples, nth_cut
 
         try:
             cut = nth_cut(args.data, args.index)
         except ValueError as e:
             p.error(f"--index: {e}")
-        audio, name = cut.recording.sources[0].source, cut.id
+        samples, name = cut_samples(cut, rate), cut.id  # the cut's span (Kaldi segments too)
     else:
-        audio, name = args.audio, Path(args.audio).name
-    rate = cfg.features.sample_rate
-    feats = compute_fbank(load_audio(audio, rate), rate, cfg.features)  # (T_in, F)
+        samples, name = load_audio(args.audio, rate), Path(args.audio).name
+    feats = compute_fbank(samples, rate, cfg.features)  # (T_in, F)
     terms = attention_terms(model, feats, args.chunk_size, args.left_chunks, layers, args.head)
     frame_s = model.encoder.subsampling.rate * cfg.features.frame_shift_ms / 1000
     how = "full context" if args.chunk_size <= 0 else (
