@@ -1,7 +1,7 @@
 """`wenet-lite <subcommand>`: thin argparse shims over plain functions that tests call directly.
 
-Each subcommand has an ``add_<name>`` (in ``cli/train.py``, ``cli/decode.py`` or
-``cli/export.py``) that declares its flags and a ``_run_<name>`` that
+Each subcommand has an ``add_<name>`` (in ``cli/train.py``, ``cli/decode.py``,
+``cli/serve.py`` or ``cli/export.py``) that declares its flags and a ``_run_<name>`` that
 imports its module lazily (so `--help` is instant) and calls the typed function. Exit codes:
 0 success, 1 some inputs failed (each named on stderr), 2 bad usage or config.
 """
@@ -16,6 +16,7 @@ from typing import Callable, List, NoReturn, Optional
 from wenet_lite.cli.decode import add_decode, add_score, add_stream, add_train_lm
 from wenet_lite.cli.export import add_export
 from wenet_lite.cli.flags import UsageError
+from wenet_lite.cli.serve import add_serve
 from wenet_lite.cli.train import (
     add_average,
     add_compute_cmvn,
@@ -40,6 +41,7 @@ _SUBCOMMANDS: List[Callable[[argparse._SubParsersAction], None]] = [
     add_average,
     add_decode,
     add_stream,
+    add_serve,
     add_score,
     add_train_lm,
     add_export,

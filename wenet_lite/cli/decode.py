@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING
 from wenet_lite.cli.flags import (
     UsageError,
     add_chunking,
+    add_endpoint,
     add_options,
     chunking_from,
     device_from,
+    endpoint_from,
     options_from,
     output_dir,
     output_file,
@@ -111,10 +113,7 @@ def add_stream(sub: argparse._SubParsersAction) -> None:
     add_chunking(p, 16, -1)
     add_options(p, SearchOptions, skip=("nbest",))
     p.add_argument("--json", action="store_true", help="JSON lines on stdout")
-    p.add_argument("--no-endpoint", action="store_true", help="one segment per input")
-    p.add_argument("--rule1-silence", type=float, default=2.4, help="s, nothing decoded (2.4)")
-    p.add_argument("--rule2-silence", type=float, default=1.2, help="s, after speech (1.2)")
-    p.add_argument("--max-segment", type=float, default=20.0, help="s, rule 3 (20)")
+    add_endpoint(p)
     p.add_argument(
         "--sample-rate", type=positive_int, default=16000, help="of PCM on stdin (16000)"
     )
@@ -132,18 +131,12 @@ def add_stream(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_stream(args: argparse.Namespace) -> int:
-    from wenet_lite.decode.endpoint import EndpointConfig
     from wenet_lite.decode.options import SearchOptions
     from wenet_lite.decode.score import References
     from wenet_lite.decode.stream_files import stream_inputs
     from wenet_lite.decode.streaming import StreamingRecognizer
 
-    try:
-        endpoint = EndpointConfig(
-            not args.no_endpoint, args.rule1_silence, args.rule2_silence, args.max_segment
-        )
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    endpoint = endpoint_from(args)
     chunking, options = chunking_from(args), options_from(SearchOptions, args)
     if not chunking.streaming:
         raise UsageError(f"--chunk-size must be >= 1 to stream, got {chunking.chunk_size}")

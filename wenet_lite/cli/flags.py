@@ -11,6 +11,7 @@ from typing import Any, Literal, Optional, Sequence, Union
 
 __all__ = [
     "UsageError", "add_set", "add_options", "options_from", "add_chunking", "chunking_from",
+    "add_endpoint", "endpoint_from",
     "device_from", "output_dir", "output_file", "output_path",
 ]  # fmt: skip
 
@@ -104,6 +105,25 @@ def chunking_from(args: argparse.Namespace) -> Any:
 
     try:
         return Chunking(args.chunk_size, args.left_chunks)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def add_endpoint(p: argparse.ArgumentParser) -> None:
+    """The endpointing flags of `stream` and `serve` (decode/endpoint.py)."""
+    p.add_argument("--no-endpoint", action="store_true", help="one segment per input")
+    p.add_argument("--rule1-silence", type=float, default=2.4, help="s, nothing decoded (2.4)")
+    p.add_argument("--rule2-silence", type=float, default=1.2, help="s, after speech (1.2)")
+    p.add_argument("--max-segment", type=float, default=20.0, help="s, rule 3 (20)")
+
+
+def endpoint_from(args: argparse.Namespace) -> Any:
+    from wenet_lite.decode.endpoint import EndpointConfig
+
+    try:
+        return EndpointConfig(
+            not args.no_endpoint, args.rule1_silence, args.rule2_silence, args.max_segment
+        )
     except ValueError as e:
         raise UsageError(str(e)) from None
 

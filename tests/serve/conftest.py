@@ -1,0 +1,180 @@
+"""Server fixtures: `wenet-lite serve` in a subprocess on a free port of 127.0.0.1, over the
+decode tests' rigged tiny model (tests/decode/conftest.py), and websocket clients written to
+each protocol."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import pytest
+
+from tests.decode.conftest import corpus, test_audio, tiny  # noqa: F401 - shared fixtures
+
+_LISTENING = re.compile(r"listening on ws://[\d.]+:(\d+)")
+
+
+@dataclass
+class ServerProcess:
+    proc: subprocess.Popen
+    port: int
+    lines: List[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    def health(self) -> Dict[str, float]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=10) as r:
+            return json.loads(r.read())
+
+    def log(self) -> str:
+        return "".join(self.lines)
+
+    def wait_log(self, pattern: str, timeout: float = 20) -> re.Match:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = re.search(pattern, self.log())
+            if found:
+                return found
+            time.sleep(0.05)
+        raise AssertionError(f"no {pattern!r} in the server's log:\n{self.log()}")
+
+    def rss_kb(self) -> int:
+        status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        return int(re.search(r"VmRSS:\s+(\d+)", status).group(1))
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        return self.proc.wait(timeout=60)
+
+
+def start_server(model: Path, *flags: str) -> ServerProcess:
+    cmd = [sys.executable, "-m", "wenet_lite", "serve", "--model", str(model), "--port", "0"]
+    proc = subprocess.Popen(
+        [*cmd, *flags], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    lines: List[str] = []
+    threading.Thread(
+        target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True
+    ).start()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        found = _LISTENING.search("".join(lines))
+        if found:
+            return ServerProcess(proc, int(found.group(1)), lines)
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError("the server did not start:\n" + "".join(lines))
+
+
+@pytest.fixture(scope="module")
+def server(tiny) -> ServerProcess:  # noqa: F811
+    """Greedy search, chunk 4, endpointing on; small limits for the misuse tests."""
+    s = start_server(
+        tiny.path, "--chunk-size", "4", "--left-chunks", "-1", "--idle-timeout", "3",
+        "--max-connections", "24", "--max-message-size", "100000", "--log-interval", "1",
+    )  # fmt: skip
+    yield s
+    assert s.stop() == 0, s.log()
+
+
+def pieces(audio: np.ndarray, seed: int, largest: float = 0.25) -> List[np.ndarray]:
+    """The audio cut in random sizes from 1 sample to ``largest`` seconds."""
+    rng = np.random.default_rng(seed)
+    out, i = [], 0
+    while i < len(audio):
+        n = int(rng.integers(1, int(largest * 16000)))
+        out.append(audio[i : i + n])
+        i += n
+    return out
+
+
+@dataclass
+class Session:
+    messages: List[object]
+    close_code: Optional[int]
+    close_reason: str
+
+
+async def sherpa_session(
+    url: str, audio: np.ndarray, seed: int = 0, pace: float = 0.0, end: bool = True
+) -> Session:
+    """sherpa-onnx's protocol: float32 pieces, 'Done', results until 'Done!' and the close."""
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed
+
+    async with connect(url, max_size=None) as ws:
+        for piece in pieces(audio, seed):
+            await ws.send(piece.astype("<f4").tobytes())
+            if pace:
+                await asyncio.sleep(pace)
+        if end:
+            await ws.send("Done")
+        messages: List[object] = []
+        try:
+            async for m in ws:
+                messages.append(m if m == "Done!" else json.loads(m))
+        except ConnectionClosed:
+            pass
+        return Session(messages, ws.close_code, ws.close_reason or "")
+
+
+async def wenet_session(
+    url: str, audio: np.ndarray, seed: int = 0, continuous: bool = True
+) -> Session:
+    """WeNet's protocol: start, int16 pieces, end; every message until the close."""
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed
+
+    async with connect(url + "/wenet") as ws:
+        await ws.send(
+            json.dumps({"signal": "start", "nbest": 1, "continuous_decoding": continuous})
+        )
+        assert json.loads(await ws.recv()) == {"status": "ok", "type": "server_ready"}
+        pcm = np.clip(np.round(audio * 32768), -32768, 32767).astype("<i2")
+        for piece in pieces(pcm, seed):
+            await ws.send(piece.tobytes())
+        await ws.send(json.dumps({"signal": "end"}))
+        messages: List[object] = []
+        try:
+            async for m in ws:
+                messages.append(json.loads(m))
+        except ConnectionClosed:
+            pass
+        return Session(messages, ws.close_code, ws.close_reason or "")
+
+
+def sherpa_finals(messages: Sequence[object]) -> List[str]:
+    """The text of each closed segment, in order (sherpa's client keys results by segment)."""
+    segments: Dict[int, str] = {}
+    for m in messages:
+        if isinstance(m, dict) and m["is_final"]:
+            segments[m["segment"]] = m["text"]
+    return [segments[k] for k in sorted(segments) if segments[k]]
+
+
+def wenet_finals(messages: Sequence[object]) -> List[dict]:
+    """The best path of each final_result with a sentence."""
+    found = []
+    for m in messages:
+        if isinstance(m, dict) and m.get("type") == "final_result":
+            best = json.loads(m["nbest"])[0]
+            if best["sentence"]:
+                found.append(best)
+    return found

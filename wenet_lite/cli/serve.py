@@ -1,0 +1,88 @@
+"""`wenet-lite serve`."""
+
+from __future__ import annotations
+
+import argparse
+
+from wenet_lite.cli.flags import (
+    UsageError,
+    add_chunking,
+    add_endpoint,
+    add_options,
+    chunking_from,
+    device_from,
+    endpoint_from,
+    options_from,
+    positive_int,
+)
+
+
+def add_serve(sub: argparse._SubParsersAction) -> None:
+    from wenet_lite.decode.options import SearchOptions
+
+    p = sub.add_parser(
+        "serve",
+        help="websocket server for live streaming recognition (sherpa-onnx and WeNet clients, "
+        "a browser page)",
+        description="usage: wenet-lite serve --model exp/u2/avg_5.pt [--port 6006] "
+        "[--chunk-size 16] [--left-chunks -1] [--lm LM]\n\n"
+        "Serves streaming recognition on ws://HOST:PORT/ in sherpa-onnx's online websocket "
+        "protocol (binary float32 samples at 16 kHz, 'Done' at the end; its clients work "
+        "unchanged) and on /wenet in WeNet's (start signal, int16 PCM, end signal). "
+        "http://HOST:PORT/ is a page that streams the microphone or a file; /health gives "
+        "counters as JSON. Every ready stream of every connection is decoded in one batched "
+        "encoder call per step, off the event loop. Stop with SIGTERM or Ctrl-C: open streams "
+        "get their final results first.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--model", required=True, help="model file (checkpoint or averaged)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    p.add_argument("--port", type=int, default=6006, help="0: any free port (6006)")
+    add_chunking(p, 16, -1)
+    add_options(p, SearchOptions, skip=("nbest",))
+    add_endpoint(p)
+    p.add_argument(
+        "--max-connections", type=positive_int, default=1000,
+        help="more are refused with HTTP 503 and the reason (1000)",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-batch-size", type=positive_int, default=256,
+        help="streams decoded in one encoder call (256)",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-wait-ms", type=float, default=0.0,
+        help="wait this long for more audio before each decode step (0)",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-message-size", type=positive_int, default=1 << 20,
+        help="bytes; a larger message closes its connection (1048576)",
+    )  # fmt: skip
+    p.add_argument(
+        "--idle-timeout", type=float, default=30.0,
+        help="s without a message before a client's input is ended (30)",
+    )  # fmt: skip
+    p.add_argument("--log-interval", type=float, default=10.0, help="s between load lines (10)")
+    p.add_argument("--threads", type=positive_int, default=1, help="torch threads (1)")
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda, ...")
+    p.set_defaults(func=_run_serve)
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    from wenet_lite.decode.options import SearchOptions
+    from wenet_lite.decode.streaming import StreamingRecognizer
+    from wenet_lite.serve import ServerOptions, serve
+
+    endpoint = endpoint_from(args)
+    chunking, options = chunking_from(args), options_from(SearchOptions, args)
+    try:
+        server_options = ServerOptions(
+            args.host, args.port, args.max_connections, args.max_batch_size, args.max_wait_ms,
+            args.max_message_size, args.idle_timeout, args.log_interval,
+        )  # fmt: skip
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    recognizer = StreamingRecognizer(
+        args.model, chunking, options, endpoint=endpoint, device=device_from(args.device)
+    )
+    serve(recognizer, server_options, threads=args.threads)
+    return 0

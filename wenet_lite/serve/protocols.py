@@ -1,0 +1,168 @@
+"""The two websocket protocols `wenet-lite serve` speaks, as plain functions over messages.
+
+**sherpa-onnx** (path ``/``; k2-fsa/sherpa-onnx ``online-websocket-server-impl.cc`` and its
+Python clients): the client sends binary messages of float32 little-endian samples in [-1, 1]
+at 16 kHz, then the text ``Done``. After each decoded chunk the server sends the open segment as
+``OnlineRecognizerResult::AsJsonString`` writes it (``text``, ``tokens``, ``timestamps`` in
+seconds from ``start_time``, ``ys_probs``, ``lm_probs``, ``context_scores``, ``segment``,
+``words``, ``start_time``, ``is_final``, ``is_eof``); a closed segment comes with ``is_final``
+true and the next one has ``segment`` one higher; the last message has ``is_eof`` true, then
+the text ``Done!`` and a normal close.
+
+**WeNet** (path ``/wenet``; wenet-e2e/wenet ``runtime/core/websocket/websocket_server.cc``):
+``{"signal": "start", "nbest": 1, "continuous_decoding": true}`` is answered by
+``{"status": "ok", "type": "server_ready"}``; then binary int16 little-endian PCM at 16 kHz;
+``partial_result`` and ``final_result`` messages carry ``nbest``, a JSON *string* of
+``[{"sentence": ..., "word_pieces": [{"word", "start", "end"}]}]`` (times in ms, word pieces on
+finals only); ``{"signal": "end"}`` gets the last ``final_result`` and ``speech_end``. Without
+``continuous_decoding`` the session ends at the first endpoint, as WeNet's does. Errors are
+``{"status": "failed", "message": ...}``. Our search keeps one best path per stream, so
+``nbest`` holds one entry whatever the client asks for.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Optional, Union
+
+import numpy as np
+
+from wenet_lite.decode.result import Result
+
+__all__ = [
+    "ProtocolError", "WenetStart", "close_reason", "decode_float32", "decode_int16",
+    "empty_result", "parse_wenet_text", "sherpa_result", "wenet_failed", "wenet_final",
+    "wenet_partial", "SHERPA_DONE", "SHERPA_END", "WENET_READY", "WENET_SPEECH_END",
+]  # fmt: skip
+
+SHERPA_END = "Done"
+"""text message of a sherpa-onnx client: no more audio"""
+SHERPA_DONE = "Done!"
+"""text message of the server after a sherpa-onnx stream's last result"""
+WENET_READY = json.dumps({"status": "ok", "type": "server_ready"})
+WENET_SPEECH_END = json.dumps({"status": "ok", "type": "speech_end"})
+
+
+class ProtocolError(ValueError):
+    """A message that breaks the protocol; ``code`` is the websocket close code to answer."""
+
+    def __init__(self, message: str, code: int = 1003) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def decode_float32(data: bytes) -> np.ndarray:
+    """Samples of a sherpa-onnx binary message, (N,) float32, checked."""
+    if len(data) % 4:
+        raise ProtocolError(
+            f"a binary message of {len(data)} bytes is not float32 samples (4 bytes each)", 1007
+        )
+    return _finite(np.frombuffer(data, dtype="<f4").astype(np.float32))
+
+
+def decode_int16(data: bytes) -> np.ndarray:
+    """Samples of a WeNet binary message (int16 PCM) as (N,) float32 in [-1, 1)."""
+    if len(data) % 2:
+        raise ProtocolError(
+            f"a binary message of {len(data)} bytes is not 16-bit PCM (2 bytes a sample)", 1007
+        )
+    return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
+
+
+def _finite(x: np.ndarray) -> np.ndarray:
+    bad = np.flatnonzero(~np.isfinite(x))
+    if bad.size:
+        raise ProtocolError(
+            f"sample {int(bad[0])} of a binary message is {x[bad[0]]}: samples must be finite",
+            1007,
+        )
+    return x
+
+
+def sherpa_result(result: Result, segment: int, is_final: bool, is_eof: bool) -> str:
+    """One segment as sherpa-onnx's ``OnlineRecognizerResult::AsJsonString`` writes it."""
+    return json.dumps(
+        {
+            "text": result.text,
+            "tokens": result.tokens,
+            "timestamps": [round(t - result.start, 2) for t in result.timestamps],
+            "ys_probs": [],
+            "lm_probs": [],
+            "context_scores": [],
+            "segment": segment,
+            "words": [],
+            "start_time": round(result.start, 2),
+            "is_final": is_final,
+            "is_eof": is_eof,
+        },
+        ensure_ascii=False,
+    )
+
+
+@dataclass(frozen=True)
+class WenetStart:
+    """A WeNet client's start signal."""
+
+    nbest: int = 1
+    continuous_decoding: bool = False
+
+
+def parse_wenet_text(text: str) -> Union[WenetStart, str]:
+    """A WeNet text message: a :class:`WenetStart`, or ``"end"``. Anything else raises
+    :class:`ProtocolError` with WeNet's reason."""
+    try:
+        message = json.loads(text)
+    except ValueError:
+        raise ProtocolError(f"Wrong protocol: not JSON: {text[:60]!r}") from None
+    if not isinstance(message, dict):
+        raise ProtocolError(f"Wrong protocol: not a JSON object: {text[:60]!r}")
+    if "signal" not in message:
+        raise ProtocolError(f"Wrong message header: no 'signal' in {text[:60]!r}")
+    signal = message["signal"]
+    if signal == "end":
+        return "end"
+    if signal != "start":
+        raise ProtocolError(f"Unexpected signal type {signal!r} (start or end)")
+    nbest = message.get("nbest", 1)
+    if not isinstance(nbest, int) or isinstance(nbest, bool) or nbest < 1:
+        raise ProtocolError(f"integer >= 1 is expected for nbest option, got {nbest!r}")
+    continuous = message.get("continuous_decoding", False)
+    if not isinstance(continuous, bool):
+        raise ProtocolError(
+            f"boolean true or false is expected for continuous_decoding option, got {continuous!r}"
+        )
+    return WenetStart(nbest, continuous)
+
+
+def _nbest(result: Result, with_words: bool) -> str:
+    path: dict = {"sentence": result.text}
+    if with_words:
+        path["word_pieces"] = [
+            {"word": w.text, "start": round(w.start * 1000), "end": round(w.end * 1000)}
+            for w in result.words
+        ]
+    return json.dumps([path], ensure_ascii=False)
+
+
+def wenet_partial(result: Result) -> str:
+    return json.dumps({"status": "ok", "type": "partial_result", "nbest": _nbest(result, False)})
+
+
+def wenet_final(result: Result) -> str:
+    return json.dumps({"status": "ok", "type": "final_result", "nbest": _nbest(result, True)})
+
+
+def wenet_failed(message: str) -> str:
+    return json.dumps({"status": "failed", "message": message})
+
+
+def close_reason(message: str, limit: int = 120) -> str:
+    """A websocket close reason (at most 123 bytes of UTF-8) from an error message."""
+    encoded = message.encode("utf-8")[:limit]
+    return encoded.decode("utf-8", errors="ignore")
+
+
+def empty_result(start: float, end: Optional[float] = None) -> Result:
+    """A segment with nothing recognised, starting at ``start`` seconds."""
+    return Result("", [], [], [], [], 1.0, start, start if end is None else end, True)
