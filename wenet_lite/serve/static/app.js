@@ -137,18 +137,23 @@ async function startMicrophone() {
     buttons(false);
     return;
   }
+  // The context runs at the device's rate and the page resamples: asked for 16 kHz, Chrome's
+  // own conversion of a 16 kHz source through a 44.1 kHz device recognised worse.
   const context = new AudioContext();
   await context.audioWorklet.addModule("/capture-worklet.js");
   const source = context.createMediaStreamSource(stream);
   const node = new AudioWorkletNode(context, "capture-processor");
   const resampler = new Resampler(context.sampleRate);
+  const waiting = []; // audio captured before the server is ready: sent then, none lost
+  node.port.onmessage = (event) => waiting.push(resampler.process(event.data));
+  source.connect(node);
   capture = { context, source, node, stream };
   socket = openSession(() => {
     setStatus(`listening (microphone at ${context.sampleRate} Hz, sent at 16 kHz)`);
+    for (const block of waiting.splice(0)) socket.send(toPcm16(block));
     node.port.onmessage = (event) => {
       if (socket && socket.readyState === WebSocket.OPEN) socket.send(toPcm16(resampler.process(event.data)));
     };
-    source.connect(node);
   });
 }
 
