@@ -136,7 +136,7 @@ async def sherpa_session(
 
 
 async def wenet_session(
-    url: str, audio: np.ndarray, seed: int = 0, continuous: bool = True
+    url: str, audio: np.ndarray, seed: int = 0, continuous: bool = True, pace: float = 0.0
 ) -> Session:
     """WeNet's protocol: start, int16 pieces, end; every message until the close."""
     from websockets.asyncio.client import connect
@@ -150,6 +150,8 @@ async def wenet_session(
         pcm = np.clip(np.round(audio * 32768), -32768, 32767).astype("<i2")
         for piece in pieces(pcm, seed):
             await ws.send(piece.tobytes())
+            if pace:
+                await asyncio.sleep(pace)
         await ws.send(json.dumps({"signal": "end"}))
         messages: List[object] = []
         try:

@@ -62,8 +62,8 @@ def stream_reference(capsys, model: Path, paths, *flags: str) -> Dict[str, List[
 async def _all_sessions(url: str, files: Dict[str, np.ndarray]):
     names = list(files)
     sessions = await asyncio.gather(
-        *[sherpa_session(url, files[n], seed=i) for i, n in enumerate(names)],
-        *[wenet_session(url, files[n], seed=10 + i) for i, n in enumerate(names)],
+        *[sherpa_session(url, files[n], seed=i, pace=0.01) for i, n in enumerate(names)],
+        *[wenet_session(url, files[n], seed=10 + i, pace=0.01) for i, n in enumerate(names)],
     )
     return dict(zip(names, sessions[: len(names)])), dict(zip(names, sessions[len(names) :]))
 

@@ -7,7 +7,7 @@ import argparse
 import dataclasses
 import typing
 from pathlib import Path
-from typing import Any, Literal, Optional, Sequence, Union
+from typing import Any, Callable, Literal, Optional, Sequence, Union
 
 __all__ = [
     "UsageError", "add_set", "add_options", "options_from", "add_chunking", "chunking_from",
@@ -91,12 +91,28 @@ def _positive_chunk(text: str) -> int:
 
 def positive_int(text: str) -> int:
     """An argparse type: an integer >= 1."""
+    return _number(text, int, lambda v: v >= 1, "must be at least 1")
+
+
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 0 for any free one."""
+    return _number(text, int, lambda v: 0 <= v <= 65535, "is not a port (0..65535; 0: any)")
+
+
+def non_negative(text: str) -> float:
+    """An argparse type: a number >= 0 (not NaN)."""
+    return _number(text, float, lambda v: v >= 0, "must be a number >= 0")
+
+
+def _number(text: str, kind: Callable[[str], Any], ok: Callable[[Any], bool], what: str) -> Any:
     try:
-        value = int(text)
+        value = kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not {'an integer' if kind is int else 'a number'}"
+        ) from None
+    if not ok(value):
+        raise argparse.ArgumentTypeError(f"{text!r}: {what}")
     return value
 
 

@@ -12,7 +12,9 @@ from wenet_lite.cli.flags import (
     chunking_from,
     device_from,
     endpoint_from,
+    non_negative,
     options_from,
+    port_number,
     positive_int,
 )
 
@@ -37,7 +39,7 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--model", required=True, help="model file (checkpoint or averaged)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
-    p.add_argument("--port", type=int, default=6006, help="0: any free port (6006)")
+    p.add_argument("--port", type=port_number, default=6006, help="0: any free port (6006)")
     add_chunking(p, 16, -1)
     add_options(p, SearchOptions, skip=("nbest",))
     add_endpoint(p)
@@ -50,7 +52,7 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
         help="streams decoded in one encoder call (256)",
     )  # fmt: skip
     p.add_argument(
-        "--max-wait-ms", type=float, default=0.0,
+        "--max-wait-ms", type=non_negative, default=0.0,
         help="wait this long for more audio before each decode step (0)",
     )  # fmt: skip
     p.add_argument(
@@ -58,10 +60,12 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
         help="bytes; a larger message closes its connection (1048576)",
     )  # fmt: skip
     p.add_argument(
-        "--idle-timeout", type=float, default=30.0,
-        help="s without a message before a client's input is ended (30)",
+        "--idle-timeout", type=non_negative, default=30.0,
+        help="s without a message before a client's input is ended (30; 0: never)",
     )  # fmt: skip
-    p.add_argument("--log-interval", type=float, default=10.0, help="s between load lines (10)")
+    p.add_argument(
+        "--log-interval", type=non_negative, default=10.0, help="s between load lines (10)"
+    )
     p.add_argument("--threads", type=positive_int, default=1, help="torch threads (1)")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, ...")
     p.set_defaults(func=_run_serve)

@@ -63,6 +63,7 @@ def make_result(
     frame_shift_s: float,
     is_final: bool,
     context: Optional[ContextGraph] = None,
+    with_words: bool = True,
 ) -> Result:
     """Turn a segment's hypothesis into a :class:`Result`.
 
@@ -71,6 +72,8 @@ def make_result(
         first_frame: index in the stream of the segment's first encoder frame.
         num_frames: encoder frames decoded in the segment.
         context: the hotword graph of the search, to mark the words it matched.
+        with_words: False leaves ``words`` empty (a server's partial results need only the
+            text and tokens, and grouping words costs half the spelling).
     """
     frames = [first_frame + t for t in hyp.timestamps]
     times = _seconds(frames, subsampling_rate, frame_shift_s)
@@ -84,7 +87,9 @@ def make_result(
         timestamps=times,
         words=_words(
             hyp.tokens, pieces, times, tokenizer, frame_s, hotword_tokens(hyp.tokens, context)
-        ),
+        )
+        if with_words
+        else [],
         confidence=hyp.confidence,
         start=start,
         end=end,

@@ -188,18 +188,21 @@ class Stream:
         """Text of token ids (as results spell them)."""
         return spell(self._rec._need_tokenizer(), tokens)
 
-    def partial_result(self) -> Result:
-        """The open segment so far (empty once the stream is done)."""
+    def partial_result(self, with_words: bool = True) -> Result:
+        """The open segment so far (empty once the stream is done); ``with_words=False``
+        leaves out the words (cheaper)."""
         return self._make_result(
-            self._hyp, self._segment_start, self._segment_frames, is_final=False
+            self._hyp, self._segment_start, self._segment_frames, False, with_words
         )
 
-    def _make_result(self, hyp: Hypothesis, first: int, frames: int, is_final: bool) -> Result:
+    def _make_result(
+        self, hyp: Hypothesis, first: int, frames: int, is_final: bool, with_words: bool = True
+    ) -> Result:
         rec = self._rec
         tokenizer = rec._need_tokenizer()
         return make_result(
             hyp, tokenizer, first, frames, rec.subsampling_rate, rec.frame_shift_s, is_final,
-            rec._models.context,
+            rec._models.context, with_words,
         )  # fmt: skip
 
     def result(self) -> Result:

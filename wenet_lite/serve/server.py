@@ -406,7 +406,17 @@ class Server:
             self.counters.batched += len(batch)
             for c in batch:
                 c.last_step = self._step_index
-        touched = batch + [c for c in live if c.stream.done and c.last_step != self._step_index]
+        # A stream whose input ended has at most two chunks left: decode them now, so that its
+        # final result does not wait for further steps.
+        ending = [c for c in live if c.finished and c.stream.is_ready]
+        while ending:
+            start = time.perf_counter()
+            self.rec.decode_streams([c.stream for c in ending])
+            self.counters.decode_s += time.perf_counter() - start
+            for c in ending:
+                c.last_step = self._step_index
+            ending = [c for c in ending if c.stream.is_ready]
+        touched = [c for c in live if c.last_step == self._step_index or c.stream.done]
         results = [(c, *self._messages(c)) for c in touched]
         more = any(c.stream.is_ready for c in ready)
         return results, more
@@ -425,7 +435,7 @@ class Server:
             if eof and not finals:
                 messages.append(sherpa_result(empty_result(s.segment_start), n, True, True))
             elif not eof:
-                messages.append(sherpa_result(s.partial_result(), n, False, False))
+                messages.append(sherpa_result(s.partial_result(False), n, False, False))
         else:
             assert c.wenet is not None, "no audio is taken before the start signal"
             for r in finals:
@@ -437,7 +447,7 @@ class Server:
             if s.done and not finals:
                 messages.append(wenet_final(empty_result(s.segment_start)))
             elif not eof and s.hypothesis.num_tokens:
-                messages.append(wenet_partial(s.partial_result()))
+                messages.append(wenet_partial(s.partial_result(False)))
             if eof:
                 messages.append(WENET_SPEECH_END)
         c.eof = eof

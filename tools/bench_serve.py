@@ -1,0 +1,229 @@
+"""Load benchmark of streaming servers that speak sherpa-onnx's websocket protocol.
+
+N clients on loopback each stream a different test file (looped to --seconds) at real-time pace
+in 0.1 s messages, then 'Done'. Per N and per server: final latency (last audio sent -> the
+last result; p50 / p95 / max), partial-result lag (a chunk's result received -> the time its
+audio was complete: the k-th chunk result of a stream waits for k * --chunk-seconds of audio),
+errors (refused, dropped, or no result), the server's CPU (cores, from /proc) and how late the
+clients themselves sent (they share this machine). The servers are measured in turns at each N,
+so both see the same machine. The last line names each server's largest N whose p95 final
+latency stays under 1 s with no errors.
+
+    python tools/bench_serve.py --data exp/data/test-clean --clients 40,80,160,240 \\
+        --serve ours=exp/u2/avg_5.pt --url sherpa=ws://127.0.0.1:6007@PID
+
+``--serve NAME=MODEL`` starts `wenet-lite serve` on a free port (extra flags: --serve-flags);
+``--url NAME=ws://HOST:PORT@PID`` drives a server already running (PID: its process, for the
+CPU column; sherpa-onnx's own ``python-api-examples/streaming_server.py``, for example).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+BLOCK_S = 0.1
+RATE = 16000
+
+
+@dataclass
+class Target:
+    name: str
+    url: str
+    pid: Optional[int]
+    proc: Optional[subprocess.Popen] = None
+
+
+@dataclass
+class ClientResult:
+    final_latency: Optional[float] = None
+    lags: List[float] = field(default_factory=list)
+    late_send: float = 0.0
+    error: Optional[str] = None
+
+
+def _load_audio(data: str, limit: int) -> List[np.ndarray]:
+    from wenet_lite.data.manifest import cut_samples, load_cuts
+
+    cuts = list(load_cuts(data))[:limit]
+    if not cuts:
+        raise SystemExit(f"bench_serve: no utterances in {data}")
+    return [cut_samples(c, RATE) for c in cuts]
+
+
+def _looped(audio: np.ndarray, seconds: float) -> np.ndarray:
+    n = int(seconds * RATE)
+    return np.resize(audio, n).astype("<f4")
+
+
+async def _client(url: str, audio: np.ndarray, delay: float, chunk_s: float) -> ClientResult:
+    from websockets.asyncio.client import connect
+
+    result = ClientResult()
+    await asyncio.sleep(delay)
+    try:
+        async with connect(url, max_size=None, open_timeout=60, ping_interval=None) as ws:
+            received: List[Tuple[float, str]] = []
+
+            async def receive() -> None:
+                async for m in ws:
+                    received.append((time.perf_counter(), m))
+                    if m == "Done!":
+                        return
+
+            reader = asyncio.create_task(receive())
+            block = int(BLOCK_S * RATE)
+            start = time.perf_counter()
+            for k, i in enumerate(range(0, len(audio), block)):
+                wait = start + k * BLOCK_S - time.perf_counter()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                else:
+                    result.late_send = max(result.late_send, -wait)
+                await ws.send(audio[i : i + block].tobytes())
+            last_sent = time.perf_counter()
+            await ws.send("Done")
+            await asyncio.wait_for(reader, 120)
+    except Exception as e:  # noqa: BLE001 - every failure is counted and named
+        result.error = f"{type(e).__name__}: {e}"[:120]
+        return result
+    results = [(t, json.loads(m)) for t, m in received if m != "Done!"]
+    if not results:
+        result.error = "no result"
+        return result
+    result.final_latency = results[-1][0] - last_sent
+    chunk_results = [t for t, m in results if not m.get("is_final", False) and t < last_sent]
+    audio_s = len(audio) / RATE
+    for k, t in enumerate(chunk_results):
+        complete = start + min((k + 1) * chunk_s, audio_s)
+        result.lags.append(t - complete)
+    return result
+
+
+def _cpu_seconds(pid: Optional[int]) -> Optional[float]:
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _round(target: Target, audios: List[np.ndarray], n: int, args) -> Dict[str, object]:
+    rng = np.random.default_rng(n)
+    clips = [_looped(audios[i % len(audios)], args.seconds) for i in range(n)]
+    delays = rng.uniform(0, args.ramp, n)
+    cpu0, wall0 = _cpu_seconds(target.pid), time.perf_counter()
+    results = await asyncio.gather(
+        *[_client(target.url, clip, d, args.chunk_seconds) for clip, d in zip(clips, delays)]
+    )
+    cpu1, wall1 = _cpu_seconds(target.pid), time.perf_counter()
+    finals = sorted(r.final_latency for r in results if r.final_latency is not None)
+    lags = sorted(x for r in results for x in r.lags)
+    errors = [r.error for r in results if r.error]
+    row = {
+        "server": target.name, "clients": n, "errors": len(errors),
+        "p50": _pct(finals, 50), "p95": _pct(finals, 95), "max": finals[-1] if finals else None,
+        "lag_p50": _pct(lags, 50), "lag_p95": _pct(lags, 95),
+        "cpu": (cpu1 - cpu0) / (wall1 - wall0) if cpu0 is not None and cpu1 is not None else None,
+        "late_send": max(r.late_send for r in results),
+        "first_error": errors[0] if errors else "",
+    }  # fmt: skip
+    return row
+
+
+def _pct(values: List[float], q: float) -> Optional[float]:
+    if not values:
+        return None
+    return float(np.percentile(values, q))
+
+
+def _start_ours(name: str, model: str, flags: str) -> Target:
+    cmd = [sys.executable, "-m", "wenet_lite", "serve", "--model", model, "--port", "0"]
+    cmd += ["--log-interval", "0", *shlex.split(flags)]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        found = re.search(r"listening on (ws://[\d.]+:\d+)", line)
+        if found:
+            # Keep draining its log so that the server never blocks on a full pipe.
+            import threading
+
+            threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+            return Target(name, found.group(1), proc.pid, proc)
+    raise SystemExit(f"bench_serve: {name}: the server did not start ({' '.join(cmd)})")
+
+
+def _fmt(x: Optional[float], digits: int = 2) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", required=True, help="prepared set whose audio the clients stream")
+    p.add_argument("--clients", default="20,40,80", help="comma-separated N to try")
+    p.add_argument("--seconds", type=float, default=20.0, help="audio each client streams")
+    p.add_argument("--ramp", type=float, default=2.0, help="clients start within this many s")
+    p.add_argument("--chunk-seconds", type=float, default=0.64, help="audio per chunk result")
+    p.add_argument("--serve", action="append", default=[], metavar="NAME=MODEL")
+    p.add_argument("--serve-flags", default="--chunk-size 16 --left-chunks 4")
+    p.add_argument("--url", action="append", default=[], metavar="NAME=URL[@PID]")
+    p.add_argument("--json", help="also write the rows as JSON lines to this file")
+    args = p.parse_args()
+    targets: List[Target] = []
+    for spec in args.url:
+        name, _, rest = spec.partition("=")
+        url, _, pid = rest.partition("@")
+        targets.append(Target(name, url, int(pid) if pid else None))
+    for spec in args.serve:
+        name, _, model = spec.partition("=")
+        targets.append(_start_ours(name, model, args.serve_flags))
+    if not targets:
+        raise SystemExit("bench_serve: give --serve NAME=MODEL or --url NAME=URL")
+    audios = _load_audio(args.data, 200)
+    rows = []
+    head = ("| server | N | p50 final s | p95 final s | max final s | partial lag p50/p95 s "
+            "| errors | server CPU cores | clients late by s |")  # fmt: skip
+    print(head + "\n|" + "---|" * 9, flush=True)
+    try:
+        for n in [int(x) for x in args.clients.split(",")]:
+            for t in targets:
+                row = asyncio.run(_round(t, audios, n, args))
+                rows.append(row)
+                print(
+                    f"| {t.name} | {n} | {_fmt(row['p50'])} | {_fmt(row['p95'])} | "
+                    f"{_fmt(row['max'])} | {_fmt(row['lag_p50'])} / {_fmt(row['lag_p95'])} | "
+                    f"{row['errors']} | {_fmt(row['cpu'])} | {_fmt(row['late_send'])} |"
+                    + (f" {row['first_error']}" if row["errors"] else ""),
+                    flush=True,
+                )  # fmt: skip
+                time.sleep(2)  # let the server settle between rounds
+    finally:
+        for t in targets:
+            if t.proc is not None:
+                t.proc.terminate()
+                t.proc.wait(30)
+    if args.json:
+        Path(args.json).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for t in targets:
+        ok = [r["clients"] for r in rows if r["server"] == t.name and not r["errors"]
+              and r["p95"] is not None and r["p95"] < 1.0]  # fmt: skip
+        print(f"{t.name}: largest N with p95 final latency < 1 s and no errors: "
+              f"{max(ok) if ok else 'none'}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
