@@ -280,3 +280,17 @@ def test_two_thousand_short_connections_keep_memory_flat(server: ServerProcess, 
     print(f"server RSS after 200 connections {before} kB, after 2,000 more {after} kB")
     assert after <= 1.10 * before
     assert server.health()["open_streams"] == 0
+
+
+def test_two_workers_share_the_port(tiny, files, capsys):
+    reference = stream_reference(capsys, tiny.path, files, "--chunk-size", "4")
+    s = start_server(tiny.path, "--chunk-size", "4", "--workers", "2", "--max-connections", "4")
+    try:
+        sherpa, wenet = asyncio.run(_all_sessions(s.url, dict(list(files.items())[:2])))
+        _check_against_reference(sherpa, wenet, {n: reference[n] for n in sherpa})
+        assert s.health()["workers"] == 2
+        s.wait_log(r"worker 1: listening")
+    finally:
+        code = s.stop()
+    assert code == 0, s.log()
+    assert "worker 0: stopped" in s.log() and "worker 1: stopped" in s.log()

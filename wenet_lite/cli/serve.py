@@ -66,7 +66,12 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--log-interval", type=non_negative, default=10.0, help="s between load lines (10)"
     )
-    p.add_argument("--threads", type=positive_int, default=1, help="torch threads (1)")
+    p.add_argument(
+        "--workers", type=positive_int, default=1,
+        help="processes serving the port (1; up to the number of cores: each adds a decode "
+        "thread free of the others' Python lock)",
+    )  # fmt: skip
+    p.add_argument("--threads", type=positive_int, default=1, help="torch threads a worker (1)")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, ...")
     p.set_defaults(func=_run_serve)
 
@@ -81,12 +86,11 @@ def _run_serve(args: argparse.Namespace) -> int:
     try:
         server_options = ServerOptions(
             args.host, args.port, args.max_connections, args.max_batch_size, args.max_wait_ms,
-            args.max_message_size, args.idle_timeout, args.log_interval,
+            args.max_message_size, args.idle_timeout, args.log_interval, args.workers,
         )  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None
     recognizer = StreamingRecognizer(
         args.model, chunking, options, endpoint=endpoint, device=device_from(args.device)
     )
-    serve(recognizer, server_options, threads=args.threads)
-    return 0
+    return serve(recognizer, server_options, threads=args.threads)

@@ -27,7 +27,10 @@ import dataclasses
 import http
 import json
 import logging
+import multiprocessing
+import os
 import signal
+import socket
 import time
 from dataclasses import dataclass
 from importlib import resources
@@ -86,9 +89,12 @@ class ServerOptions:
     """seconds without a message before a client's input is ended"""
     log_interval: float = 10.0
     """seconds between the periodic load lines (0: none)"""
+    workers: int = 1
+    """processes serving the one port, each with its own decode thread and batches
+    (``max_connections`` counts the connections of all)"""
 
     def __post_init__(self) -> None:
-        for name in ("max_connections", "max_batch_size", "max_message_size"):
+        for name in ("max_connections", "max_batch_size", "max_message_size", "workers"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("max_wait_ms", "idle_timeout", "log_interval"):
@@ -102,7 +108,7 @@ class _Client:
     """One connection: its stream, and what passes between the event loop and the decode
     thread (the loop writes ``inbox``, ``finished`` and ``gone``; the thread owns ``stream``)."""
 
-    def __init__(self, cid: int, protocol: str, ws: Any, stream: Stream) -> None:
+    def __init__(self, cid: str, protocol: str, ws: Any, stream: Stream) -> None:
         self.id, self.protocol, self.ws, self.stream = cid, protocol, ws, stream
         self.inbox: Deque[np.ndarray] = collections.deque()
         self.finished = False  # no more audio will come
@@ -139,11 +145,20 @@ class _Counters:
 class Server:
     """The server over one :class:`StreamingRecognizer`; :meth:`run` serves until stopped."""
 
-    def __init__(self, recognizer: StreamingRecognizer, options: ServerOptions) -> None:
+    def __init__(
+        self,
+        recognizer: StreamingRecognizer,
+        options: ServerOptions,
+        sock: Optional[socket.socket] = None,
+        worker: int = 0,
+        open_count: Any = None,
+    ) -> None:
         self.rec, self.opts = recognizer, options
+        self._sock, self.worker = sock, worker
+        self._open_count = open_count  # the workers' shared count of open connections
         self.sample_rate = recognizer.cfg.features.sample_rate
         self.counters = _Counters()
-        self._clients: Dict[int, _Client] = {}
+        self._clients: Dict[str, _Client] = {}
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="decode")
         self._step_index = 0
         self._stopping = False
@@ -167,19 +182,20 @@ class Server:
         await loop.run_in_executor(self._pool, self._warm_up)
         decoder = asyncio.create_task(self._decode_loop())
         ticker = asyncio.create_task(self._log_loop())
+        sock = self._sock if self._sock is not None else listen(self.opts.host, self.opts.port)
         async with ws_serve(
-            self._handle, self.opts.host, self.opts.port, process_request=self._http,
+            self._handle, sock=sock, process_request=self._http,
             max_size=self.opts.max_message_size, compression=None,
         ) as server:  # fmt: skip
-            self.port = server.sockets[0].getsockname()[1]
+            self.port = sock.getsockname()[1]
             _log.info(
-                "listening on ws://%s:%d (sherpa-onnx protocol on /, WeNet's on /wenet; page "
-                "http://%s:%d/)", self.opts.host, self.port, self.opts.host, self.port,
+                "%slistening on ws://%s:%d (sherpa-onnx protocol on /, WeNet's on /wenet; page "
+                "http://%s:%d/)", self._who, self.opts.host, self.port, self.opts.host, self.port,
             )  # fmt: skip
             if ready is not None:
                 ready.set()
             await self._stop.wait()
-            _log.info("shutting down: finishing %d open stream(s)", len(self._clients))
+            _log.info("%sshutting down: finishing %d open stream(s)", self._who, len(self._clients))
             server.close(close_connections=False)  # no new connections
             for c in list(self._clients.values()):
                 self._end_input(c, 1001, "server shutting down")
@@ -189,7 +205,11 @@ class Server:
         decoder.cancel()
         ticker.cancel()
         self._pool.shutdown(wait=True)
-        _log.info("stopped: %s", self._totals())
+        _log.info("%sstopped: %s", self._who, self._totals())
+
+    @property
+    def _who(self) -> str:
+        return f"worker {self.worker}: " if self.opts.workers > 1 else ""
 
     def stop(self) -> None:
         """Stop accepting connections, finish the open streams, return from :meth:`run`."""
@@ -215,7 +235,7 @@ class Server:
                 f"no websocket endpoint at {path}: / speaks sherpa-onnx's protocol, /wenet "
                 "WeNet's\n",
             )
-        if self._stopping or len(self._clients) >= self.opts.max_connections:
+        if self._stopping or self._open_connections() >= self.opts.max_connections:
             self.counters.refused += 1
             why = (
                 "the server is shutting down"
@@ -226,16 +246,29 @@ class Server:
             return connection.respond(http.HTTPStatus.SERVICE_UNAVAILABLE, f"{why}; retry later\n")
         return None
 
+    def _open_connections(self) -> int:
+        if self._open_count is None:
+            return len(self._clients)
+        return int(self._open_count.value)
+
+    def _count_open(self, step: int) -> None:
+        if self._open_count is not None:
+            with self._open_count.get_lock():
+                self._open_count.value += step
+
     def health(self) -> Dict[str, Any]:
         status = "stopping" if self._stopping else "ok"
-        return {"status": status, "open_streams": len(self._clients),
+        return {"status": status, "worker": self.worker, "workers": self.opts.workers,
+                "open_streams": len(self._clients),
                 **dataclasses.asdict(self.counters)}  # fmt: skip
 
     async def _handle(self, ws: Any) -> None:
         self.counters.connections += 1
         protocol = _WEBSOCKET_PATHS[ws.request.path.split("?", 1)[0]]
-        c = _Client(self.counters.connections, protocol, ws, self.rec.create_stream())
+        cid = f"{self.worker}.{self.counters.connections}" if self.opts.workers > 1 else None
+        c = _Client(cid or str(self.counters.connections), protocol, ws, self.rec.create_stream())
         self._clients[c.id] = c
+        self._count_open(1)
         sender = asyncio.create_task(self._send_loop(c))
         try:
             await self._receive(c)
@@ -259,6 +292,7 @@ class Server:
             c.gone = True
             sender.cancel()
             self._clients.pop(c.id, None)
+            self._count_open(-1)
             _log.info(
                 "%s: %.2f s open, %.2f s of audio, %d segment(s), %s", c.name,
                 time.monotonic() - c.opened, c.samples / self.sample_rate, c.sent_finals,
@@ -360,8 +394,8 @@ class Server:
             steps = now.steps - last.steps
             if steps or self._clients:
                 _log.info(
-                    "%d open stream(s); %d steps, mean batch %.1f, %.1f ms of decoding a step, "
-                    "decode thread busy %.0f %%; %s", len(self._clients), steps,
+                    "%s%d open stream(s); %d steps, mean batch %.1f, %.1f ms of decoding a step, "
+                    "decode thread busy %.0f %%; %s", self._who, len(self._clients), steps,
                     (now.batched - last.batched) / max(steps, 1),
                     1000 * (now.decode_s - last.decode_s) / max(steps, 1),
                     100 * (now.decode_s - last.decode_s) / self.opts.log_interval, self._totals(),
@@ -460,8 +494,64 @@ def _typed(response: Any, mime: str) -> Any:
     return response
 
 
-def serve(recognizer: StreamingRecognizer, options: ServerOptions, threads: int = 1) -> None:
-    """Run a :class:`Server` in this thread until SIGTERM or Ctrl-C."""
-    torch.set_num_threads(threads)
+def listen(host: str, port: int) -> socket.socket:
+    """The server's listening TCP socket (port 0: a free one)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+def serve(recognizer: StreamingRecognizer, options: ServerOptions, threads: int = 1) -> int:
+    """Serve until SIGTERM or Ctrl-C; returns the exit code.
+
+    With ``options.workers`` > 1 the process forks that many workers after the model is loaded
+    (they share its memory) and before any inference; they accept connections from one
+    listening socket, each running its own event loop and decode thread: one Python process
+    runs one decode thread's Python at a time (the GIL), so on a machine with several cores
+    workers serve more streams. This process forwards SIGTERM and SIGINT to them and waits.
+    """
     logging.getLogger("websockets").setLevel(logging.WARNING)  # a line per connection is ours
-    asyncio.run(Server(recognizer, options).run())
+    if options.workers == 1:
+        torch.set_num_threads(threads)
+        asyncio.run(Server(recognizer, options).run())
+        return 0
+    sock = listen(options.host, options.port)
+    open_count = multiprocessing.get_context("fork").Value("i", 0)
+    children = []
+    for i in range(options.workers):
+        pid = os.fork()
+        if pid == 0:  # the worker
+            code = 1
+            try:
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                torch.set_num_threads(threads)
+                asyncio.run(Server(recognizer, options, sock, i, open_count).run())
+                code = 0
+            finally:
+                os._exit(code)
+        children.append(pid)
+    sock.close()
+    forward = lambda sig, _frame: [_kill(pid, sig) for pid in children]  # noqa: E731
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    worst = 0
+    for pid in children:
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        if code:
+            _log.error("worker %d exited with %d", children.index(pid), code)
+            worst = max(worst, 1)
+            for other in children:
+                _kill(other, signal.SIGTERM)
+    return worst
+
+
+def _kill(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
