@@ -12,7 +12,8 @@ latency stays under 1 s with no errors.
     python tools/bench_serve.py --data exp/data/test-clean --clients 40,80,160,240 \\
         --serve ours=exp/u2/avg_5.pt --url sherpa=ws://127.0.0.1:6007@PID
 
-``--serve NAME=MODEL`` starts `wenet-lite serve` on a free port (extra flags: --serve-flags);
+``--serve NAME=MODEL[::FLAGS]`` starts `wenet-lite serve` on a free port (with --serve-flags and
+FLAGS);
 ``--url NAME=ws://HOST:PORT@PID`` drives a server already running (PID: its process, for the
 CPU column; sherpa-onnx's own ``python-api-examples/streaming_server.py``, for example).
 """
@@ -113,13 +114,19 @@ async def _client(url: str, audio: np.ndarray, delay: float, chunk_s: float) -> 
 
 
 def _cpu_seconds(pid: Optional[int]) -> Optional[float]:
+    """CPU seconds of the process and its children (the workers of `serve --workers`)."""
     if pid is None:
         return None
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    total, found = 0, False
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if stat.parent.name == str(pid) or fields[1] == str(pid):  # itself, or its child
+            total += int(fields[11]) + int(fields[12])
+            found = True
+    return total / os.sysconf("SC_CLK_TCK") if found else None
 
 
 async def _round(target: Target, audios: List[np.ndarray], n: int, args) -> Dict[str, object]:
@@ -178,7 +185,7 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=20.0, help="audio each client streams")
     p.add_argument("--ramp", type=float, default=2.0, help="clients start within this many s")
     p.add_argument("--chunk-seconds", type=float, default=0.64, help="audio per chunk result")
-    p.add_argument("--serve", action="append", default=[], metavar="NAME=MODEL")
+    p.add_argument("--serve", action="append", default=[], metavar="NAME=MODEL[::FLAGS]")
     p.add_argument("--serve-flags", default="--chunk-size 16 --left-chunks 4")
     p.add_argument("--url", action="append", default=[], metavar="NAME=URL[@PID]")
     p.add_argument("--json", help="also write the rows as JSON lines to this file")
@@ -189,8 +196,9 @@ def main() -> None:
         url, _, pid = rest.partition("@")
         targets.append(Target(name, url, int(pid) if pid else None))
     for spec in args.serve:
-        name, _, model = spec.partition("=")
-        targets.append(_start_ours(name, model, args.serve_flags))
+        name, _, rest = spec.partition("=")
+        model, _, extra = rest.partition("::")
+        targets.append(_start_ours(name, model, f"{args.serve_flags} {extra}"))
     if not targets:
         raise SystemExit("bench_serve: give --serve NAME=MODEL or --url NAME=URL")
     audios = _load_audio(args.data, 200)
