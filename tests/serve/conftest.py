@@ -136,16 +136,20 @@ async def sherpa_session(
 
 
 async def wenet_session(
-    url: str, audio: np.ndarray, seed: int = 0, continuous: bool = True, pace: float = 0.0
+    url: str,
+    audio: np.ndarray,
+    seed: int = 0,
+    continuous: bool = True,
+    pace: float = 0.0,
+    hotwords: Sequence[str] = (),
 ) -> Session:
     """WeNet's protocol: start, int16 pieces, end; every message until the close."""
     from websockets.asyncio.client import connect
     from websockets.exceptions import ConnectionClosed
 
     async with connect(url + "/wenet") as ws:
-        await ws.send(
-            json.dumps({"signal": "start", "nbest": 1, "continuous_decoding": continuous})
-        )
+        start = {"signal": "start", "nbest": 1, "continuous_decoding": continuous}
+        await ws.send(json.dumps({**start, **({"hotwords": list(hotwords)} if hotwords else {})}))
         assert json.loads(await ws.recv()) == {"status": "ok", "type": "server_ready"}
         pcm = np.clip(np.round(audio * 32768), -32768, 32767).astype("<i2")
         for piece in pieces(pcm, seed):

@@ -129,6 +129,46 @@ def test_word_lm_without_endpointing_gives_the_transcripts_of_stream(
     _check_against_reference(sherpa, wenet, reference)
 
 
+def test_hotwords_of_the_server_and_of_a_session(tiny, corpus, files, tmp_path, capsys):
+    """The server's list (--hotwords) for every stream; a WeNet client's own list in its start
+    signal is added to it for its session: each as `stream --hotwords` with those phrases."""
+    from wenet_lite.data.manifest import cut_text
+
+    words = sorted({w for c in load_cuts(corpus / "test-clean") for w in cut_text(c).split()})
+    lines = [w.lower() for w in words[::2]] + [f"{words[1]} {words[3]} :4"]
+    served, own = lines[::2], lines[1::2]
+    (tmp_path / "served.txt").write_text("\n".join(served) + "\n")
+    (tmp_path / "all.txt").write_text("\n".join(served + own) + "\n")
+    flags = ["--chunk-size", "4", "--mode", "prefix_beam", "--beam", "4", "--hotwords-score",
+             "3", "--no-endpoint"]  # fmt: skip
+    ref_served = stream_reference(
+        capsys, tiny.path, files, *flags, "--hotwords", str(tmp_path / "served.txt")
+    )
+    ref_all = stream_reference(
+        capsys, tiny.path, files, *flags, "--hotwords", str(tmp_path / "all.txt")
+    )
+    assert ref_served != ref_all, "the session's phrases should change a transcript"
+    s = start_server(tiny.path, *flags, "--hotwords", str(tmp_path / "served.txt"))
+
+    async def run():
+        names = list(files)
+        return await asyncio.gather(
+            *[sherpa_session(s.url, files[n], seed=i, pace=0.01) for i, n in enumerate(names)],
+            *[wenet_session(s.url, files[n], seed=i, pace=0.01, hotwords=own)
+              for i, n in enumerate(names)],
+        )  # fmt: skip
+
+    try:
+        sessions = asyncio.run(run())
+    finally:
+        assert s.stop() == 0, s.log()
+    for name, sherpa, wenet in zip(files, sessions[: len(files)], sessions[len(files) :]):
+        assert sherpa_finals(sherpa.messages) == [r["text"] for r in ref_served[name]]
+        assert [b["sentence"] for b in wenet_finals(wenet.messages)] == [
+            r["text"] for r in ref_all[name]
+        ]
+
+
 async def _raw(url: str, *messages, expect_message: bool = False):
     """Send messages, return (the server's messages, close code, close reason)."""
     from websockets.asyncio.client import connect
@@ -165,6 +205,8 @@ def test_bad_messages_close_only_their_connection(server: ServerProcess, files):
             _raw(url + "/wenet", "not json"),
             _raw(url + "/wenet", json.dumps({"signal": "stop"})),
             _raw(url + "/wenet", start, start),
+            _raw(url + "/wenet", json.dumps({"signal": "start", "hotwords": "HELLO"})),
+            _raw(url + "/wenet", json.dumps({"signal": "start", "hotwords": ["HELLO"]})),
         ]  # fmt: skip
         return before, await asyncio.gather(good, *bad)
 
@@ -180,8 +222,11 @@ def test_bad_messages_close_only_their_connection(server: ServerProcess, files):
     assert codes[6][0] == 1003 and "'stop'" in codes[6][1]
     assert codes[7][0] == 1003 and "second start" in codes[7][1]
     assert json.loads(bad[7][0][0])["type"] == "server_ready"
+    assert codes[8][0] == 1003 and "hotwords must be a list of strings" in codes[8][1]
+    assert codes[9][0] == 1003 and "hotwords need prefix beam search" in codes[9][1]
+    assert json.loads(bad[9][0][0])["status"] == "failed"
     assert good.messages[-1] == "Done!" and sherpa_finals(good.messages)
-    assert server.health()["errors"] - before == 7  # the oversized message is websockets' own
+    assert server.health()["errors"] - before == 9  # the oversized message is websockets' own
     server.wait_log(r"error: a binary message of 6 bytes")
 
 

@@ -37,7 +37,18 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Dict,
+    Iterable,
+    List,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    Union,
+)  # fmt: skip
 
 if TYPE_CHECKING:
     from wenet_lite.data.tokenizer import Tokenizer
@@ -47,8 +58,10 @@ __all__ = [
     "MAX_PHRASE_TOKENS",
     "ContextGraph",
     "Phrase",
+    "hotword_phrases",
     "load_context",
     "read_hotwords",
+    "word_starts",
 ]
 
 HOTWORDS_SCORE = 0.75
@@ -204,19 +217,49 @@ def load_context(
 ) -> ContextGraph:
     """The graph of a hotwords file over ``tokenizer``'s pieces. A phrase the tokenizer cannot
     spell (a piece would be ``<unk>``) is reported in a warning, naming the line, and skipped."""
-    import logging
+    phrases, skipped = read_hotwords(path, _encoder(tokenizer), default_score, _normalizer())
+    _warn(skipped)
+    return ContextGraph(phrases, word_starts(tokenizer))
 
-    from wenet_lite.data.tokenizer import normalize_text
 
+def hotword_phrases(
+    lines: Sequence[str], tokenizer: Tokenizer, default_score: float, source: str
+) -> List[Phrase]:
+    """Phrases of hotword lines given in memory (``PHRASE`` or ``PHRASE :SCORE``, as in a
+    file), e.g. a server client's own list; ``source`` names them in errors and warnings
+    (``SOURCE[3]``). Raises ValueError as :func:`read_hotwords` does."""
+    numbered = ((f"{source}[{i}]", line) for i, line in enumerate(lines))
+    phrases, skipped = _parse_lines(numbered, _encoder(tokenizer), default_score, _normalizer())
+    _warn(skipped)
+    if not phrases:
+        raise ValueError(f"{source}: no hotword phrase the tokenizer can spell")
+    return phrases
+
+
+def word_starts(tokenizer: Tokenizer) -> Set[int]:
+    """Ids of the pieces that begin a word ('▁...'): whole-word matching."""
+    return {i for i, piece in enumerate(tokenizer.pieces()) if piece.startswith("\u2581")}
+
+
+def _encoder(tokenizer: Tokenizer):
     def encode(text: str) -> List[int]:
         ids = tokenizer.encode(text)
         return ids if tokenizer.unk_id not in ids and tokenizer.has_known_pieces(ids) else []
 
-    phrases, skipped = read_hotwords(path, encode, default_score, normalize_text)
+    return encode
+
+
+def _normalizer():
+    from wenet_lite.data.tokenizer import normalize_text
+
+    return normalize_text
+
+
+def _warn(skipped: Sequence[str]) -> None:
+    import logging
+
     for line in skipped:
         logging.getLogger(__name__).warning("%s", line)
-    starts = {i for i, piece in enumerate(tokenizer.pieces()) if piece.startswith("\u2581")}
-    return ContextGraph(phrases, starts)
 
 
 def read_hotwords(
@@ -239,14 +282,27 @@ def read_hotwords(
         raise ValueError(f"{path}: is a directory, not a hotwords file")
     if not path.is_file():
         raise FileNotFoundError(f"hotwords file not found: {path}")
-    phrases: List[Phrase] = []
-    skipped: List[str] = []
+    lines = []
     for number, raw in enumerate(path.read_bytes().splitlines(), 1):
         where = f"{path}:{number}"
         try:
-            line = raw.decode("utf-8").strip()
+            lines.append((where, raw.decode("utf-8")))
         except UnicodeDecodeError as e:
             raise ValueError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    phrases, skipped = _parse_lines(lines, encode, default_score, normalize)
+    if not phrases:
+        raise ValueError(f"{path}: no hotword phrase in the file")
+    return phrases, skipped
+
+
+def _parse_lines(
+    lines: Iterable[Tuple[str, str]], encode, default_score: float, normalize
+) -> Tuple[List[Phrase], List[str]]:
+    """(where, line) pairs -> phrases, and the lines skipped for having no tokens."""
+    phrases: List[Phrase] = []
+    skipped: List[str] = []
+    for where, raw in lines:
+        line = raw.strip()
         if not line or line.startswith("#"):
             continue
         text, score = _split_score(line, default_score, where)
@@ -260,8 +316,6 @@ def read_hotwords(
                 f"{where}: a phrase of {len(tokens)} tokens; at most {MAX_PHRASE_TOKENS}"
             )
         phrases.append(Phrase(text, tokens, score))
-    if not phrases:
-        raise ValueError(f"{path}: no hotword phrase in the file")
     return phrases, skipped
 
 

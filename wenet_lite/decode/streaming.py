@@ -33,6 +33,7 @@ import torch
 
 from wenet_lite.config import ExperimentConfig
 from wenet_lite.data.tokenizer import Tokenizer
+from wenet_lite.decode.context import ContextGraph, hotword_phrases, word_starts
 from wenet_lite.decode.ctc_search import (
     BLANK,
     Hypothesis,
@@ -69,8 +70,11 @@ class Stream:
     :meth:`result` (everything). Frame bookkeeping is in fbank frames ("input frames").
     """
 
-    def __init__(self, recognizer: StreamingRecognizer) -> None:
+    def __init__(
+        self, recognizer: StreamingRecognizer, hotwords: Optional[ContextGraph] = None
+    ) -> None:
         self._rec = recognizer
+        self._context = hotwords if hotwords is not None else recognizer._models.context
         self.fbank = OnlineFbank(recognizer.cfg.features)
         """Online features; frames before the next window are discarded as decoding goes."""
         self._resampler: Optional[soxr.ResampleStream] = None
@@ -85,7 +89,7 @@ class Stream:
     def _start_segment(self) -> None:
         rec = self._rec
         self._state: EncoderState = rec.model.encoder.init_state(1, rec.chunk_size, rec.left_chunks)
-        self._search = rec._new_search()
+        self._search = rec._new_search(self._context)
         self._hyp = Hypothesis([], 0.0, [], 1.0)
         self._segment_start = self._next_frame // rec.subsampling_rate  # encoder frame
         self._segment_frames = 0  # encoder frames decoded in this segment
@@ -202,7 +206,7 @@ class Stream:
         tokenizer = rec._need_tokenizer()
         return make_result(
             hyp, tokenizer, first, frames, rec.subsampling_rate, rec.frame_shift_s, is_final,
-            rec._models.context, with_words,
+            self._context, with_words,
         )  # fmt: skip
 
     def result(self) -> Result:
@@ -373,8 +377,24 @@ class StreamingRecognizer:
         """Chunks of history each chunk sees (-1: all)."""
         return self.chunking.left_chunks
 
-    def create_stream(self) -> Stream:
-        return Stream(self)
+    def create_stream(self, hotwords: Optional[ContextGraph] = None) -> Stream:
+        """A new stream; ``hotwords``: its own graph (:meth:`hotwords_graph`) instead of the
+        recognizer's list."""
+        return Stream(self, hotwords)
+
+    def hotwords_graph(self, lines: Sequence[str], source: str = "hotwords") -> ContextGraph:
+        """A hotword graph for one stream: the recognizer's phrases (``options.hotwords``) and
+        ``lines`` (``PHRASE`` or ``PHRASE :SCORE``; ``options.hotwords_score`` per token
+        otherwise). ValueError naming ``source`` for a bad line, or a greedy recognizer."""
+        if self.options.mode != "prefix_beam":
+            raise ValueError(
+                f"{source}: hotwords need prefix beam search (--mode prefix_beam); this "
+                "recognizer searches greedily"
+            )
+        tokenizer = self._need_tokenizer()
+        own = self._models.context.phrases if self._models.context is not None else []
+        added = hotword_phrases(lines, tokenizer, self.options.hotwords_score, source)
+        return ContextGraph(own + added, word_starts(tokenizer))
 
     def decode_streams(self, streams: Sequence[Stream]) -> List[Stream]:
         """Decode one chunk of every ready stream in ONE batched encoder call.
@@ -414,14 +434,16 @@ class StreamingRecognizer:
         while self.decode_streams(streams):
             pass
 
-    def _new_search(self) -> Union[StreamingGreedySearch, StreamingPrefixBeamSearch]:
+    def _new_search(
+        self, context: Optional[ContextGraph]
+    ) -> Union[StreamingGreedySearch, StreamingPrefixBeamSearch]:
         opts = self.options
         if opts.mode == "greedy":
             return StreamingGreedySearch()
         assert opts.beam_size is not None, "resolved in _setup"
         return StreamingPrefixBeamSearch(
             opts.beam_size, scorer=self._models.scorer, token_min_logp=opts.token_min_logp,
-            context=self._models.context,
+            context=context,
         )  # fmt: skip
 
     def _need_tokenizer(self) -> Tokenizer:

@@ -15,7 +15,9 @@ the text ``Done!`` and a normal close.
 ``partial_result`` and ``final_result`` messages carry ``nbest``, a JSON *string* of
 ``[{"sentence": ..., "word_pieces": [{"word", "start", "end"}]}]`` (times in ms, word pieces on
 finals only); ``{"signal": "end"}`` gets the last ``final_result`` and ``speech_end``. Without
-``continuous_decoding`` the session ends at the first endpoint, as WeNet's does. Errors are
+``continuous_decoding`` the session ends at the first endpoint, as WeNet's does. Our extension:
+the start signal may hold ``"hotwords": ["PHRASE", "NEW YORK :2.0", ...]``, this session's own
+hotwords, added to the server's (WeNet's server ignores keys it does not know). Errors are
 ``{"status": "failed", "message": ...}``. Our search keeps one best path per stream, so
 ``nbest`` holds one entry whatever the client asks for.
 """
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Optional, Tuple, Union
 
 import numpy as np
 
@@ -40,6 +42,8 @@ SHERPA_END = "Done"
 """text message of a sherpa-onnx client: no more audio"""
 SHERPA_DONE = "Done!"
 """text message of the server after a sherpa-onnx stream's last result"""
+MAX_SESSION_HOTWORDS = 1000
+"""hotword lines a WeNet client may give in its start signal"""
 WENET_READY = json.dumps({"status": "ok", "type": "server_ready"})
 WENET_SPEECH_END = json.dumps({"status": "ok", "type": "speech_end"})
 
@@ -106,6 +110,8 @@ class WenetStart:
 
     nbest: int = 1
     continuous_decoding: bool = False
+    hotwords: Tuple[str, ...] = ()
+    """our extension: this session's hotword lines (``PHRASE`` or ``PHRASE :SCORE``)"""
 
 
 def parse_wenet_text(text: str) -> Union[WenetStart, str]:
@@ -132,7 +138,14 @@ def parse_wenet_text(text: str) -> Union[WenetStart, str]:
         raise ProtocolError(
             f"boolean true or false is expected for continuous_decoding option, got {continuous!r}"
         )
-    return WenetStart(nbest, continuous)
+    hotwords = message.get("hotwords", [])
+    if not isinstance(hotwords, list) or not all(isinstance(h, str) for h in hotwords):
+        raise ProtocolError(f"hotwords must be a list of strings, got {str(hotwords)[:60]}")
+    if len(hotwords) > MAX_SESSION_HOTWORDS:
+        raise ProtocolError(
+            f"{len(hotwords)} hotwords in the start signal; at most {MAX_SESSION_HOTWORDS}"
+        )
+    return WenetStart(nbest, continuous, tuple(hotwords))
 
 
 def _nbest(result: Result, with_words: bool) -> str:

@@ -323,6 +323,12 @@ class Server:
                 if isinstance(signal_, WenetStart):
                     if c.wenet is not None:
                         raise ProtocolError("a second start signal in one session")
+                    if signal_.hotwords:
+                        try:
+                            graph = self.rec.hotwords_graph(signal_.hotwords, f"{c.name}: hotwords")
+                        except ValueError as e:
+                            raise ProtocolError(str(e)) from None
+                        c.stream = self.rec.create_stream(graph)  # it has had no audio yet
                     c.wenet = signal_
                     c.outbox.put_nowait(WENET_READY)
                 elif c.wenet is None:
