@@ -4,6 +4,7 @@ replaced by recording fakes, in a copy of the checkout."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,7 +13,12 @@ from typing import Dict, List
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ["espeak-ng", "flite", "libsndfile1", "fortunes-min", "fortunes", "sox", "wget"]
+# The Debian packages setup.sh installs, read from its apt_packages=(...) line.
+PACKAGES = (
+    re.search(r"^apt_packages=\(([^)]*)\)", (REPO / "tools" / "setup.sh").read_text(), re.M)
+    .group(1)
+    .split()
+)
 
 
 def _fake(bin_dir: Path, name: str, body: str) -> None:
