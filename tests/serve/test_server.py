@@ -339,3 +339,15 @@ def test_two_workers_share_the_port(tiny, files, capsys):
         code = s.stop()
     assert code == 0, s.log()
     assert "worker 0: stopped" in s.log() and "worker 1: stopped" in s.log()
+
+
+def test_onnxruntime_engine_serves_the_torch_transcripts(tiny, files, capsys):
+    flags = ["--chunk-size", "4", "--left-chunks", "2"]
+    some = dict(list(files.items())[-2:])
+    reference = stream_reference(capsys, tiny.path, some, *flags)
+    s = start_server(tiny.path, *flags, "--engine", "onnxruntime", "--workers", "2")
+    try:
+        sherpa, wenet = asyncio.run(_all_sessions(s.url, some))
+    finally:
+        assert s.stop() == 0, s.log()
+    _check_against_reference(sherpa, wenet, reference)

@@ -21,9 +21,12 @@ from wenet_lite.cli.flags import (
 )
 
 if TYPE_CHECKING:  # imported where used: `wenet-lite --help` stays instant
+    from wenet_lite.decode.endpoint import EndpointConfig
+    from wenet_lite.decode.options import SearchOptions
     from wenet_lite.decode.score import References
     from wenet_lite.decode.stream_files import StreamReport
     from wenet_lite.decode.streaming import StreamingRecognizer
+    from wenet_lite.model.chunking import Chunking
 
 
 def add_decode(sub: argparse._SubParsersAction) -> None:
@@ -127,14 +130,58 @@ def add_stream(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     p.add_argument("--compare", help="--ref: count transcripts identical to DIR/hyp.txt")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, ...")
+    add_engine(p)
     p.set_defaults(func=_run_stream)
+
+
+def add_engine(p: argparse.ArgumentParser) -> None:
+    """`--engine` and `--threads` of `stream` and `serve`."""
+    p.add_argument(
+        "--engine", choices=("torch", "onnxruntime"), default="torch",
+        help="what runs the encoder: torch (eager, default) or onnxruntime (the batched graph, "
+        "exported at start with torch.export; needs --left-chunks >= 0)",
+    )  # fmt: skip
+    p.add_argument("--threads", type=positive_int, default=1, help="intra-op threads (1)")
+
+
+def recognizer_from(
+    args: argparse.Namespace, chunking: Chunking, options: SearchOptions, endpoint: EndpointConfig
+) -> StreamingRecognizer:
+    """The recognizer of `stream`'s and `serve`'s flags, on the chosen engine."""
+    import torch
+
+    from wenet_lite.decode.streaming import StreamingRecognizer
+
+    torch.set_num_threads(args.threads)
+    device = device_from(args.device)
+    if args.engine == "torch":
+        return StreamingRecognizer(args.model, chunking, options, endpoint=endpoint, device=device)
+    from wenet_lite.decode.engines import OnnxRuntimeEngine
+    from wenet_lite.export.batched import export_batched_onnx
+    from wenet_lite.model.chunking import check_chunking
+    from wenet_lite.model_io import load_model
+
+    if device != "cpu":
+        raise UsageError(f"--engine {args.engine} runs on the CPU: drop --device {device}")
+    if chunking.left_chunks < 0:
+        raise UsageError(
+            f"--engine {args.engine} needs a fixed cache: --left-chunks >= 0 (got "
+            f"{chunking.left_chunks}); 4 is a good choice"
+        )
+    model, tokenizer, cfg = load_model(args.model, torch.device("cpu"))
+    check_chunking(cfg.encoder, chunking, cached=True, source=args.model)
+    engine = OnnxRuntimeEngine(export_batched_onnx(model, chunking), chunking, args.threads)
+    rec = StreamingRecognizer.from_model(
+        model, cfg, tokenizer, chunking, options, endpoint=endpoint, engine=engine
+    )
+    rec.source = args.model
+    return rec
 
 
 def _run_stream(args: argparse.Namespace) -> int:
     from wenet_lite.decode.options import SearchOptions
     from wenet_lite.decode.score import References
     from wenet_lite.decode.stream_files import stream_inputs
-    from wenet_lite.decode.streaming import StreamingRecognizer
 
     endpoint = endpoint_from(args)
     chunking, options = chunking_from(args), options_from(SearchOptions, args)
@@ -145,9 +192,7 @@ def _run_stream(args: argparse.Namespace) -> int:
     if (args.out or args.compare) and not args.ref:
         raise UsageError("--out and --compare need --ref (the references to score against)")
     refs = References(args.ref) if args.ref else None
-    recognizer = StreamingRecognizer(
-        args.model, chunking, options, endpoint=endpoint, device=device_from(args.device)
-    )
+    recognizer = recognizer_from(args, chunking, options, endpoint)
     report = stream_inputs(
         recognizer, args.inputs or list(refs.audio if refs else []), json_lines=args.json,
         max_streams=args.max_streams, sample_rate=args.sample_rate,

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+from wenet_lite.cli.decode import add_engine
 from wenet_lite.cli.flags import (
     UsageError,
     add_chunking,
     add_endpoint,
     add_options,
     chunking_from,
-    device_from,
     endpoint_from,
     non_negative,
     options_from,
@@ -71,14 +71,14 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
         help="processes serving the port (1; up to the number of cores: each adds a decode "
         "thread free of the others' Python lock)",
     )  # fmt: skip
-    p.add_argument("--threads", type=positive_int, default=1, help="torch threads a worker (1)")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, ...")
+    add_engine(p)
     p.set_defaults(func=_run_serve)
 
 
 def _run_serve(args: argparse.Namespace) -> int:
+    from wenet_lite.cli.decode import recognizer_from
     from wenet_lite.decode.options import SearchOptions
-    from wenet_lite.decode.streaming import StreamingRecognizer
     from wenet_lite.serve import ServerOptions, serve
 
     endpoint = endpoint_from(args)
@@ -90,7 +90,5 @@ def _run_serve(args: argparse.Namespace) -> int:
         )  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None
-    recognizer = StreamingRecognizer(
-        args.model, chunking, options, endpoint=endpoint, device=device_from(args.device)
-    )
+    recognizer = recognizer_from(args, chunking, options, endpoint)
     return serve(recognizer, server_options, threads=args.threads)

@@ -42,13 +42,13 @@ from wenet_lite.decode.ctc_search import (
     penalize_blank,
 )
 from wenet_lite.decode.endpoint import EndpointConfig, detect_endpoint
+from wenet_lite.decode.engines import Engine, TorchEngine
 from wenet_lite.decode.options import SearchOptions
 from wenet_lite.decode.result import Result, make_result, merge_results, spell
 from wenet_lite.features.fbank import OnlineFbank
 from wenet_lite.malloc import keep_freed_memory
 from wenet_lite.model import ASRModel
 from wenet_lite.model.chunking import Chunking, check_chunking
-from wenet_lite.model.posenc import PositionTables
 from wenet_lite.model.state import EncoderState, StateBatcher
 
 __all__ = ["STREAM_CHUNKING", "Stream", "StreamingRecognizer"]
@@ -288,6 +288,8 @@ class StreamingRecognizer:
         endpoint: endpointing rules (default: ``EndpointConfig()``, see ``endpoint.py``);
             ``EndpointConfig(enabled=False)`` keeps a whole stream in one segment.
         device: where the model runs.
+        engine: what runs the chunks (``decode/engines.py``; default the model in eager
+            PyTorch), e.g. ``OnnxRuntimeEngine(export_batched_onnx(model, chunking), chunking)``.
     """
 
     def __init__(
@@ -298,11 +300,12 @@ class StreamingRecognizer:
         *,
         endpoint: Optional[EndpointConfig] = None,
         device: Union[str, torch.device] = "cpu",
+        engine: Optional[Engine] = None,
     ) -> None:
         from wenet_lite.model_io import load_model
 
         model, tokenizer, cfg = load_model(model_path, torch.device(device))
-        self._setup(model, cfg, tokenizer, chunking, options, endpoint, str(model_path))
+        self._setup(model, cfg, tokenizer, chunking, options, endpoint, str(model_path), engine)
 
     @classmethod
     def from_model(
@@ -314,11 +317,12 @@ class StreamingRecognizer:
         options: Optional[SearchOptions] = None,
         *,
         endpoint: Optional[EndpointConfig] = None,
+        engine: Optional[Engine] = None,
     ) -> StreamingRecognizer:
         """A recogniser over a model in memory. Without a tokenizer, streams decode but
         results (which need text) cannot be read: for benchmarks."""
         self = cls.__new__(cls)
-        self._setup(model.eval(), cfg, tokenizer, chunking, options, endpoint, "the model")
+        self._setup(model.eval(), cfg, tokenizer, chunking, options, endpoint, "the model", engine)
         return self
 
     def _setup(
@@ -330,6 +334,7 @@ class StreamingRecognizer:
         options: Optional[SearchOptions],
         endpoint: Optional[EndpointConfig],
         source: str,
+        engine: Optional[Engine] = None,
     ) -> None:
         if not chunking.streaming:
             raise ValueError(f"streaming needs a chunk size >= 1, got {chunking.chunk_size}")
@@ -350,7 +355,13 @@ class StreamingRecognizer:
         self.device = model.encoder.cmvn.mean.device
         self.dtype = model.encoder.cmvn.mean.dtype  # e.g. a model converted to bfloat16
         self._batcher = StateBatcher()
-        self._positions = PositionTables(model.encoder, chunking.chunk_size)
+        self.engine: Engine = engine if engine is not None else TorchEngine(model, chunking)
+        """runs the chunks (decode/engines.py)"""
+        if self.engine.chunking != chunking:
+            raise ValueError(
+                f"the {self.engine.name} engine was built for {self.engine.chunking.describe()}, "
+                f"the recognizer streams with {chunking.describe()}"
+            )
         self._frame_seconds = sub.rate * self.frame_shift_s
         self._growth_warning = int(HISTORY_WARNING_SECONDS / self._frame_seconds)
         self._warned_growth = chunking.left_chunks >= 0  # a fixed cache never grows
@@ -361,6 +372,7 @@ class StreamingRecognizer:
         return {
             "model": self.source,
             "chunking": dataclasses.asdict(self.chunking),
+            "engine": self.engine.name,
             "search": dataclasses.asdict(self.options),
             "endpoint": dataclasses.asdict(self.endpoint),
             "describe": f"search {self.options.describe()}, {self.chunking.describe()}, "
@@ -412,10 +424,7 @@ class StreamingRecognizer:
                 raise ValueError("a stream can only be decoded by the recognizer that created it")
         feats, lens = self._batch_windows(ready)  # (B, W, F), (B,)
         state = self._batcher.stack([s._state for s in ready])
-        pos = self._positions.get(state.att_cache.size(3))
-        with torch.inference_mode():
-            out, new_state = self.model.encoder.forward_chunk(feats, state, lens, pos)
-            log_probs = self.model.ctc(out).float().cpu()  # (B, C, V)
+        log_probs, new_state = self.engine.run(feats, lens, state)  # (B, C, V)
         log_probs = penalize_blank(log_probs, self.options.blank_penalty)
         valid = self.model.encoder.subsampling.output_lengths(lens).tolist()
         if not self._warned_growth and new_state.att_cache.size(3) > self._growth_warning:

@@ -96,7 +96,6 @@ class RelPositionAttention(nn.Module):
         Returns:
             out (B, C, D) and the keys/values of all M+C frames (B, H, M+C, 2*d_k).
         """
-        b, c, _ = x.size()
         q, k, v, kv = self._project(x, cache)
         bias = self._position_term(q, pos, kv.size(2))  # (B, H, C, M+C)
         bias = bias.masked_fill(~mask.unsqueeze(1), float("-inf"))
@@ -107,7 +106,9 @@ class RelPositionAttention(nn.Module):
             attn_mask=bias,
             dropout_p=self.dropout if self.training else 0.0,
         )  # (B, H, C, d_k)
-        out = out.transpose(1, 2).reshape(b, c, -1)  # (B, C, D)
+        # Heads side by side: transpose(1, 2).reshape(B, C, D), written so that torch.export
+        # with a dynamic batch can lower it (its SDPA decomposition breaks that view).
+        out = torch.cat(out.unbind(1), dim=-1)  # (B, C, D)
         return self.out(out), kv
 
     @torch.jit.unused

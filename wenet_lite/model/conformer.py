@@ -217,6 +217,7 @@ class ConformerEncoder(nn.Module):
         state: EncoderState,
         window_lens: Optional[torch.Tensor] = None,
         pos: Optional[List[torch.Tensor]] = None,
+        fixed_cache: Optional[bool] = None,
     ) -> Tuple[torch.Tensor, EncoderState]:
         """Encode one chunk of a stream; pure: returns a new state, never writes its input.
 
@@ -227,6 +228,8 @@ class ConformerEncoder(nn.Module):
             window_lens: (B,) valid input frames per window, for a batch whose streams end
                 inside this chunk (such a stream's state is not meant to be used afterwards).
             pos: optional :meth:`position_tables` for this window shape.
+            fixed_cache: what ``state.cache_limit`` says (True: a fixed cache of its M frames,
+                False: a growing one), given where the tensor cannot be read (torch.export).
         Returns:
             out (B, C, D) and the new state.
         """
@@ -245,7 +248,10 @@ class ConformerEncoder(nn.Module):
             pos = self.position_tables(c, m + c)
         mask = self._chunk_mask(state.cache_len, chunk_lens, m, c)  # (B, C, M+C)
         valid = valid_mask(chunk_lens, c)  # (B, C)
-        limit = int(state.cache_limit.item())
+        if fixed_cache is None:
+            limit = int(state.cache_limit.item())
+        else:
+            limit = m if fixed_cache else -1
         new_att: List[torch.Tensor] = []
         new_conv: List[torch.Tensor] = []
         for i, block in enumerate(self.blocks):
@@ -300,7 +306,9 @@ class ConformerEncoder(nn.Module):
             c = min(chunk_size, total - k * chunk_size)
             pos = slice_tables(tables, max_keys, c, state.att_cache.size(3) + c)
             lens = torch.clamp(feats_lens - start, 0, window)
-            out, state = self.forward_chunk(feats[:, start : start + window], state, lens, pos)
+            out, state = self.forward_chunk(
+                feats[:, start : start + window], state, lens, pos, None
+            )
             outs.append(out)
         return torch.cat(outs, dim=1)
 

@@ -1,0 +1,118 @@
+"""Engines (decode/engines.py): the onnxruntime engine over the batched graph that torch.export
+writes (export/batched.py) gives the torch engine's log-probs and transcripts, keeps a batched
+stream equal to the stream alone, and is refused where it cannot run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from tests.decode.test_streaming import _feed, _stream
+from wenet_lite.decode.endpoint import EndpointConfig
+from wenet_lite.decode.engines import OnnxRuntimeEngine, TorchEngine
+from wenet_lite.decode.options import SearchOptions
+from wenet_lite.decode.streaming import StreamingRecognizer
+from wenet_lite.export.batched import export_batched_onnx
+from wenet_lite.model.chunking import Chunking
+
+CHUNKING = Chunking(4, 2)
+
+
+@pytest.fixture(scope="module")
+def graph(tiny) -> bytes:
+    return export_batched_onnx(tiny.model, CHUNKING)
+
+
+def _recognizer(tiny, engine, **search) -> StreamingRecognizer:
+    return StreamingRecognizer.from_model(
+        tiny.model, tiny.cfg, tiny.tokenizer, CHUNKING, SearchOptions(**search),
+        endpoint=EndpointConfig(enabled=False), engine=engine,
+    )  # fmt: skip
+
+
+def test_one_chunk_equals_torch_for_any_batch(tiny, graph) -> None:
+    ort, eager = OnnxRuntimeEngine(graph, CHUNKING), TorchEngine(tiny.model, CHUNKING)
+    enc = tiny.model.encoder
+    window = enc.subsampling.window_size(CHUNKING.chunk_size)
+    gen = torch.Generator().manual_seed(0)
+    for b in (1, 3, 7):
+        state = enc.init_state(b, CHUNKING.chunk_size, CHUNKING.left_chunks)
+        state = state._replace(
+            att_cache=torch.randn(state.att_cache.shape, generator=gen),
+            conv_cache=torch.randn(state.conv_cache.shape, generator=gen),
+            cache_len=torch.randint(0, 9, (b,), generator=gen),
+        )
+        feats = torch.randn(b, window, enc.cmvn.mean.numel(), generator=gen)
+        lens = torch.randint(enc.subsampling.right_context + 1, window + 1, (b,), generator=gen)
+        lens[0] = window
+        got, got_state = ort.run(feats, lens, state)
+        want, want_state = eager.run(feats, lens, state)
+        assert got.shape == want.shape and torch.allclose(got, want, atol=1e-4)
+        for a, e in zip(got_state, want_state):
+            assert a.shape == e.shape and torch.allclose(a.float(), e.float(), atol=1e-4)
+
+
+@pytest.mark.parametrize("search", [{}, {"mode": "prefix_beam", "beam_size": 4}])
+def test_streamed_transcripts_equal_the_torch_engine(test_audio, tiny, graph, search) -> None:
+    ort = _recognizer(tiny, OnnxRuntimeEngine(graph, CHUNKING), **search)
+    eager = _recognizer(tiny, None, **search)
+    for k, audio in enumerate(test_audio):
+        a, b = _stream(ort, audio, seed=k), _stream(eager, audio, seed=k + 1)
+        assert a.token_ids and a.token_ids == b.token_ids
+        assert a.timestamps == b.timestamps
+
+
+def test_batched_equals_alone_with_onnxruntime(test_audio, tiny, graph) -> None:
+    rec = _recognizer(tiny, OnnxRuntimeEngine(graph, CHUNKING))
+    audios = test_audio[:5]
+    alone = [_stream(rec, a, seed=20 + k) for k, a in enumerate(audios)]
+    streams = [rec.create_stream() for _ in audios]
+    feeders = [
+        _feed(s, a, np.random.default_rng(k)) for k, (s, a) in enumerate(zip(streams, audios))
+    ]
+    batch_sizes, step = [], 0
+    while not all(s.done for s in streams):
+        for k, (s, feeder) in enumerate(zip(streams, feeders)):
+            if step >= k and not s.fbank.finished and next(feeder, "end") == "end":
+                s.input_finished()
+        batch_sizes.append(len(rec.decode_streams(streams)))
+        step += 1
+    assert max(batch_sizes) > 1
+    for s, one in zip(streams, alone):
+        assert s.result().token_ids == one.token_ids and one.token_ids
+
+
+def test_refusals(tiny, graph, monkeypatch) -> None:
+    with pytest.raises(ValueError, match="fixed cache"):
+        OnnxRuntimeEngine(graph, Chunking(4, -1))
+    with pytest.raises(ValueError, match=r"built for .*chunk 4.*streams with .*chunk 8"):
+        StreamingRecognizer.from_model(
+            tiny.model, tiny.cfg, tiny.tokenizer, Chunking(8, 2),
+            engine=OnnxRuntimeEngine(graph, CHUNKING),
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="not a batched wenet_lite graph"):
+        from wenet_lite.export.onnx import export_onnx_model
+
+        sherpa = export_onnx_model(tiny.model, tiny.cfg, tiny.path.parent / "s.onnx", 4, 2)
+        OnnxRuntimeEngine(sherpa, CHUNKING)
+    monkeypatch.setitem(__import__("sys").modules, "onnxruntime", None)
+    with pytest.raises(ImportError, match=r"pip install 'wenet_lite\[onnx\]'"):
+        OnnxRuntimeEngine(graph, CHUNKING)
+
+
+def test_stream_cli_with_onnxruntime(tiny, corpus, capsys) -> None:
+    from wenet_lite.cli import main
+    from wenet_lite.data.manifest import load_cuts
+
+    path = str(load_cuts(corpus / "test-clean")[0].recording.sources[0].source)
+    finals = {}
+    for engine in ("torch", "onnxruntime"):
+        capsys.readouterr()
+        flags = ["--chunk-size", "4", "--left-chunks", "2", "--engine", engine, "--json"]
+        assert main(["stream", "--model", str(tiny.path), *flags, path]) == 0
+        lines = [line for line in capsys.readouterr().out.splitlines() if '"final"' in line]
+        finals[engine] = lines
+    assert finals["torch"] and finals["torch"] == finals["onnxruntime"]
+    code = main(["stream", "--model", str(tiny.path), "--engine", "onnxruntime", path])
+    assert code == 2 and "needs a fixed cache: --left-chunks >= 0" in capsys.readouterr().err
