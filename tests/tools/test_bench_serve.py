@@ -1,0 +1,40 @@
+"""tools/bench_serve.py and tools/bench_engines.py run end to end on the tiny model and print
+their tables (the numbers are the benchmarks' business, not the tests')."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.decode.conftest import corpus, tiny  # noqa: F401 - shared fixtures
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_bench_serve_drives_our_server(tiny, corpus) -> None:  # noqa: F811
+    cmd = [sys.executable, str(ROOT / "tools" / "bench_serve.py"), "--data",
+           str(corpus / "test-clean"), "--clients", "1,3", "--seconds", "1.5", "--ramp", "0.2",
+           "--serve", f"tiny={tiny.path}::--chunk-size 4 --left-chunks 2 --workers 2",
+           "--serve-flags", ""]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    rows = [line.split("|") for line in out.stdout.splitlines() if line.startswith("| tiny |")]
+    assert [int(r[2]) for r in rows] == [1, 3]
+    assert all(int(r[7]) == 0 for r in rows), out.stdout  # no errors
+    assert all(float(r[8]) > 0 for r in rows)  # the workers' CPU is counted
+    assert "tiny: largest N with p95 final latency < 1 s and no errors: 3" in out.stdout
+
+
+@pytest.mark.slow
+def test_bench_engines_prints_both_engines(tiny, corpus) -> None:  # noqa: F811
+    cmd = [sys.executable, str(ROOT / "tools" / "bench_engines.py"), "--model", str(tiny.path),
+           "--streams", "1,2", "--seconds", "2", "--chunk-size", "4", "--left-chunks", "2",
+           "--repeats", "1"]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    engines = [line.split("|")[1].strip() for line in out.stdout.splitlines()[2:]]
+    assert engines == ["torch", "torch", "onnxruntime", "onnxruntime"]
