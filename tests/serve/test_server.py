@@ -351,3 +351,17 @@ def test_onnxruntime_engine_serves_the_torch_transcripts(tiny, files, capsys):
     finally:
         assert s.stop() == 0, s.log()
     _check_against_reference(sherpa, wenet, reference)
+
+
+def test_a_busy_port_is_one_line(tiny, capsys):
+    import socket
+
+    from wenet_lite.cli import main
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        assert main(["serve", "--model", str(tiny.path), "--port", str(port)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"cannot listen on 127.0.0.1:{port}: Address already in use" in err[0]
