@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from wenet_lite.decode.endpoint import EndpointConfig
-from wenet_lite.decode.engines import OnnxRuntimeEngine
+from wenet_lite.decode.engines import OnnxRuntimeEngine, TorchEngine
 from wenet_lite.decode.streaming import StreamingRecognizer
 from wenet_lite.export.batched import export_batched_onnx
 from wenet_lite.model.chunking import Chunking
@@ -53,6 +53,7 @@ def main() -> None:
     audio = _audio(args.data, max(counts), args.seconds)
     engines = {
         "torch": None,
+        "torch int8": TorchEngine(model, chunking, int8=True),
         "onnxruntime": OnnxRuntimeEngine(export_batched_onnx(model, chunking), chunking),
     }
     print("| engine | streams | ms a step | RTF a stream |\n|---|---|---|---|")

@@ -4,6 +4,8 @@ stream equal to the stream alone, and is refused where it cannot run."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -116,3 +118,50 @@ def test_stream_cli_with_onnxruntime(tiny, corpus, capsys) -> None:
     assert finals["torch"] and finals["torch"] == finals["onnxruntime"]
     code = main(["stream", "--model", str(tiny.path), "--engine", "onnxruntime", path])
     assert code == 2 and "needs a fixed cache: --left-chunks >= 0" in capsys.readouterr().err
+
+
+def test_int8_is_batch_invariant_and_close_to_fp32(test_audio, tiny) -> None:
+    from wenet_lite.model.int8 import Int8Linear
+
+    engine = TorchEngine(tiny.model, CHUNKING, int8=True)
+    assert engine.name == "torch int8"
+    assert sum(isinstance(m, Int8Linear) for m in engine.model.modules()) > 10
+    assert not any(isinstance(m, Int8Linear) for m in tiny.model.modules())  # a copy
+    rec = _recognizer(tiny, engine)
+    audios = test_audio[:4]
+    alone = [_stream(rec, a, seed=30 + k) for k, a in enumerate(audios)]
+    streams = [rec.create_stream() for _ in audios]
+    for s, a in zip(streams, audios):
+        s.accept_waveform(16000, a)
+        s.input_finished()
+    sizes = []
+    while streams and not all(s.done for s in streams):
+        sizes.append(len(rec.decode_streams(streams)))
+    assert max(sizes) == len(audios)
+    for s, one in zip(streams, alone):
+        assert s.result().token_ids == one.token_ids and one.token_ids
+        assert s.result().confidence == pytest.approx(one.confidence, abs=1e-5)
+    # Close to fp32: one chunk's log-probs, and most transcripts' tokens.
+    eager = TorchEngine(tiny.model, CHUNKING)
+    enc = tiny.model.encoder
+    state = enc.init_state(2, CHUNKING.chunk_size, CHUNKING.left_chunks)
+    window = enc.subsampling.window_size(CHUNKING.chunk_size)
+    feats = torch.randn(
+        2, window, enc.cmvn.mean.numel(), generator=torch.Generator().manual_seed(1)
+    )
+    lens = torch.full((2,), window)
+    q, f = engine.run(feats, lens, state)[0], eager.run(feats, lens, state)[0]
+    assert (q.argmax(-1) == f.argmax(-1)).float().mean() >= 0.8
+    assert (q.exp() - f.exp()).abs().max() < 0.2
+
+
+def test_int8_flag_of_stream(tiny, corpus, capsys) -> None:
+    from wenet_lite.cli import main
+    from wenet_lite.data.manifest import load_cuts
+
+    path = str(load_cuts(corpus / "test-clean")[0].recording.sources[0].source)
+    assert main(["stream", "--model", str(tiny.path), "--int8", "--json", path]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert json.loads(out[-1])["engine"] == "torch int8"
+    code = main(["stream", "--model", str(tiny.path), "--int8", "--engine", "onnxruntime", path])
+    assert code == 2 and "--int8 runs on the torch engine" in capsys.readouterr().err

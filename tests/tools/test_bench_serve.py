@@ -37,4 +37,4 @@ def test_bench_engines_prints_both_engines(tiny, corpus) -> None:  # noqa: F811
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     engines = [line.split("|")[1].strip() for line in out.stdout.splitlines()[2:]]
-    assert engines == ["torch", "torch", "onnxruntime", "onnxruntime"]
+    assert engines == ["torch", "torch", "torch int8", "torch int8", "onnxruntime", "onnxruntime"]

@@ -22,6 +22,7 @@ from wenet_lite.cli.flags import (
 
 if TYPE_CHECKING:  # imported where used: `wenet-lite --help` stays instant
     from wenet_lite.decode.endpoint import EndpointConfig
+    from wenet_lite.decode.engines import Engine
     from wenet_lite.decode.options import SearchOptions
     from wenet_lite.decode.score import References
     from wenet_lite.decode.stream_files import StreamReport
@@ -142,6 +143,10 @@ def add_engine(p: argparse.ArgumentParser) -> None:
         "exported at start with torch.export; needs --left-chunks >= 0)",
     )  # fmt: skip
     p.add_argument("--threads", type=positive_int, default=1, help="intra-op threads (1)")
+    p.add_argument(
+        "--int8", action="store_true",
+        help="torch engine: int8 encoder linears scaled per frame (batched == alone still holds)",
+    )  # fmt: skip
 
 
 def recognizer_from(
@@ -154,23 +159,29 @@ def recognizer_from(
 
     torch.set_num_threads(args.threads)
     device = device_from(args.device)
-    if args.engine == "torch":
+    if args.engine == "torch" and not args.int8:
         return StreamingRecognizer(args.model, chunking, options, endpoint=endpoint, device=device)
-    from wenet_lite.decode.engines import OnnxRuntimeEngine
+    from wenet_lite.decode.engines import OnnxRuntimeEngine, TorchEngine
     from wenet_lite.export.batched import export_batched_onnx
     from wenet_lite.model.chunking import check_chunking
     from wenet_lite.model_io import load_model
 
+    what = "--int8" if args.int8 else f"--engine {args.engine}"
     if device != "cpu":
-        raise UsageError(f"--engine {args.engine} runs on the CPU: drop --device {device}")
-    if chunking.left_chunks < 0:
+        raise UsageError(f"{what} runs on the CPU: drop --device {device}")
+    if args.int8 and args.engine != "torch":
+        raise UsageError(f"--int8 runs on the torch engine, not --engine {args.engine}")
+    model, tokenizer, cfg = load_model(args.model, torch.device("cpu"))
+    check_chunking(cfg.encoder, chunking, cached=True, source=args.model)
+    if args.int8:
+        engine: Engine = TorchEngine(model, chunking, int8=True)
+    elif chunking.left_chunks < 0:
         raise UsageError(
             f"--engine {args.engine} needs a fixed cache: --left-chunks >= 0 (got "
             f"{chunking.left_chunks}); 4 is a good choice"
         )
-    model, tokenizer, cfg = load_model(args.model, torch.device("cpu"))
-    check_chunking(cfg.encoder, chunking, cached=True, source=args.model)
-    engine = OnnxRuntimeEngine(export_batched_onnx(model, chunking), chunking, args.threads)
+    else:
+        engine = OnnxRuntimeEngine(export_batched_onnx(model, chunking), chunking, args.threads)
     rec = StreamingRecognizer.from_model(
         model, cfg, tokenizer, chunking, options, endpoint=endpoint, engine=engine
     )

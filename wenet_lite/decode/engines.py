@@ -4,7 +4,8 @@ One call, ``(feature windows, window lengths, state) -> (CTC log-probs, new stat
 recogniser above it (features, search, LM, hotwords, endpointing, batching of states, results)
 is one code path for every engine.
 
-- :class:`TorchEngine`: the model in eager PyTorch (any chunking, growing caches included).
+- :class:`TorchEngine`: the model in eager PyTorch (any chunking, growing caches included), in
+  fp32 or batch-invariant int8.
 - :class:`OnnxRuntimeEngine`: the batched ONNX graph of ``wenet_lite.export.batched`` (written
   by torch.export, ``torch.onnx.export(dynamo=True)``) in onnxruntime; a fixed cache only
   (``left_chunks >= 0``). Measured on this project's 2-core AVX2 machine, demo model, C=16,
@@ -51,11 +52,20 @@ class Engine:
 
 
 class TorchEngine(Engine):
-    """The model's own ``forward_chunk`` + CTC head, eager, on the model's device."""
+    """The model's own ``forward_chunk`` + CTC head, eager, on the model's device; with
+    ``int8`` a copy whose encoder linears are batch-invariant int8 (``model/int8.py``: per-row
+    activation scales, exact integer products, so batched == alone still holds)."""
 
     name = "torch"
 
-    def __init__(self, model: ASRModel, chunking: Chunking) -> None:
+    def __init__(self, model: ASRModel, chunking: Chunking, int8: bool = False) -> None:
+        if int8:
+            from wenet_lite.model.int8 import quantize_int8
+
+            if model.encoder.cmvn.mean.device.type != "cpu":
+                raise ValueError("int8 runs on the CPU (torch._int_mm); the model is not there")
+            model = quantize_int8(model)
+            self.name = "torch int8"
         self.model, self.chunking = model, chunking
         self._positions = PositionTables(model.encoder, chunking.chunk_size)
 
