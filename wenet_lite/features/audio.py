@@ -116,7 +116,8 @@ def load_audio(path: PathLike, target_rate: int) -> np.ndarray:
     """Read an audio file as float32 mono samples in [-1, 1] at ``target_rate`` Hz.
 
     Channels are averaged. Float files may hold values beyond full scale; they are clipped to
-    [-1, 1], as any conversion to int16 would do, so the int16 scaling of the fbank stays exact.
+    [-1, 1] as read (and again after resampling, which can overshoot), as any conversion to
+    int16 would do, so the int16 scaling of the fbank stays exact.
 
     Returns:
         samples: (N,) float32.
@@ -142,8 +143,8 @@ def read_audio_blocks(
     """Decode an audio file piece by piece: (samples (N,) float32 mono, file rate) per block.
 
     For streaming long files in constant memory. Blocks hold what :func:`load_audio` reads
-    before resampling and clipping, and the same problems raise the same AudioError, some only
-    when the reader gets there (NaN samples, a truncated file).
+    before resampling (clipped to [-1, 1]), and the same problems raise the same AudioError,
+    some only when the reader gets there (NaN samples, a truncated file).
     """
     if block_seconds <= 0:
         raise ValueError(f"block_seconds must be positive, got {block_seconds}")
@@ -181,6 +182,9 @@ def _decode(path: Path, block_seconds: Optional[float]) -> Iterator[Tuple[np.nda
                 raise AudioError(
                     path, "non_finite", f"audio contains {bad} non-finite samples (NaN or inf)"
                 )
+            # Beyond full scale is clipped here, before mixing and resampling, as any
+            # conversion to int16 would; 1e38-sized floats would otherwise overflow to inf.
+            np.clip(data, -1.0, 1.0, out=data)
             done += data.shape[0]
             yield (data.mean(axis=1, dtype=np.float32) if data.shape[1] > 1 else data[:, 0]), rate
             if block < 0:
