@@ -165,3 +165,43 @@ def test_int8_flag_of_stream(tiny, corpus, capsys) -> None:
     assert json.loads(out[-1])["engine"] == "torch int8"
     code = main(["stream", "--model", str(tiny.path), "--int8", "--engine", "onnxruntime", path])
     assert code == 2 and "--int8 runs on the torch engine" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["torch", "torch int8", "onnxruntime"])
+def test_decode_simulate_streaming_with_an_engine_equals_its_streams(
+    corpus, test_audio, tiny, graph, kind
+) -> None:
+    from wenet_lite.data.manifest import load_cuts
+    from wenet_lite.decode.recognize import DecodeOptions, decode_model
+
+    engines = {
+        "torch": lambda: TorchEngine(tiny.model, CHUNKING),
+        "torch int8": lambda: TorchEngine(tiny.model, CHUNKING, int8=True),
+        "onnxruntime": lambda: OnnxRuntimeEngine(graph, CHUNKING),
+    }
+    cuts = list(load_cuts(corpus / "test-clean"))
+    opts = DecodeOptions(SearchOptions(), CHUNKING, simulate_streaming=True, batch_seconds=12)
+    engine = engines[kind]()
+    decoded = {r.utt_id: r.hyp.tokens for r in decode_model(
+        tiny.model, tiny.tokenizer, tiny.cfg, cuts, opts, engine).results}  # fmt: skip
+    plain = {r.utt_id: r.hyp.tokens for r in decode_model(
+        tiny.model, tiny.tokenizer, tiny.cfg, cuts, opts).results}  # fmt: skip
+    rec = _recognizer(tiny, engine)
+    for k, (cut, audio) in enumerate(zip(cuts, test_audio)):
+        assert _stream(rec, audio, seed=k).token_ids == decoded[cut.id], cut.id
+    if kind != "torch int8":  # fp32 engines: the eager chunk-by-chunk forward's tokens
+        assert decoded == plain
+
+
+def test_decode_engine_flags(tiny, corpus, tmp_path, capsys) -> None:
+    from wenet_lite.cli import main
+
+    base = ["decode", "--model", str(tiny.path), "--data", str(corpus / "test-clean"),
+            "--chunk-size", "4", "--left-chunks", "2", "--out", str(tmp_path / "o")]  # fmt: skip
+    assert main([*base, "--engine", "onnxruntime"]) == 2
+    assert "add --simulate-streaming" in capsys.readouterr().err
+    assert main([*base, "--simulate-streaming", "--int8"]) == 0
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert (
+        summary["settings"]["simulate_streaming"] and summary["settings"]["engine"] == "torch int8"
+    )

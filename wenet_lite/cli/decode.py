@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # imported where used: `wenet-lite --help` stays instant
     from wenet_lite.decode.score import References
     from wenet_lite.decode.stream_files import StreamReport
     from wenet_lite.decode.streaming import StreamingRecognizer
+    from wenet_lite.model import ASRModel
     from wenet_lite.model.chunking import Chunking
 
 
@@ -67,10 +68,13 @@ def add_decode(sub: argparse._SubParsersAction) -> None:
         "--out", type=output_dir, help="output dir (default: MODEL_DIR/decode_<data>_<settings>)"
     )
     p.add_argument("--device", help="cpu, cuda, ... (default: cuda if available)")
+    add_engine(p, "--simulate-streaming: ")
     p.set_defaults(func=_run_decode)
 
 
 def _run_decode(args: argparse.Namespace) -> int:
+    import torch
+
     from wenet_lite.decode.options import SearchOptions
     from wenet_lite.decode.recognize import DecodeOptions, decode_cuts, default_out_dir
 
@@ -83,8 +87,17 @@ def _run_decode(args: argparse.Namespace) -> int:
         )  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None
+    device = device_from(args.device)
+    make_engine = None
+    if args.engine != "torch" or args.int8:
+        if not args.simulate_streaming:
+            what = "--int8" if args.int8 else f"--engine {args.engine}"
+            raise UsageError(f"{what} runs the streaming path: add --simulate-streaming")
+        check_engine_flags(args, device)
+        torch.set_num_threads(args.threads)
+        make_engine = lambda model: engine_from(args, model, options.chunking)  # noqa: E731
     out = args.out or default_out_dir(args.model, args.data, options)
-    report = decode_cuts(args.model, args.data, out, options, device_from(args.device))
+    report = decode_cuts(args.model, args.data, out, options, device, make_engine)
     print("\n".join(report.summary_lines()))
     print(f"results in {out}")
     for utt, message in report.failures:
@@ -135,18 +148,45 @@ def add_stream(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run_stream)
 
 
-def add_engine(p: argparse.ArgumentParser) -> None:
-    """`--engine` and `--threads` of `stream` and `serve`."""
+def add_engine(p: argparse.ArgumentParser, scope: str = "") -> None:
+    """`--engine`, `--int8` and `--threads` of `stream`, `serve` and `decode`."""
     p.add_argument(
         "--engine", choices=("torch", "onnxruntime"), default="torch",
-        help="what runs the encoder: torch (eager, default) or onnxruntime (the batched graph, "
-        "exported at start with torch.export; needs --left-chunks >= 0)",
+        help=f"{scope}what runs the encoder: torch (eager, default) or onnxruntime (the "
+        "batched graph, exported at start with torch.export; needs --left-chunks >= 0)",
     )  # fmt: skip
     p.add_argument("--threads", type=positive_int, default=1, help="intra-op threads (1)")
     p.add_argument(
         "--int8", action="store_true",
         help="torch engine: int8 encoder linears scaled per frame (batched == alone still holds)",
     )  # fmt: skip
+
+
+def check_engine_flags(args: argparse.Namespace, device: str) -> None:
+    """`--engine` / `--int8` against `--device` and each other (usage errors)."""
+    what = "--int8" if args.int8 else f"--engine {args.engine}"
+    if device != "cpu":
+        raise UsageError(f"{what} runs on the CPU: drop --device {device}")
+    if args.int8 and args.engine != "torch":
+        raise UsageError(f"--int8 runs on the torch engine, not --engine {args.engine}")
+
+
+def engine_from(
+    args: argparse.Namespace, model: ASRModel, chunking: Chunking, device: str = "cpu"
+) -> Engine:
+    """The engine of `--engine`, `--int8` and `--threads` for a loaded model."""
+    from wenet_lite.decode.engines import OnnxRuntimeEngine, TorchEngine
+    from wenet_lite.export.batched import export_batched_onnx
+
+    check_engine_flags(args, device)
+    if args.int8:
+        return TorchEngine(model, chunking, int8=True)
+    if chunking.left_chunks < 0:
+        raise UsageError(
+            f"--engine {args.engine} needs a fixed cache: --left-chunks >= 0 (got "
+            f"{chunking.left_chunks}); 4 is a good choice"
+        )
+    return OnnxRuntimeEngine(export_batched_onnx(model, chunking), chunking, args.threads)
 
 
 def recognizer_from(
@@ -161,27 +201,13 @@ def recognizer_from(
     device = device_from(args.device)
     if args.engine == "torch" and not args.int8:
         return StreamingRecognizer(args.model, chunking, options, endpoint=endpoint, device=device)
-    from wenet_lite.decode.engines import OnnxRuntimeEngine, TorchEngine
-    from wenet_lite.export.batched import export_batched_onnx
     from wenet_lite.model.chunking import check_chunking
     from wenet_lite.model_io import load_model
 
-    what = "--int8" if args.int8 else f"--engine {args.engine}"
-    if device != "cpu":
-        raise UsageError(f"{what} runs on the CPU: drop --device {device}")
-    if args.int8 and args.engine != "torch":
-        raise UsageError(f"--int8 runs on the torch engine, not --engine {args.engine}")
+    check_engine_flags(args, device)
     model, tokenizer, cfg = load_model(args.model, torch.device("cpu"))
     check_chunking(cfg.encoder, chunking, cached=True, source=args.model)
-    if args.int8:
-        engine: Engine = TorchEngine(model, chunking, int8=True)
-    elif chunking.left_chunks < 0:
-        raise UsageError(
-            f"--engine {args.engine} needs a fixed cache: --left-chunks >= 0 (got "
-            f"{chunking.left_chunks}); 4 is a good choice"
-        )
-    else:
-        engine = OnnxRuntimeEngine(export_batched_onnx(model, chunking), chunking, args.threads)
+    engine = engine_from(args, model, chunking, device)
     rec = StreamingRecognizer.from_model(
         model, cfg, tokenizer, chunking, options, endpoint=endpoint, engine=engine
     )

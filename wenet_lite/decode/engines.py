@@ -30,7 +30,7 @@ from wenet_lite.model.state import EncoderState
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["ENGINES", "Engine", "OnnxRuntimeEngine", "TorchEngine"]
+__all__ = ["ENGINES", "Engine", "OnnxRuntimeEngine", "TorchEngine", "stream_log_probs"]
 
 ENGINES = ("torch", "onnxruntime")
 BATCHED_INPUTS = ("x", "x_lens", "att_cache", "conv_cache", "cache_len")
@@ -129,3 +129,34 @@ class OnnxRuntimeEngine(Engine):
             cache_limit=state.cache_limit,
         )
         return torch.from_numpy(log_probs), new_state
+
+
+def stream_log_probs(
+    engine: Engine, model: ASRModel, feats: torch.Tensor, feats_lens: torch.Tensor
+) -> torch.Tensor:
+    """Whole utterances chunk by chunk through ``engine``: what a stream of each computes
+    (``decode --simulate-streaming --engine``). Every window is zero-padded to W with its true
+    length, as the recogniser's last window is, which masks exactly what
+    ``forward_chunk_by_chunk``'s shorter last window leaves out.
+
+    Args: feats (B, T_in, F) padded, feats_lens (B,). Returns: log_probs (B, T, V) float32
+    (frames past an utterance's ``output_lengths`` are padding).
+    """
+    encoder, chunk = model.encoder, engine.chunking.chunk_size
+    sub = encoder.subsampling
+    b, t_in, dim = feats.size()
+    total = int(sub.output_lengths(torch.tensor(t_in)).item())
+    window = sub.window_size(chunk)
+    state = encoder.init_state(b, chunk, engine.chunking.left_chunks)
+    outs = []
+    for k in range((total + chunk - 1) // chunk):
+        start = k * chunk * sub.rate
+        x = feats.new_zeros(b, window, dim)  # (B, W, F)
+        piece = feats[:, start : start + window]
+        x[:, : piece.size(1)] = piece
+        lens = torch.clamp(feats_lens - start, 0, window)
+        log_probs, state = engine.run(x, lens, state)  # (B, C, V)
+        outs.append(log_probs)
+    if not outs:
+        return torch.zeros(b, 0, model.ctc.proj.out_features)
+    return torch.cat(outs, dim=1)[:, :total]  # (B, T, V)

@@ -26,7 +26,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 from lhotse.cut import Cut
@@ -41,6 +41,7 @@ from wenet_lite.decode.ctc_search import (
     frames_to_seconds,
     penalize_blank,
 )
+from wenet_lite.decode.engines import Engine, stream_log_probs
 from wenet_lite.decode.long_audio import long_log_probs
 from wenet_lite.decode.options import SearchModels, SearchOptions
 from wenet_lite.decode.result import make_result, spell
@@ -131,6 +132,8 @@ class DecodeReport:
     audio_seconds: float
     wall_seconds: float
     options: DecodeOptions
+    engine: str = "torch"
+    """what ran the encoder (decode/engines.py)"""
 
     @property
     def rtf(self) -> float:
@@ -150,7 +153,11 @@ class DecodeReport:
         option, and the line that describes them), the scores and the timing."""
         return {
             "command": "decode",
-            "settings": {**dataclasses.asdict(self.options), "describe": self.options.describe()},
+            "settings": {
+                **dataclasses.asdict(self.options),
+                "engine": self.engine,
+                "describe": self.options.describe(),
+            },  # fmt: skip
             **summary_record([r.score for r in self.results]),
             "failed": len(self.failures),
             "audio_seconds": round(self.audio_seconds, 3),
@@ -165,15 +172,18 @@ def decode_cuts(
     out_dir: Pathlike,
     options: DecodeOptions,
     device: Union[str, torch.device] = "cpu",
+    make_engine: Optional[Callable[[ASRModel], Engine]] = None,
 ) -> DecodeReport:
     """Decode the cuts in ``data`` (a dir holding cuts.jsonl.gz, or the file) and write
-    ``hyp.txt``, ``details.txt``, ``summary.txt`` (and ``errors.txt``) to ``out_dir``."""
+    ``hyp.txt``, ``details.txt``, ``summary.txt`` (and ``errors.txt``) to ``out_dir``.
+    ``make_engine``: the engine of ``--simulate-streaming`` for the loaded model."""
     from wenet_lite.model_io import load_model
 
     model, tokenizer, cfg = load_model(model_path, torch.device(device))
     check_chunking(cfg.encoder, options.chunking, options.simulate_streaming, str(model_path))
+    engine = make_engine(model) if make_engine is not None else None
     cuts = list(load_cuts(data))
-    report = decode_model(model, tokenizer, cfg, cuts, options)
+    report = decode_model(model, tokenizer, cfg, cuts, options, engine)
     write_report(report, out_dir, {"model": str(model_path), "data": str(data)})
     return report
 
@@ -184,8 +194,17 @@ def decode_model(
     cfg: ExperimentConfig,
     cuts: Sequence[Cut],
     options: DecodeOptions,
+    engine: Optional[Engine] = None,
 ) -> DecodeReport:
-    """Decode lhotse cuts with a model in memory (see the module docstring)."""
+    """Decode lhotse cuts with a model in memory (see the module docstring). ``engine``
+    (``decode/engines.py``) runs ``simulate_streaming``; default the model in eager PyTorch."""
+    if engine is not None and not options.simulate_streaming:
+        raise ValueError(f"the {engine.name} engine streams: it needs simulate_streaming")
+    if engine is not None and engine.chunking != options.chunking:
+        raise ValueError(
+            f"the {engine.name} engine was built for {engine.chunking.describe()}, decoding "
+            f"asks for {options.chunking.describe()}"
+        )
     search = options.search.resolved(cfg.decode)
     options = dataclasses.replace(options, search=search)
     models = search.load(tokenizer)
@@ -209,7 +228,9 @@ def decode_model(
                     failures.append((cut.id, str(e)))
             if not kept:
                 continue
-            if batch[0].duration > options.max_window_seconds:
+            if engine is not None:
+                decoded = _decode_batch(model, feats, options, models, engine)
+            elif batch[0].duration > options.max_window_seconds:
                 decoded = [_decode_long(model, feats[0], options, models, cfg, batch[0].id)]
             else:
                 decoded = _decode_batch(model, feats, options, models)
@@ -220,7 +241,8 @@ def decode_model(
         model.train(was_training)
     results.sort(key=lambda r: r.utt_id)
     wall = time.perf_counter() - start
-    return DecodeReport(results, failures, audio_seconds, wall, options)
+    name = engine.name if engine is not None else "torch"
+    return DecodeReport(results, failures, audio_seconds, wall, options, name)
 
 
 def _batches(cuts: Sequence[Cut], batch_seconds: float) -> Iterator[List[Cut]]:
@@ -247,6 +269,7 @@ def _decode_batch(
     feats: List[torch.Tensor],
     options: DecodeOptions,
     models: SearchModels,
+    engine: Optional[Engine] = None,
 ) -> List[List[Hypothesis]]:
     """The n best hypotheses of each utterance (one for greedy search)."""
     encoder = model.encoder
@@ -259,7 +282,10 @@ def _decode_batch(
         batch[i, : f.size(0)] = f
     batch, lens = batch.to(device), lens.to(device)
     c, n = options.chunking.chunk_size, options.chunking.left_chunks
-    if options.simulate_streaming:
+    if engine is not None:  # one utterance of any length streams in bounded memory too
+        log_probs = stream_log_probs(engine, model, batch, lens)  # (B, T, V)
+        out_lens = encoder.subsampling.output_lengths(lens)
+    elif options.simulate_streaming:
         out = encoder.forward_chunk_by_chunk(batch, c, n, lens)  # (B, T, D)
         log_probs, out_lens = model.ctc(out), encoder.subsampling.output_lengths(lens)
     else:
