@@ -93,7 +93,7 @@ def _run_decode(args: argparse.Namespace) -> int:
         if not args.simulate_streaming:
             what = "--int8" if args.int8 else f"--engine {args.engine}"
             raise UsageError(f"{what} runs the streaming path: add --simulate-streaming")
-        check_engine_flags(args, device)
+        check_engine_flags(args, device, options.chunking)
         torch.set_num_threads(args.threads)
         make_engine = lambda model: engine_from(args, model, options.chunking)  # noqa: E731
     out = args.out or default_out_dir(args.model, args.data, options)
@@ -162,30 +162,29 @@ def add_engine(p: argparse.ArgumentParser, scope: str = "") -> None:
     )  # fmt: skip
 
 
-def check_engine_flags(args: argparse.Namespace, device: str) -> None:
-    """`--engine` / `--int8` against `--device` and each other (usage errors)."""
+def check_engine_flags(args: argparse.Namespace, device: str, chunking: Chunking) -> None:
+    """`--engine` / `--int8` against `--device`, each other and the chunking (usage errors,
+    before any model is loaded)."""
     what = "--int8" if args.int8 else f"--engine {args.engine}"
     if device != "cpu":
         raise UsageError(f"{what} runs on the CPU: drop --device {device}")
     if args.int8 and args.engine != "torch":
         raise UsageError(f"--int8 runs on the torch engine, not --engine {args.engine}")
-
-
-def engine_from(
-    args: argparse.Namespace, model: ASRModel, chunking: Chunking, device: str = "cpu"
-) -> Engine:
-    """The engine of `--engine`, `--int8` and `--threads` for a loaded model."""
-    from wenet_lite.decode.engines import OnnxRuntimeEngine, TorchEngine
-    from wenet_lite.export.batched import export_batched_onnx
-
-    check_engine_flags(args, device)
-    if args.int8:
-        return TorchEngine(model, chunking, int8=True)
-    if chunking.left_chunks < 0:
+    if args.engine == "onnxruntime" and chunking.left_chunks < 0:
         raise UsageError(
             f"--engine {args.engine} needs a fixed cache: --left-chunks >= 0 (got "
             f"{chunking.left_chunks}); 4 is a good choice"
         )
+
+
+def engine_from(args: argparse.Namespace, model: ASRModel, chunking: Chunking) -> Engine:
+    """The engine of `--engine`, `--int8` and `--threads` for a loaded model (flags checked
+    by :func:`check_engine_flags`)."""
+    from wenet_lite.decode.engines import OnnxRuntimeEngine, TorchEngine
+    from wenet_lite.export.batched import export_batched_onnx
+
+    if args.int8:
+        return TorchEngine(model, chunking, int8=True)
     return OnnxRuntimeEngine(export_batched_onnx(model, chunking), chunking, args.threads)
 
 
@@ -204,10 +203,10 @@ def recognizer_from(
     from wenet_lite.model.chunking import check_chunking
     from wenet_lite.model_io import load_model
 
-    check_engine_flags(args, device)
+    check_engine_flags(args, device, chunking)
     model, tokenizer, cfg = load_model(args.model, torch.device("cpu"))
     check_chunking(cfg.encoder, chunking, cached=True, source=args.model)
-    engine = engine_from(args, model, chunking, device)
+    engine = engine_from(args, model, chunking)
     rec = StreamingRecognizer.from_model(
         model, cfg, tokenizer, chunking, options, endpoint=endpoint, engine=engine
     )

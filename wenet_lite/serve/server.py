@@ -265,8 +265,9 @@ class Server:
     async def _handle(self, ws: Any) -> None:
         self.counters.connections += 1
         protocol = _WEBSOCKET_PATHS[ws.request.path.split("?", 1)[0]]
-        cid = f"{self.worker}.{self.counters.connections}" if self.opts.workers > 1 else None
-        c = _Client(cid or str(self.counters.connections), protocol, ws, self.rec.create_stream())
+        n = self.counters.connections
+        cid = f"{self.worker}.{n}" if self.opts.workers > 1 else str(n)
+        c = _Client(cid, protocol, ws, self.rec.create_stream())
         self._clients[c.id] = c
         self._count_open(1)
         sender = asyncio.create_task(self._send_loop(c))
@@ -439,27 +440,27 @@ class Server:
         batch = ready[: self.opts.max_batch_size]
         self._step_index += 1
         if batch:
-            start = time.perf_counter()
-            self.rec.decode_streams([c.stream for c in batch])
-            self.counters.decode_s += time.perf_counter() - start
+            self._decode(batch)
             self.counters.steps += 1
             self.counters.batched += len(batch)
-            for c in batch:
-                c.last_step = self._step_index
         # A stream whose input ended has at most two chunks left: decode them now, so that its
         # final result does not wait for further steps.
         ending = [c for c in live if c.finished and c.stream.is_ready]
         while ending:
-            start = time.perf_counter()
-            self.rec.decode_streams([c.stream for c in ending])
-            self.counters.decode_s += time.perf_counter() - start
-            for c in ending:
-                c.last_step = self._step_index
+            self._decode(ending)
             ending = [c for c in ending if c.stream.is_ready]
         touched = [c for c in live if c.last_step == self._step_index or c.stream.done]
         results = [(c, *self._messages(c)) for c in touched]
         more = any(c.stream.is_ready for c in ready)
         return results, more
+
+    def _decode(self, clients: List[_Client]) -> None:
+        """One batched chunk of these clients' streams, timed, marked as this step's."""
+        start = time.perf_counter()
+        self.rec.decode_streams([c.stream for c in clients])
+        self.counters.decode_s += time.perf_counter() - start
+        for c in clients:
+            c.last_step = self._step_index
 
     def _messages(self, c: _Client) -> Tuple[List[str], bool]:
         s = c.stream
