@@ -3,6 +3,7 @@
 
 Usage:
     python tools/run_exported.py model.ts a.wav [b.flac ...] [--piece-ms 100] [--threads 1]
+    python tools/run_exported.py model.ts a.wav --rescore [--beam 10] [--ctc-weight W]
 
 Prints one transcript per file, in order (``--names``: ``PATH TEXT`` lines, as
 tools/run_sherpa.py prints them). Audio is fed in pieces of --piece-ms as a live
@@ -16,11 +17,18 @@ wenet_lite is deliberate and small: audio loading as ``features/audio.py`` does 
 soxr "HQ" resampling, clip to [-1, 1]), the fbank *options* of ``features/fbank.py`` (taken
 from the metadata, with samples scaled by ``sample_scale`` before kaldi-native-fbank), greedy
 CTC, and sentencepiece's rule for turning pieces into text.
+
+``--rescore`` (a model exported with an attention decoder): CTC prefix beam search instead of
+greedy, and at the end of each file its n-best re-ranked by the model's
+``forward_attention_decoder`` over the file's encoder output, as `wenet-lite stream --mode
+attention_rescoring --no-endpoint` does (the beam search here is a plain copy of
+``decode/ctc_search.py``'s, without LM or hotwords, so that its n-best is the same).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import Dict, List, Tuple
 
@@ -73,10 +81,89 @@ def pieces_to_text(pieces: List[str]) -> str:
     return "".join(parts)
 
 
-class Transcriber:
-    """One stream: samples in, fbank frames, chunk windows through the model, greedy CTC."""
+def _log_add(a: float, b: float) -> float:
+    if a < b:
+        a, b = b, a
+    if b == -math.inf:
+        return a
+    return a + math.log1p(math.exp(b - a))
 
-    def __init__(self, model: torch.jit.ScriptModule) -> None:
+
+def _add(
+    beam: Dict[Tuple[int, ...], List[float]], prefix: Tuple[int, ...], value: float, blank: bool
+) -> None:
+    """Add an alignment family's log-probability to ``prefix``'s blank or non-blank part."""
+    if value == -math.inf:
+        return
+    entry = beam.setdefault(prefix, [-math.inf, -math.inf])
+    i = 0 if blank else 1
+    entry[i] = _log_add(entry[i], value)
+
+
+class PrefixBeam:
+    """CTC prefix beam search over chunks: per frame the beam's top tokens extend each prefix
+    (blank, repeat, new token), prefixes ranked by log(P_blank + P_non_blank)."""
+
+    def __init__(self, beam: int, blank: int) -> None:
+        self.beam, self.blank = beam, blank
+        # prefix -> [log P(ends in blank), log P(ends in its last token)]
+        self.prefixes: Dict[Tuple[int, ...], List[float]] = {(): [0.0, -math.inf]}
+
+    def accept(self, log_probs: torch.Tensor) -> None:
+        """(C, V) log-probabilities of a chunk's frames."""
+        top_lp, top_id = log_probs.topk(min(self.beam, log_probs.size(-1)), dim=-1)
+        for tokens, lps in zip(top_id.tolist(), top_lp.tolist()):
+            nxt: Dict[Tuple[int, ...], List[float]] = {}
+            for prefix, (pb, pnb) in self.prefixes.items():
+                total = _log_add(pb, pnb)
+                last = prefix[-1] if prefix else None
+                for tok, lp in zip(tokens, lps):
+                    if tok == self.blank:
+                        _add(nxt, prefix, total + lp, True)
+                    elif tok != last:
+                        _add(nxt, prefix + (tok,), total + lp, False)
+                    else:
+                        if pnb > -math.inf:
+                            _add(nxt, prefix, pnb + lp, False)
+                        if pb > -math.inf:
+                            _add(nxt, prefix + (tok,), pb + lp, False)
+            ranked = sorted(nxt.items(), key=lambda item: _log_add(*item[1]), reverse=True)
+            self.prefixes = dict(ranked[: self.beam])
+
+    def nbest(self) -> List[Tuple[List[int], float]]:
+        """(tokens, log-probability), best first."""
+        scored = [(list(p), _log_add(*v)) for p, v in self.prefixes.items()]
+        return sorted(scored, key=lambda item: item[1], reverse=True)
+
+
+def rescore(
+    model: torch.jit.ScriptModule,
+    nbest: List[Tuple[List[int], float]],
+    encoder_out: torch.Tensor,
+    ctc_weight: float,
+    reverse_weight: float,
+) -> List[int]:
+    """The tokens of the best of ``nbest`` by decoder score + ctc_weight * CTC score (silence,
+    an empty best, stays silence; otherwise empty hypotheses are no candidates)."""
+    if not nbest or not nbest[0][0] or encoder_out.size(1) == 0:
+        return nbest[0][0] if nbest else []
+    spoken = [(tokens, score) for tokens, score in nbest if tokens]
+    width = max(len(tokens) for tokens, _ in spoken)
+    hyps = torch.zeros(len(spoken), width, dtype=torch.long)
+    for i, (tokens, _) in enumerate(spoken):
+        hyps[i, : len(tokens)] = torch.tensor(tokens)
+    lens = torch.tensor([len(tokens) for tokens, _ in spoken])
+    with torch.no_grad():
+        att = model.forward_attention_decoder(hyps, lens, encoder_out, reverse_weight).tolist()
+    totals = [a + ctc_weight * score for a, (_, score) in zip(att, spoken)]
+    return spoken[max(range(len(spoken)), key=lambda i: totals[i])][0]
+
+
+class Transcriber:
+    """One stream: samples in, fbank frames, chunk windows through the model, greedy CTC (or,
+    with ``beam``, prefix beam search that keeps the encoder output for rescoring)."""
+
+    def __init__(self, model: torch.jit.ScriptModule, beam: int = 0) -> None:
         self.model = model
         self.meta: Dict[str, str] = dict(model.metadata())
         self.pieces: List[str] = list(model.vocabulary())
@@ -91,16 +178,23 @@ class Transcriber:
         self.start = 0  # first fbank frame of the next window
         self.prev = self.blank
         self.tokens: List[int] = []
+        self.search = PrefixBeam(beam, self.blank) if beam > 0 else None
+        self.encoded: List[torch.Tensor] = []  # (1, C, D) per chunk, for rescoring
 
     def accept(self, samples: np.ndarray) -> None:
         """Append (N,) float samples and decode every window that is complete."""
         self.fbank.accept_waveform(self.rate, samples * np.float32(self.scale))
         self._decode_ready(final=False)
 
-    def finish(self) -> str:
-        """Flush the last frames (and a last, shorter window); return the transcript."""
+    def finish(self, ctc_weight: float = 0.5, reverse_weight: float = 0.3) -> str:
+        """Flush the last frames (and a last, shorter window); return the transcript (with a
+        beam: the n-best rescored with these weights)."""
         self.fbank.input_finished()
         self._decode_ready(final=True)
+        if self.search is not None:
+            encoder_out = torch.cat(self.encoded, dim=1) if self.encoded else torch.zeros(1, 0, 1)
+            nbest = self.search.nbest()
+            self.tokens = rescore(self.model, nbest, encoder_out, ctc_weight, reverse_weight)
         return pieces_to_text([self.pieces[t] for t in self.tokens])
 
     def _decode_ready(self, final: bool) -> None:
@@ -113,8 +207,13 @@ class Transcriber:
             frames = [self.fbank.get_frame(i) for i in range(self.start, end)]
             window = torch.from_numpy(np.stack(frames)).unsqueeze(0)  # (1, W_in, F)
             with torch.no_grad():
-                log_probs, self.state = self.model.forward_chunk(window, self.state)
-            self._greedy(log_probs[0].argmax(dim=-1).tolist())
+                if self.search is None:
+                    log_probs, self.state = self.model.forward_chunk(window, self.state)
+                    self._greedy(log_probs[0].argmax(dim=-1).tolist())
+                else:
+                    out, log_probs, self.state = self.model.encode_chunk(window, self.state)
+                    self.encoded.append(out)
+                    self.search.accept(log_probs[0])
             if end - self.start == self.window:
                 self.fbank.pop(self.shift)  # frames before the next window; indices stay absolute
             self.start += self.shift
@@ -127,17 +226,23 @@ class Transcriber:
             self.prev = token
 
 
-def transcribe(model: torch.jit.ScriptModule, path: str, piece_ms: float) -> str:
+def transcribe(
+    model: torch.jit.ScriptModule, path: str, piece_ms: float, args: argparse.Namespace
+) -> str:
     meta = dict(model.metadata())
     rate = int(meta["sample_rate"])
     samples = load_audio(path, rate)
     if int(meta["chunk_size"]) <= 0:  # a full-context export: one forward over the file
         return _transcribe_full(model, samples, meta)
-    stream = Transcriber(model)
+    stream = Transcriber(model, args.beam if args.rescore else 0)
     step = max(1, int(rate * piece_ms / 1000))
     for begin in range(0, len(samples), step):
         stream.accept(samples[begin : begin + step])
-    return stream.finish()
+    ctc_weight = float(meta["rescore_ctc_weight"]) if args.ctc_weight is None else args.ctc_weight
+    reverse = float(meta["rescore_reverse_weight"])
+    return stream.finish(
+        ctc_weight, reverse if args.reverse_weight is None else args.reverse_weight
+    )
 
 
 def _transcribe_full(
@@ -166,6 +271,16 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--piece-ms", type=float, default=100.0, help="stream piece size")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--names", action="store_true", help="print 'PATH TEXT' lines")
+    parser.add_argument(
+        "--rescore", action="store_true", help="prefix beam search + attention rescoring"
+    )
+    parser.add_argument("--beam", type=int, default=10, help="--rescore: beam size (10)")
+    parser.add_argument(
+        "--ctc-weight", type=float, help="--rescore: CTC score weight (default: the metadata's)"
+    )
+    parser.add_argument(
+        "--reverse-weight", type=float, help="--rescore: right-to-left share (metadata's)"
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     try:
@@ -174,9 +289,18 @@ def main(argv: List[str]) -> int:
         print(f"run_exported: cannot load {args.model}: {str(e).splitlines()[0]}", file=sys.stderr)
         return 1
     model.eval()
+    meta = dict(model.metadata())
+    if args.rescore and meta.get("decoder", "none") == "none":
+        print(
+            f"run_exported: {args.model} has no attention decoder: drop --rescore", file=sys.stderr
+        )
+        return 1
+    if args.rescore and int(meta["chunk_size"]) <= 0:
+        print(f"run_exported: {args.model} is full-context: --rescore streams", file=sys.stderr)
+        return 1
     for path in args.audio:
         try:
-            text = transcribe(model, path, args.piece_ms)
+            text = transcribe(model, path, args.piece_ms, args)
             print(f"{path} {text}" if args.names else text, flush=True)
         except (sf.LibsndfileError, OSError, RuntimeError) as e:
             print(f"run_exported: {path}: {e}", file=sys.stderr)

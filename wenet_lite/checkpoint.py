@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Union
 
 import torch
 
-from wenet_lite.config import ConfigError
+from wenet_lite.config import ConfigError, config_from_dict, config_to_dict
 from wenet_lite.fileio import atomic_open
 
 __all__ = [
@@ -42,7 +42,7 @@ FORMAT_VERSION = 1
 """Bumped when a reader of this version could misread a newer file. Files written before the
 field existed are version 1."""
 
-MODEL_SECTIONS = ("features", "encoder", "tokenizer")
+MODEL_SECTIONS = ("features", "encoder", "decoder", "tokenizer")
 """Config sections that define the model: a resumed or averaged checkpoint must agree on them."""
 
 _NAME = re.compile(r"^step_(\d+)\.pt$")
@@ -149,12 +149,21 @@ def average_state_dicts(states: List[Dict[str, torch.Tensor]]) -> Dict[str, torc
 
 
 def check_same_model(saved: Dict[str, Any], now: Dict[str, Any], where: str) -> None:
-    """ConfigError naming the first model-defining key that differs from a checkpoint's."""
+    """ConfigError naming the first model-defining key that differs from a checkpoint's.
+    Both are completed with defaults first (a file older than a section has its defaults)."""
+    saved, now = _completed(saved), _completed(now)
     for section in MODEL_SECTIONS:
         for key, value in _flatten(now.get(section, {}), section).items():
             old = _flatten(saved.get(section, {}), section).get(key)
             if old != value:
                 raise ConfigError(key, f"is {value!r} but {where} was trained with {old!r}")
+
+
+def _completed(config: Dict[str, Any]) -> Dict[str, Any]:
+    try:
+        return config_to_dict(config_from_dict(config))
+    except ConfigError:
+        return config  # compared as it is: the differing key is still named
 
 
 def _flatten(d: Dict[str, Any], prefix: str) -> Dict[str, Any]:

@@ -25,6 +25,8 @@ __all__ = [
     "SpecAugConfig",
     "ChunkConfig",
     "EncoderConfig",
+    "DecoderConfig",
+    "ModelConfig",
     "TokenizerConfig",
     "DataConfig",
     "TrainConfig",
@@ -191,6 +193,49 @@ class EncoderConfig:
 
 
 @dataclass(frozen=True)
+class DecoderConfig:
+    """The optional attention decoder of U2++ (Wu et al. 2021): transformer blocks over the
+    tokens so far that cross-attend to the encoder output, left to right and right to left.
+    It rescores the CTC search's n-best (``--mode attention_rescoring``); CTC alone streams."""
+
+    type: Literal["none", "bitransformer"] = "none"
+    """none: CTC only; bitransformer: a left-to-right and a right-to-left decoder"""
+    num_blocks: int = 3
+    """left-to-right decoder blocks"""
+    r2l_num_blocks: int = 3
+    """right-to-left decoder blocks (0: left to right only; needs model.reverse_weight 0)"""
+    num_heads: int = 4
+    ffn_dim: int = 2048
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("num_blocks", "num_heads", "ffn_dim"):
+            _require(getattr(self, name) > 0, name, f"must be positive, got {getattr(self, name)}")
+        _require(self.r2l_num_blocks >= 0, "r2l_num_blocks", "must be >= 0")
+        for name in ("dropout", "attention_dropout"):
+            _require(0.0 <= getattr(self, name) < 1.0, name, "must be in [0, 1)")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """How the training loss joins CTC and the attention decoder (used when there is one):
+    ``ctc_weight * CTC + (1 - ctc_weight) * ((1 - reverse_weight) * L2R + reverse_weight *
+    R2L)``, each summed over tokens and divided by the batch size."""
+
+    ctc_weight: float = 0.3
+    reverse_weight: float = 0.3
+    """share of the right-to-left decoder in the attention loss"""
+    lsm_weight: float = 0.1
+    """label smoothing of the decoder's targets"""
+
+    def __post_init__(self) -> None:
+        _require(0.0 <= self.ctc_weight <= 1.0, "ctc_weight", "must be in [0, 1]")
+        _require(0.0 <= self.reverse_weight <= 1.0, "reverse_weight", "must be in [0, 1]")
+        _require(0.0 <= self.lsm_weight < 1.0, "lsm_weight", "must be in [0, 1)")
+
+
+@dataclass(frozen=True)
 class TokenizerConfig:
     """sentencepiece model trained on the training transcripts; id 0 is the CTC blank."""
 
@@ -306,10 +351,29 @@ class ExperimentConfig:
     features: FeatureConfig = field(default_factory=FeatureConfig)
     specaug: SpecAugConfig = field(default_factory=SpecAugConfig)
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    decoder: DecoderConfig = field(default_factory=DecoderConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    def __post_init__(self) -> None:
+        dec = self.decoder
+        if dec.type == "none":
+            return
+        _require(
+            self.encoder.d_model % dec.num_heads == 0,
+            "decoder.num_heads",
+            f"({dec.num_heads}) does not divide encoder.d_model ({self.encoder.d_model}), the "
+            "decoder's width",
+        )
+        _require(
+            dec.r2l_num_blocks > 0 or self.model.reverse_weight == 0.0,
+            "model.reverse_weight",
+            f"is {self.model.reverse_weight} but decoder.r2l_num_blocks is 0 (no right-to-left "
+            "decoder to weigh)",
+        )
 
 
 class _FieldError(Exception):

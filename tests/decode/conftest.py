@@ -134,3 +134,26 @@ def bad_audio(tmp_path_factory: pytest.TempPathFactory, test_audio) -> Dict[str,
     with_nan[len(good) // 2] = np.nan
     sf.write(paths["nan"], with_nan, 16000, subtype="FLOAT")
     return paths
+
+
+U2_OVERRIDES = [
+    "decoder.type=bitransformer",
+    "decoder.num_blocks=2",
+    "decoder.r2l_num_blocks=1",
+    "decoder.ffn_dim=64",
+    "decoder.dropout=0.0",
+]
+
+
+@pytest.fixture(scope="session")
+def tiny_u2(tiny: TinyModel, tmp_path_factory: pytest.TempPathFactory) -> TinyModel:
+    """``tiny`` with an attention decoder of random weights (2 left-to-right blocks, 1
+    right-to-left): its scores disagree with CTC's often enough to reorder n-bests."""
+    cfg = load_config(TINY, U2_OVERRIDES)
+    torch.manual_seed(1)
+    model = build_model(cfg, tiny.tokenizer.vocab_size).eval()
+    missing = model.load_state_dict(tiny.model.state_dict(), strict=False).missing_keys
+    assert missing and all(k.startswith("decoder.") for k in missing)
+    path = tmp_path_factory.mktemp("tiny_u2") / "model.pt"
+    save_model(path, model, cfg, tiny.tokenizer)
+    return TinyModel(path, model, tiny.tokenizer, cfg)

@@ -182,7 +182,7 @@ def test_decode_with_a_word_lm(corpus: Path, tiny, tmp_path: Path, capsys) -> No
     assert "word bonus 2.5)" in (tmp_path / "pen" / "summary.txt").read_text()
     capsys.readouterr()
     assert main(["decode", "--model", str(tiny.path), "--data", str(data), *lm]) == 2
-    assert "needs the prefix_beam search" in capsys.readouterr().err
+    assert "needs the prefix beam (--mode prefix_beam or" in capsys.readouterr().err
 
 
 def test_stream_bad_inputs_named_others_decoded(

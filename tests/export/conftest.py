@@ -97,3 +97,31 @@ def speech_model_file(
     d = tmp_path_factory.mktemp("speech_model")
     save_model(d / "model.pt", model, cfg, tokenizer)
     return ModelFile(d / "model.pt", model, tokenizer, cfg)
+
+
+@pytest.fixture(scope="session")
+def speech_u2_model_file(
+    speech_model_file: ModelFile, tmp_path_factory: pytest.TempPathFactory
+) -> ModelFile:
+    """``speech_model_file`` with a random attention decoder (1 + 1 blocks)."""
+    overrides = ["decoder.type=bitransformer", "decoder.num_blocks=1", "decoder.r2l_num_blocks=1"]
+    cfg = load_config(TINY, overrides)
+    torch.manual_seed(3)
+    model = build_model(cfg, speech_model_file.tokenizer.vocab_size).eval()
+    model.load_state_dict(speech_model_file.model.state_dict(), strict=False)
+    d = tmp_path_factory.mktemp("speech_u2_model")
+    save_model(d / "model.pt", model, cfg, speech_model_file.tokenizer)
+    return ModelFile(d / "model.pt", model, speech_model_file.tokenizer, cfg)
+
+
+def without_decoder(model_file: ModelFile, tmp_path: Path) -> Path:
+    """The model of ``model_file`` without its attention decoder, saved in ``tmp_path``."""
+    from wenet_lite.config import config_from_dict, config_to_dict
+
+    data = config_to_dict(model_file.cfg)
+    data["decoder"]["type"] = "none"
+    cfg = config_from_dict(data)
+    model = build_model(cfg, model_file.tokenizer.vocab_size)
+    model.load_state_dict(model_file.model.state_dict(), strict=False)
+    save_model(tmp_path / "plain.pt", model, cfg, model_file.tokenizer)
+    return tmp_path / "plain.pt"

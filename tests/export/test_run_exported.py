@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Dict, List
 
 import torch
 
+from tests.export.conftest import without_decoder
 from wenet_lite.decode.ctc_search import ctc_greedy_search
 from wenet_lite.export.torchscript import export_torchscript
 from wenet_lite.features.audio import load_audio
 from wenet_lite.features.fbank import compute_fbank
 
-if TYPE_CHECKING:  # tests are not a package: fixtures come from conftest, types only here
+if TYPE_CHECKING:  # fixtures come from conftest, types only here
     from tests.export.conftest import ModelFile
 
 RUNNER = Path(__file__).resolve().parents[2] / "tools" / "run_exported.py"
@@ -103,3 +104,51 @@ def test_runner_reports_a_bad_model_file(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1
     assert "cannot load" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _rescored_text(model_file: ModelFile, path: Path, mode: str) -> str:
+    """`wenet-lite stream --mode MODE --beam 4 --no-endpoint`'s text."""
+    from wenet_lite.decode.endpoint import EndpointConfig
+    from wenet_lite.decode.options import SearchOptions
+    from wenet_lite.decode.streaming import StreamingRecognizer
+    from wenet_lite.model.chunking import Chunking
+
+    rec = StreamingRecognizer.from_model(
+        model_file.model, model_file.cfg, model_file.tokenizer, Chunking(CHUNK, LEFT),
+        SearchOptions(mode=mode, beam_size=4), endpoint=EndpointConfig(enabled=False),
+    )  # fmt: skip
+    stream = rec.create_stream()
+    rate = model_file.cfg.features.sample_rate
+    stream.accept_waveform(rate, load_audio(path, rate))
+    stream.input_finished()
+    rec.decode_until_done([stream])
+    return stream.result().text
+
+
+def test_runner_rescoring_equals_streamed_rescoring(
+    speech_u2_model_file: ModelFile, speech_files: List[Path], tmp_path: Path
+) -> None:
+    model_ts = export_torchscript(speech_u2_model_file.path, tmp_path / "model.ts", CHUNK, LEFT)
+    files = speech_files[:4]
+    cmd = [sys.executable, str(RUNNER), str(model_ts), *map(str, files), "--piece-ms", "70"]
+    env = _blocked_env(tmp_path)
+    proc = subprocess.run(
+        [*cmd, "--rescore", "--beam", "4"], env=env, cwd=tmp_path, capture_output=True,
+        text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    printed = [" ".join(t.split()) for t in proc.stdout.splitlines()]
+    rescored = [_rescored_text(speech_u2_model_file, f, "attention_rescoring") for f in files]
+    assert printed == rescored
+    beam = [_rescored_text(speech_u2_model_file, f, "prefix_beam") for f in files]
+    assert rescored != beam, "the random decoder should overturn some of CTC's choices"
+    # A model without a decoder: one line, no traceback.
+    plain = export_torchscript(
+        without_decoder(speech_u2_model_file, tmp_path), tmp_path / "plain.ts", CHUNK, LEFT
+    )
+    proc = subprocess.run(
+        [sys.executable, str(RUNNER), str(plain), str(files[0]), "--rescore"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1 and "has no attention decoder" in proc.stderr
+    assert "Traceback" not in proc.stderr

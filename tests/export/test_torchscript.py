@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 import torch
 
+from tests.export.conftest import without_decoder
 from wenet_lite.checkpoint import CheckpointError
 from wenet_lite.cli import main
 from wenet_lite.config import load_config
@@ -19,7 +20,7 @@ from wenet_lite.model import build_model
 from wenet_lite.model.linear import Linear
 from wenet_lite.model_io import save_model
 
-if TYPE_CHECKING:  # tests are not a package: fixtures come from conftest, types only here
+if TYPE_CHECKING:  # fixtures come from conftest, types only here
     from tests.export.conftest import ModelFile
 
 TINY = Path(__file__).resolve().parents[2] / "conf" / "tiny_test.yaml"
@@ -170,3 +171,42 @@ def test_cli_exports_torchscript(tiny_model_file: ModelFile, tmp_path: Path, cap
     assert main(argv + ["--chunk-size", "4", "--left-chunks", "1", "--out", str(out)]) == 0
     assert capsys.readouterr().out.strip() == str(out)
     assert torch.jit.load(str(out)).metadata()["left_chunks"] == "1"
+
+
+def test_scripted_attention_decoder_equals_eager(
+    speech_u2_model_file: ModelFile, tmp_path: Path
+) -> None:
+    path = export_torchscript(speech_u2_model_file.path, tmp_path / "u2.ts", 4, 2)
+    scripted = torch.jit.load(str(path))
+    model = speech_u2_model_file.model
+    assert scripted.metadata()["decoder"] == "bitransformer"
+    assert scripted.metadata()["sos_eos_id"] == str(model.ctc.proj.out_features)
+    torch.manual_seed(2)
+    feats = torch.randn(1, 120, 80)
+    window = model.encoder.subsampling.window_size(4)
+    with torch.no_grad():
+        state = scripted.init_state(1)
+        encoded, log_probs, state = scripted.encode_chunk(feats[:, :window], state)
+        again, _ = scripted.forward_chunk(feats[:, :window], scripted.init_state(1))
+        _close(log_probs, again)
+        _close(log_probs, model.ctc(encoded))
+        memory = torch.randn(1, 23, encoded.size(2))
+        hyps = torch.randint(2, 40, (5, 7))
+        lens = torch.tensor([7, 1, 4, 6, 2])
+        for reverse in (0.0, 0.3, 1.0):
+            got = scripted.forward_attention_decoder(hyps, lens, memory, reverse)
+            want = model.decoder.score(
+                memory.expand(5, -1, -1), torch.full((5,), 23), hyps, lens, reverse
+            )
+            _close(got, want, atol=1e-4)
+    # A model without a decoder says so when asked to rescore.
+    plain = torch.jit.load(
+        str(
+            export_torchscript(
+                without_decoder(speech_u2_model_file, tmp_path), tmp_path / "p.ts", 4, 2
+            )
+        )
+    )
+    assert plain.metadata()["decoder"] == "none"
+    with pytest.raises(Exception, match="has no attention decoder"):
+        plain.forward_attention_decoder(hyps, lens, memory, 0.3)

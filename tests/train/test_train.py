@@ -53,6 +53,49 @@ def test_tiny_model_learns_a_few_utterances(synthetic_corpus, make_data, tmp_pat
     assert errors.rate <= 0.2, list(zip(batch.texts, hyps))
 
 
+U2 = (
+    "decoder.type=bitransformer",
+    "decoder.num_blocks=1",
+    "decoder.r2l_num_blocks=1",
+    "decoder.ffn_dim=64",
+)
+
+
+def test_joint_ctc_and_attention_training_learns_both(
+    synthetic_corpus, make_data, tmp_path
+) -> None:
+    from wenet_lite.cli import main
+    from wenet_lite.decode.options import SearchOptions
+    from wenet_lite.decode.recognize import DecodeOptions, decode_model
+    from wenet_lite.model.chunking import Chunking
+
+    cuts = load_cuts(synthetic_corpus.data / "train-clean-100")
+    few = CutSet.from_cuts(sorted(cuts, key=lambda c: c.duration)[:6])
+    data = make_data({"few": few})
+    exp = tmp_path / "exp"
+    result = _train(
+        data, exp, *U2, "decoder.dropout=0.0", "train.max_epochs=100", "data.num_buckets=1",
+        "train.lr=0.005", "train.warmup_steps=5",
+        train_parts=("few",), dev_parts=(), tokenizer=synthetic_corpus.tokenizer,
+    )  # fmt: skip
+    losses = [result.losses[s] for s in sorted(result.losses)]
+    assert sum(losses[-5:]) < 0.3 * sum(losses[:5])  # label smoothing keeps a floor
+    # Averaging covers the decoder; the averaged model rescores what it learnt.
+    avg = exp / "avg.pt"
+    assert main(["average", "--exp", str(exp), "--num", "2", "--out", str(avg)]) == 0
+    model, tokenizer, cfg = load_model(avg)
+    last = load_model(exp / "step_100.pt")[0].state_dict()
+    middle = load_model(exp / "step_99.pt")[0].state_dict()
+    for key, value in model.state_dict().items():
+        if key.startswith("decoder.") and value.is_floating_point():
+            assert torch.allclose(value, (last[key] + middle[key]) / 2, atol=1e-6), key
+    # The decoder alone recognises the training audio: rescoring with no CTC weight.
+    search = SearchOptions(mode="attention_rescoring", beam_size=4, ctc_weight=0.0)
+    report = decode_model(model, tokenizer, cfg, list(few), DecodeOptions(search, Chunking(4, -1)))
+    errors = sum_counts(r.score.words for r in report.results)
+    assert errors.rate <= 0.2, [r.text for r in report.results]
+
+
 def _state(result: TrainResult) -> Dict[str, torch.Tensor]:
     assert result.model is not None
     return result.model.state_dict()
@@ -67,6 +110,8 @@ RANDOM = (
     "data.speed_perturb=[0.9,1.0,1.1]",
     "train.accum_grad=2",
     "train.max_epochs=2",
+    *U2,  # the attention decoder too, with dropout
+    "decoder.dropout=0.1",
 )
 
 

@@ -38,8 +38,8 @@ def add_decode(sub: argparse._SubParsersAction) -> None:
         "decode",
         help="decode a test set and score WER/CER",
         description="usage: wenet-lite decode --model exp/u2/avg_5.pt --data data/test-clean "
-        "[--mode greedy|prefix_beam] [--beam 10] [--lm lm.json] [--chunk-size 16 "
-        "--left-chunks -1 [--simulate-streaming]] [--out DIR]\n\n"
+        "[--mode greedy|prefix_beam|attention_rescoring] [--beam 10] [--lm lm.json] "
+        "[--chunk-size 16 --left-chunks -1 [--simulate-streaming]] [--out DIR]\n\n"
         "Writes DIR/hyp.txt (id text), details.txt (alignments, token times, confidence), "
         "summary.txt (WER, CER with S/D/I, failures, RTF), summary.json (the same, for "
         "tools) and errors.txt. --chunk-size alone "
@@ -119,10 +119,11 @@ def add_stream(sub: argparse._SubParsersAction) -> None:
         "16-bit little-endian mono PCM on stdin at --sample-rate. Partial hypotheses go to "
         "stderr as they change, final segments (split by endpointing) with word times to "
         "stdout; --json prints JSON lines of type partial/final/error instead, and a last "
-        "summary line. --ref PART scores the transcripts against a prepared set (its audio "
-        "files are streamed when no AUDIO is given) and writes hyp.txt, details.txt, "
-        "summary.txt and summary.json to --out, as `decode` does. Exit code 1 if an input "
-        "failed (each named; the others are decoded).",
+        "summary line. --mode attention_rescoring: partials stay CTC, each final segment's "
+        "n-best is re-ranked by the model's attention decoder. --ref PART scores the "
+        "transcripts against a prepared set (its audio files are streamed when no AUDIO is "
+        "given) and writes hyp.txt, details.txt, summary.txt and summary.json to --out, as "
+        "`decode` does. Exit code 1 if an input failed (each named; the others are decoded).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("inputs", nargs="*", metavar="AUDIO", help="audio files, or - for stdin")
@@ -170,6 +171,11 @@ def check_engine_flags(args: argparse.Namespace, device: str, chunking: Chunking
         raise UsageError(f"{what} runs on the CPU: drop --device {device}")
     if args.int8 and args.engine != "torch":
         raise UsageError(f"--int8 runs on the torch engine, not --engine {args.engine}")
+    if args.mode == "attention_rescoring" and args.engine != "torch":
+        raise UsageError(
+            f"--mode attention_rescoring needs the encoder output, which --engine {args.engine} "
+            "does not give: use --engine torch (with --int8 if you like)"
+        )
     if args.engine == "onnxruntime" and chunking.left_chunks < 0:
         raise UsageError(
             f"--engine {args.engine} needs a fixed cache: --left-chunks >= 0 (got "

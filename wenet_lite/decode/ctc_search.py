@@ -95,6 +95,13 @@ class Hypothesis:
         hyp.num_tokens = last.depth if last is not None else 0
         return hyp
 
+    def rescored(self, score: float) -> Hypothesis:
+        """The same tokens, times and confidence with another score (attention rescoring)."""
+        hyp = Hypothesis._of(self._last, score, self.confidence)
+        hyp._tokens, hyp._timestamps = self._tokens, self._timestamps
+        hyp.num_tokens = self.num_tokens
+        return hyp
+
     @property
     def tokens(self) -> List[int]:
         if self._tokens is None:

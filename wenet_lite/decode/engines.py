@@ -17,7 +17,7 @@ Shapes: the legend in ``wenet_lite`` (B streams in the call).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Tuple, Union
+from typing import TYPE_CHECKING, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -50,6 +50,25 @@ class Engine:
         state. Returns: log_probs (B, C, V) float32 on the CPU, and the new state."""
         raise NotImplementedError
 
+    gives_encoder_out = False
+    """whether :meth:`run_encoder` works"""
+
+    def run_encoder(
+        self, feats: torch.Tensor, lens: torch.Tensor, state: EncoderState
+    ) -> Tuple[torch.Tensor, torch.Tensor, EncoderState]:
+        """As :meth:`run`, with the encoder output (B, C, D) first: what attention rescoring
+        needs. Only engines with ``gives_encoder_out`` give it."""
+        self.check_encoder_out()
+        raise NotImplementedError
+
+    def check_encoder_out(self) -> None:
+        """ValueError unless this engine gives the encoder output."""
+        if not self.gives_encoder_out:
+            raise ValueError(
+                f"the {self.name} engine gives CTC log-probabilities only; attention "
+                "rescoring needs the encoder output: use --engine torch"
+            )
+
 
 class TorchEngine(Engine):
     """The model's own ``forward_chunk`` + CTC head, eager, on the model's device; with
@@ -57,6 +76,7 @@ class TorchEngine(Engine):
     activation scales, exact integer products, so batched == alone still holds)."""
 
     name = "torch"
+    gives_encoder_out = True
 
     def __init__(self, model: ASRModel, chunking: Chunking, int8: bool = False) -> None:
         if int8:
@@ -72,10 +92,16 @@ class TorchEngine(Engine):
     def run(
         self, feats: torch.Tensor, lens: torch.Tensor, state: EncoderState
     ) -> Tuple[torch.Tensor, EncoderState]:
+        out, log_probs, new_state = self.run_encoder(feats, lens, state)
+        return log_probs, new_state
+
+    def run_encoder(
+        self, feats: torch.Tensor, lens: torch.Tensor, state: EncoderState
+    ) -> Tuple[torch.Tensor, torch.Tensor, EncoderState]:
         pos = self._positions.get(state.att_cache.size(3))
         with torch.inference_mode():
             out, new_state = self.model.encoder.forward_chunk(feats, state, lens, pos)
-            return self.model.ctc(out).float().cpu(), new_state  # (B, C, V)
+            return out, self.model.ctc(out).float().cpu(), new_state  # (B, C, D), (B, C, V)
 
 
 class OnnxRuntimeEngine(Engine):
@@ -132,15 +158,20 @@ class OnnxRuntimeEngine(Engine):
 
 
 def stream_log_probs(
-    engine: Engine, model: ASRModel, feats: torch.Tensor, feats_lens: torch.Tensor
-) -> torch.Tensor:
+    engine: Engine,
+    model: ASRModel,
+    feats: torch.Tensor,
+    feats_lens: torch.Tensor,
+    with_encoder_out: bool = False,
+) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
     """Whole utterances chunk by chunk through ``engine``: what a stream of each computes
     (``decode --simulate-streaming --engine``). Every window is zero-padded to W with its true
     length, as the recogniser's last window is, which masks exactly what
     ``forward_chunk_by_chunk``'s shorter last window leaves out.
 
     Args: feats (B, T_in, F) padded, feats_lens (B,). Returns: log_probs (B, T, V) float32
-    (frames past an utterance's ``output_lengths`` are padding).
+    (frames past an utterance's ``output_lengths`` are padding) and, ``with_encoder_out``, the
+    encoder output (B, T, D) (else None).
     """
     encoder, chunk = model.encoder, engine.chunking.chunk_size
     sub = encoder.subsampling
@@ -148,15 +179,22 @@ def stream_log_probs(
     total = int(sub.output_lengths(torch.tensor(t_in)).item())
     window = sub.window_size(chunk)
     state = encoder.init_state(b, chunk, engine.chunking.left_chunks)
-    outs = []
+    outs: List[torch.Tensor] = []
+    encoded: List[torch.Tensor] = []
     for k in range((total + chunk - 1) // chunk):
         start = k * chunk * sub.rate
         x = feats.new_zeros(b, window, dim)  # (B, W, F)
         piece = feats[:, start : start + window]
         x[:, : piece.size(1)] = piece
         lens = torch.clamp(feats_lens - start, 0, window)
-        log_probs, state = engine.run(x, lens, state)  # (B, C, V)
+        if with_encoder_out:
+            out, log_probs, state = engine.run_encoder(x, lens, state)  # (B, C, D), (B, C, V)
+            encoded.append(out)
+        else:
+            log_probs, state = engine.run(x, lens, state)  # (B, C, V)
         outs.append(log_probs)
     if not outs:
-        return torch.zeros(b, 0, model.ctc.proj.out_features)
-    return torch.cat(outs, dim=1)[:, :total]  # (B, T, V)
+        empty = torch.zeros(b, 0, model.ctc.proj.out_features)
+        return empty, (torch.zeros(b, 0, model.ctc.proj.in_features) if with_encoder_out else None)
+    log_probs = torch.cat(outs, dim=1)[:, :total]  # (B, T, V)
+    return log_probs, (torch.cat(encoded, dim=1)[:, :total] if with_encoder_out else None)

@@ -14,13 +14,15 @@ from typing import TYPE_CHECKING, Any, Dict, Literal, NamedTuple, Optional
 from wenet_lite.config import DecodeConfig
 from wenet_lite.decode.context import HOTWORDS_SCORE, ContextGraph, load_context
 from wenet_lite.decode.lm import LM_WEIGHT, OOV_PENALTY, WORD_BONUS, LMScorer
+from wenet_lite.decode.rescore import RESCORE_CTC_WEIGHT, RESCORE_REVERSE_WEIGHT
 
 if TYPE_CHECKING:
     from wenet_lite.data.tokenizer import Tokenizer
 
 __all__ = ["SearchMode", "SearchModels", "SearchOptions", "flag"]
 
-SearchMode = Literal["greedy", "prefix_beam"]
+SearchMode = Literal["greedy", "prefix_beam", "attention_rescoring"]
+SEARCH_MODES = ("greedy", "prefix_beam", "attention_rescoring")
 
 
 def flag(name: str, help: str, **argparse_kwargs: Any) -> Dict[str, Any]:
@@ -32,7 +34,14 @@ def flag(name: str, help: str, **argparse_kwargs: Any) -> Dict[str, Any]:
 class SearchOptions:
     """How CTC log-probabilities become text."""
 
-    mode: SearchMode = field(default="greedy", metadata=flag("--mode", "CTC search"))
+    mode: SearchMode = field(
+        default="greedy",
+        metadata=flag(
+            "--mode",
+            "CTC search; attention_rescoring: prefix beam, then the model's attention decoder "
+            "re-ranks each final segment's n-best",
+        ),
+    )
     beam_size: Optional[int] = field(
         default=None,
         metadata=flag("--beam", "prefix beam size (default: the model config's decode.beam_size)"),
@@ -40,7 +49,9 @@ class SearchOptions:
     nbest: Optional[int] = field(
         default=None,
         metadata=flag(
-            "--nbest", "prefix_beam: hypotheses kept per utterance (default: decode.nbest)"
+            "--nbest",
+            "prefix_beam: hypotheses kept per utterance (default: decode.nbest); "
+            "attention_rescoring: hypotheses rescored (default: the beam size)",
         ),
     )
     token_min_logp: Optional[float] = field(
@@ -85,34 +96,66 @@ class SearchOptions:
         metadata=flag("--hotwords-score", "bonus per matched hotword token (a phrase's own wins)"),
     )
 
+    ctc_weight: float = field(
+        default=RESCORE_CTC_WEIGHT,
+        metadata=flag(
+            "--ctc-weight", "attention_rescoring: weight of the prefix beam's score (LM included)"
+        ),
+    )
+    reverse_weight: float = field(
+        default=RESCORE_REVERSE_WEIGHT,
+        metadata=flag(
+            "--reverse-weight",
+            "attention_rescoring: share of the right-to-left decoder in the decoder's score",
+        ),
+    )
+
     def __post_init__(self) -> None:
-        if self.mode not in ("greedy", "prefix_beam"):
-            raise ValueError(f"search mode must be 'greedy' or 'prefix_beam', got {self.mode!r}")
+        if self.mode not in SEARCH_MODES:
+            raise ValueError(f"search mode must be one of {SEARCH_MODES}, got {self.mode!r}")
         if self.beam_size is not None and self.beam_size < 1:
             raise ValueError(f"beam size must be >= 1, got {self.beam_size}")
         if self.nbest is not None and not 1 <= self.nbest <= (self.beam_size or self.nbest):
             raise ValueError(f"nbest must be in 1..beam size ({self.beam_size}), got {self.nbest}")
-        if self.lm is not None and self.mode != "prefix_beam":
-            raise ValueError("a word LM (--lm) needs the prefix_beam search (--mode prefix_beam)")
+        if self.lm is not None and not self.beam:
+            raise ValueError(
+                "a word LM (--lm) needs the prefix beam (--mode prefix_beam or attention_rescoring)"
+            )
         if self.lm_weight < 0:
             raise ValueError(f"lm weight must be >= 0, got {self.lm_weight}")
         if self.oov_penalty < 0:
             raise ValueError(f"oov penalty must be >= 0, got {self.oov_penalty}")
-        if self.hotwords is not None and self.mode != "prefix_beam":
+        if self.hotwords is not None and not self.beam:
             raise ValueError(
-                "hotwords (--hotwords) need the prefix_beam search (--mode prefix_beam)"
+                "hotwords (--hotwords) need the prefix beam (--mode prefix_beam or "
+                "attention_rescoring)"
             )
+        if self.ctc_weight < 0:
+            raise ValueError(f"ctc weight must be >= 0, got {self.ctc_weight}")
+        if not 0.0 <= self.reverse_weight <= 1.0:
+            raise ValueError(f"reverse weight must be in [0, 1], got {self.reverse_weight}")
+
+    @property
+    def beam(self) -> bool:
+        """Whether the search is the prefix beam (alone or under attention rescoring)."""
+        return self.mode != "greedy"
+
+    @property
+    def rescoring(self) -> bool:
+        return self.mode == "attention_rescoring"
 
     def resolved(self, defaults: DecodeConfig) -> SearchOptions:
         """A copy whose beam size and nbest default to a model config's ``decode`` section."""
         beam = defaults.beam_size if self.beam_size is None else self.beam_size
-        nbest = min(defaults.nbest, beam) if self.nbest is None else self.nbest
+        nbest = self.nbest
+        if nbest is None:
+            nbest = beam if self.rescoring else min(defaults.nbest, beam)
         return dataclasses.replace(self, beam_size=beam, nbest=nbest)
 
     def describe(self) -> str:
         """One line for summaries, e.g. ``prefix_beam (beam 20, token min log-prob -5) + LM``."""
         text = "greedy"
-        if self.mode == "prefix_beam":
+        if self.beam:
             prune = (
                 "" if self.token_min_logp is None else f", token min log-prob {self.token_min_logp}"
             )
@@ -124,6 +167,11 @@ class SearchOptions:
             text += f" + LM {self.lm} (weight {self.lm_weight}, word bonus {self.word_bonus}{oov})"
         if self.hotwords is not None:
             text += f" + hotwords {self.hotwords} ({self.hotwords_score} per token)"
+        if self.rescoring:
+            text += (
+                f" + attention rescoring ({self.nbest}-best, ctc weight {self.ctc_weight}, "
+                f"reverse weight {self.reverse_weight})"
+            )
         return text
 
     def load(self, tokenizer: Optional[Tokenizer]) -> SearchModels:

@@ -44,6 +44,7 @@ from wenet_lite.decode.ctc_search import (
 from wenet_lite.decode.engines import Engine, stream_log_probs
 from wenet_lite.decode.long_audio import long_log_probs
 from wenet_lite.decode.options import SearchModels, SearchOptions
+from wenet_lite.decode.rescore import Segment, check_decoder, rescore
 from wenet_lite.decode.result import make_result, spell
 from wenet_lite.decode.score import hyp_lines
 from wenet_lite.decode.wer import (
@@ -181,6 +182,8 @@ def decode_cuts(
 
     model, tokenizer, cfg = load_model(model_path, torch.device(device))
     check_chunking(cfg.encoder, options.chunking, options.simulate_streaming, str(model_path))
+    if options.search.rescoring:
+        check_decoder(model, str(model_path))
     engine = make_engine(model) if make_engine is not None else None
     cuts = list(load_cuts(data))
     report = decode_model(model, tokenizer, cfg, cuts, options, engine)
@@ -207,6 +210,10 @@ def decode_model(
         )
     search = options.search.resolved(cfg.decode)
     options = dataclasses.replace(options, search=search)
+    if search.rescoring:
+        check_decoder(model, "the model")
+        if engine is not None:
+            engine.check_encoder_out()
     models = search.load(tokenizer)
     results: List[UtteranceResult] = []
     failures: List[Tuple[str, str]] = []
@@ -282,15 +289,24 @@ def _decode_batch(
         batch[i, : f.size(0)] = f
     batch, lens = batch.to(device), lens.to(device)
     c, n = options.chunking.chunk_size, options.chunking.left_chunks
+    rescoring = options.search.rescoring
+    out: Optional[torch.Tensor] = None  # (B, T, D), for attention rescoring
     if engine is not None:  # one utterance of any length streams in bounded memory too
-        log_probs = stream_log_probs(engine, model, batch, lens)  # (B, T, V)
+        log_probs, out = stream_log_probs(engine, model, batch, lens, rescoring)  # (B, T, V)
         out_lens = encoder.subsampling.output_lengths(lens)
     elif options.simulate_streaming:
         out = encoder.forward_chunk_by_chunk(batch, c, n, lens)  # (B, T, D)
         log_probs, out_lens = model.ctc(out), encoder.subsampling.output_lengths(lens)
     else:
-        log_probs, out_lens = model.ctc_log_probs(batch, lens, c, n)  # (B, T, V)
-    return _search(log_probs.float().cpu(), out_lens.cpu(), options, models)
+        out, out_lens = encoder(batch, lens, c, n)  # (B, T, D)
+        log_probs = model.ctc(out)  # (B, T, V)
+    found = _search(log_probs.float().cpu(), out_lens.cpu(), options, models)
+    if not rescoring:
+        return found
+    assert out is not None and model.decoder is not None, "decode_model checks the decoder"
+    segments = [Segment(hyps, out[i, :t]) for i, (hyps, t) in enumerate(zip(found, out_lens))]
+    search = options.search
+    return rescore(model.decoder, segments, search.ctc_weight, search.reverse_weight)
 
 
 def _search(
@@ -335,6 +351,12 @@ def _decode_long(
             "the square of its length and memory with it; --left-chunks 4 keeps both flat",
             name, feats.size(0) * cfg.features.frame_shift_ms / 60000,
         )  # fmt: skip
+    if options.search.rescoring:
+        _log.warning(
+            "%s: longer than --max-window-seconds (%.0f s): its n-best is not rescored (the "
+            "decoder would attend over all of it); its CTC prefix beam result is kept",
+            name, options.max_window_seconds,
+        )  # fmt: skip
     log_probs = long_log_probs(model, feats, c, n, window, overlap, progress=name)  # (T, V)
     return _search(
         log_probs[None].float().cpu(), torch.tensor([log_probs.size(0)]), options, models
@@ -349,7 +371,7 @@ def _utterance_result(
     cfg: ExperimentConfig,
     models: SearchModels,
 ) -> UtteranceResult:
-    hyp = hyps[0]
+    hyp = hyps[0] if hyps else Hypothesis([], 0.0, [], 1.0)
     text = spell(tokenizer, hyp.tokens)
     rate = model.encoder.subsampling.rate
     times = frames_to_seconds(hyp.timestamps, rate, cfg.features.frame_shift_ms / 1000)
@@ -408,7 +430,7 @@ def default_out_dir(model_path: Pathlike, data: Pathlike, options: DecodeOptions
     """``<model dir>/decode_<data>_<search>[_chunkC_leftN[_sim]]``."""
     search, chunking = options.search, options.chunking
     tag = f"{Path(data).name.replace('.jsonl.gz', '')}_{search.mode}"
-    if search.mode == "prefix_beam":
+    if search.beam:
         tag += f"{search.beam_size}"
     if search.lm is not None:
         tag += "_lm"

@@ -44,6 +44,7 @@ from wenet_lite.decode.ctc_search import (
 from wenet_lite.decode.endpoint import EndpointConfig, detect_endpoint
 from wenet_lite.decode.engines import Engine, TorchEngine
 from wenet_lite.decode.options import SearchOptions
+from wenet_lite.decode.rescore import Segment, check_decoder, rescore
 from wenet_lite.decode.result import Result, make_result, merge_results, spell
 from wenet_lite.features.fbank import OnlineFbank
 from wenet_lite.malloc import keep_freed_memory
@@ -83,6 +84,7 @@ class Stream:
         self._kept_from = 0  # fbank frames before this are discarded
         self._closed: List[Tuple[Hypothesis, int, int]] = []  # (hyp, first frame, frames)
         self._finals: List[Result] = []  # results of self._closed[: len(self._finals)]
+        self._pending: List[Tuple[int, Segment]] = []  # closed segments awaiting rescoring
         self._done = False
         self._start_segment()
 
@@ -91,6 +93,8 @@ class Stream:
         self._state: EncoderState = rec.model.encoder.init_state(1, rec.chunk_size, rec.left_chunks)
         self._search = rec._new_search(self._context)
         self._hyp = Hypothesis([], 0.0, [], 1.0)
+        self._nbest: List[Hypothesis] = []  # the search's n-best (attention rescoring)
+        self._encoded: List[torch.Tensor] = []  # (C, D) encoder outputs (attention rescoring)
         self._segment_start = self._next_frame // rec.subsampling_rate  # encoder frame
         self._segment_frames = 0  # encoder frames decoded in this segment
         self._trailing_blanks = 0
@@ -165,7 +169,10 @@ class Stream:
 
     @property
     def final_results(self) -> List[Result]:
-        """Closed segments that hold at least one token, in order."""
+        """Closed segments that hold at least one token, in order (attention rescoring: each
+        rescored, if :meth:`StreamingRecognizer.decode_streams` has not done so already)."""
+        if self._pending:
+            self._rec._rescore([self])
         for closed in self._closed[len(self._finals) :]:  # spelled once, when first asked for
             self._finals.append(self._make_result(*closed, is_final=True))
         return list(self._finals)
@@ -221,12 +228,18 @@ class Stream:
         available = self.fbank.num_frames_ready - self._next_frame
         return self.fbank.get_frames(self._next_frame, min(available, self._rec.window_size))
 
-    def _advance(self, log_probs: torch.Tensor, state: EncoderState) -> None:
-        """Take one decoded chunk: (n, V) log-probs of its valid frames and the new state."""
+    def _advance(
+        self, log_probs: torch.Tensor, state: EncoderState, encoded: Optional[torch.Tensor]
+    ) -> None:
+        """Take one decoded chunk: (n, V) log-probs of its valid frames, the new state and,
+        for attention rescoring, the (n, D) encoder output."""
         rec = self._rec
         self._state = state
         found = self._search.accept(log_probs)
         self._hyp = found if isinstance(found, Hypothesis) else found[0]
+        if encoded is not None:
+            self._nbest = [found] if isinstance(found, Hypothesis) else found
+            self._encoded.append(encoded)
         non_blank = (log_probs.argmax(dim=-1) != BLANK).nonzero()  # (frames, 1)
         n = log_probs.size(0)
         if non_blank.numel():
@@ -251,6 +264,10 @@ class Stream:
     def _close_segment(self) -> None:
         if self._hyp.num_tokens:
             self._closed.append((self._hyp, self._segment_start, self._segment_frames))
+            if self._encoded:
+                segment = Segment(self._nbest, torch.cat(self._encoded))  # (S, D)
+                self._pending.append((len(self._closed) - 1, segment))
+        self._encoded = []
 
     def _check_done(self) -> None:
         if not self._done and self.fbank.finished and not self.is_ready:
@@ -366,6 +383,9 @@ class StreamingRecognizer:
         self._growth_warning = int(HISTORY_WARNING_SECONDS / self._frame_seconds)
         self._warned_growth = chunking.left_chunks >= 0  # a fixed cache never grows
         self._models = self.options.load(tokenizer)  # the word LM and hotwords, if any
+        if self.options.rescoring:
+            check_decoder(model, source)
+            self.engine.check_encoder_out()
 
     def settings_record(self) -> Dict[str, Any]:
         """The settings for summaries (``summary.json``, `stream --json`'s last line)."""
@@ -398,7 +418,7 @@ class StreamingRecognizer:
         """A hotword graph for one stream: the recognizer's phrases (``options.hotwords``) and
         ``lines`` (``PHRASE`` or ``PHRASE :SCORE``; ``options.hotwords_score`` per token
         otherwise). ValueError naming ``source`` for a bad line, or a greedy recognizer."""
-        if self.options.mode != "prefix_beam":
+        if not self.options.beam:
             raise ValueError(
                 f"{source}: hotwords need prefix beam search (--mode prefix_beam); this "
                 "recognizer searches greedily"
@@ -418,13 +438,18 @@ class StreamingRecognizer:
         if len({id(s) for s in ready}) != len(ready):
             raise ValueError("decode_streams got the same stream twice")
         if not ready:
+            self._rescore(streams)
             return []
         for s in ready:
             if s._rec is not self:
                 raise ValueError("a stream can only be decoded by the recognizer that created it")
         feats, lens = self._batch_windows(ready)  # (B, W, F), (B,)
         state = self._batcher.stack([s._state for s in ready])
-        log_probs, new_state = self.engine.run(feats, lens, state)  # (B, C, V)
+        encoded: Optional[torch.Tensor] = None
+        if self.options.rescoring:
+            encoded, log_probs, new_state = self.engine.run_encoder(feats, lens, state)
+        else:
+            log_probs, new_state = self.engine.run(feats, lens, state)  # (B, C, V)
         log_probs = penalize_blank(log_probs, self.options.blank_penalty)
         valid = self.model.encoder.subsampling.output_lengths(lens).tolist()
         if not self._warned_growth and new_state.att_cache.size(3) > self._growth_warning:
@@ -435,13 +460,31 @@ class StreamingRecognizer:
                 "endpointing keep them flat", round(self._growth_warning * self._frame_seconds),
             )  # fmt: skip
         for i, (s, own) in enumerate(zip(ready, self._batcher.unstack(new_state))):
-            s._advance(log_probs[i, : valid[i]], own)
+            s._advance(
+                log_probs[i, : valid[i]], own, None if encoded is None else encoded[i, : valid[i]]
+            )
+        self._rescore(streams)
         return ready
 
     def decode_until_done(self, streams: Sequence[Stream]) -> None:
         """Decode every ready chunk of ``streams``, batched, until none is ready."""
         while self.decode_streams(streams):
             pass
+
+    def _rescore(self, streams: Sequence[Stream]) -> None:
+        """Rescore the closed segments of ``streams`` that wait for it, in one decoder call."""
+        waiting = [(s, index, seg) for s in streams for index, seg in s._pending]
+        if not waiting:
+            return
+        assert self.model.decoder is not None, "checked in _setup"
+        opts = self.options
+        found = rescore(
+            self.model.decoder, [seg for _, _, seg in waiting], opts.ctc_weight, opts.reverse_weight
+        )
+        for (s, index, _), hyps in zip(waiting, found):
+            _, first, frames = s._closed[index]
+            s._closed[index] = (hyps[0], first, frames)
+            s._pending = []
 
     def _new_search(
         self, context: Optional[ContextGraph]
@@ -450,8 +493,10 @@ class StreamingRecognizer:
         if opts.mode == "greedy":
             return StreamingGreedySearch()
         assert opts.beam_size is not None, "resolved in _setup"
+        nbest = opts.nbest if opts.rescoring else 1
+        assert nbest is not None, "resolved in _setup"
         return StreamingPrefixBeamSearch(
-            opts.beam_size, scorer=self._models.scorer, token_min_logp=opts.token_min_logp,
+            opts.beam_size, nbest, scorer=self._models.scorer, token_min_logp=opts.token_min_logp,
             context=context,
         )  # fmt: skip
 

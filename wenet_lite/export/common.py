@@ -22,6 +22,7 @@ from wenet_lite.data.tokenizer import BLANK_ID, Tokenizer
 from wenet_lite.features.fbank import INT16_SCALE, fbank_options
 from wenet_lite.model import ASRModel
 from wenet_lite.model.chunking import Chunking, check_chunking
+from wenet_lite.model.decoder import RESCORE_CTC_WEIGHT, RESCORE_REVERSE_WEIGHT
 from wenet_lite.model.linear import Linear
 from wenet_lite.model_io import load_model
 
@@ -97,6 +98,12 @@ def export_metadata(
         "round_to_power_of_two": frame.round_to_power_of_two,
         "low_freq": mel.low_freq,
         "high_freq": mel.high_freq,
+        # The attention decoder (TorchScript: forward_attention_decoder; ONNX: decoder.onnx),
+        # its start/end id and the rescoring weights `decode` uses by default.
+        "decoder": "none" if model.decoder is None else cfg.decoder.type,
+        "sos_eos_id": model.ctc.proj.out_features,
+        "rescore_ctc_weight": RESCORE_CTC_WEIGHT,
+        "rescore_reverse_weight": RESCORE_REVERSE_WEIGHT,
     }
     return {k: _to_str(v) for k, v in meta.items()}
 

@@ -1,4 +1,5 @@
-"""TorchScript export: encoder (with its CMVN) + CTC head in one scripted, self-describing file.
+"""TorchScript export: encoder (with its CMVN) + CTC head (+ the attention decoder, if the model
+has one) in one scripted, self-describing file.
 
 The file is a ``torch.jit`` module whose methods are the whole runtime interface, so a runtime
 needs torch (Python or C++ libtorch) and no wenet_lite:
@@ -14,6 +15,13 @@ needs torch (Python or C++ libtorch) and no wenet_lite:
   ``right_context`` frames. Pure: the input state is not changed.
 - ``forward(feats (B, T_in, F), feats_lens (B,)) -> (log_probs (B, T, V), lens (B,))``: a whole
   utterance with the exported chunk mask, equal to streaming it chunk by chunk.
+- ``encode_chunk(feats_window, state, window_lens=None) -> (encoder_out (B, C, D), log_probs,
+  state)``: ``forward_chunk`` that also gives the encoder output, for attention rescoring.
+- ``forward_attention_decoder(hyps (N, U), hyps_lens (N,), encoder_out (1, S, D),
+  reverse_weight) -> (N,)``: the attention decoder's score of each hypothesis of a segment
+  (models trained with ``decoder.type: bitransformer``; metadata ``decoder``); a runtime adds
+  ``ctc_weight`` times the prefix beam's score and keeps the best (``tools/run_exported.py
+  --rescore``).
 - ``metadata() -> Dict[str, str]``: see ``export.common.export_metadata`` (fbank options,
   subsampling, chunking, dims); ``vocabulary() -> List[str]``: pieces in id order, 0 the blank.
 
@@ -49,6 +57,7 @@ from wenet_lite.fileio import atomic_open
 from wenet_lite.model import ASRModel
 from wenet_lite.model.conformer import ConformerEncoder
 from wenet_lite.model.ctc import CTCHead
+from wenet_lite.model.decoder import AttentionDecoder
 from wenet_lite.model.posenc import slice_tables
 from wenet_lite.model.state import EncoderState
 
@@ -70,10 +79,13 @@ class StreamingCTC(nn.Module):
         left_chunks: int,
         meta: Dict[str, str],
         pieces: List[str],
+        decoder: Optional[AttentionDecoder] = None,
     ) -> None:
         super().__init__()
         self.encoder = encoder
         self.ctc = ctc
+        # A list of 0 or 1: TorchScript cannot script a module attribute that may be None.
+        self.decoder = nn.ModuleList([decoder] if decoder is not None else [])
         self.chunk_size = chunk_size
         self.left_chunks = left_chunks
         self.window_size = encoder.subsampling.window_size(chunk_size) if chunk_size > 0 else 0
@@ -123,6 +135,18 @@ class StreamingCTC(nn.Module):
         Returns:
             log_probs (B, C, V) (fewer frames for a short window) and the new state.
         """
+        _, log_probs, new_state = self.encode_chunk(feats_window, state, window_lens)
+        return log_probs, new_state
+
+    @torch.jit.export
+    def encode_chunk(
+        self,
+        feats_window: torch.Tensor,
+        state: State,
+        window_lens: Optional[torch.Tensor] = None,
+    ) -> Tuple[torch.Tensor, torch.Tensor, State]:
+        """As :meth:`forward_chunk`, with the encoder output first: ``(encoder_out (B, C, D),
+        log_probs (B, C, V), state)``; a runtime that rescores keeps the encoder outputs."""
         if self.chunk_size <= 0:
             raise RuntimeError("this model was exported full-context (chunk_size 0): no streaming")
         w_in = feats_window.size(1)
@@ -136,7 +160,30 @@ class StreamingCTC(nn.Module):
             tables = list(self.pos_tables.unbind(0))
             pos = slice_tables(tables, self.max_keys, c, own.att_cache.size(3) + c)
         out, new = self.encoder.forward_chunk(feats_window, own, window_lens, pos)
-        return self.ctc(out), (new.att_cache, new.conv_cache, new.cache_len, new.cache_limit)
+        return out, self.ctc(out), (new.att_cache, new.conv_cache, new.cache_len, new.cache_limit)
+
+    @torch.jit.export
+    def forward_attention_decoder(
+        self,
+        hyps: torch.Tensor,
+        hyps_lens: torch.Tensor,
+        encoder_out: torch.Tensor,
+        reverse_weight: float,
+    ) -> torch.Tensor:
+        """Attention rescoring's decoder scores of N hypotheses of one segment.
+
+        Args: hyps (N, U) token ids (no start/end marks; padding any id), hyps_lens (N,),
+            encoder_out (1, S, D) the segment's encoder output (:meth:`encode_chunk`'s,
+            concatenated), reverse_weight: the right-to-left decoder's share.
+        Returns: (N,) log-probabilities ``(1 - reverse_weight) * l2r + reverse_weight * r2l``
+            of each hypothesis and its end; a runtime adds ``ctc_weight`` times its CTC score.
+        """
+        for decoder in self.decoder:  # 0 or 1
+            n = hyps.size(0)
+            memory = encoder_out.expand(n, encoder_out.size(1), encoder_out.size(2))
+            memory_lens = torch.full((n,), encoder_out.size(1), dtype=torch.long)
+            return decoder.score(memory, memory_lens, hyps, hyps_lens, reverse_weight)
+        raise RuntimeError("this model has no attention decoder (its metadata: decoder none)")
 
     @torch.jit.export
     def metadata(self) -> Dict[str, str]:
@@ -169,7 +216,7 @@ def script_model(
         )
     meta = export_metadata(cfg, model, chunk_size, left_chunks, quantize or "none")
     module: nn.Module = StreamingCTC(
-        model.encoder, model.ctc, chunk_size, left_chunks, meta, pieces
+        model.encoder, model.ctc, chunk_size, left_chunks, meta, pieces, model.decoder
     ).eval()
     if quantize == "int8":
         module = _quantize_int8(module)

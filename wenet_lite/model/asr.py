@@ -1,8 +1,9 @@
-"""The ASR model (encoder + CTC head) and the one function that maps config to modules."""
+"""The ASR model (encoder + CTC head, and optionally U2++'s attention decoder) and the one
+function that maps config to modules."""
 
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 from torch import nn
@@ -10,18 +11,35 @@ from torch import nn
 from wenet_lite.config import ExperimentConfig
 from wenet_lite.model.conformer import ConformerEncoder
 from wenet_lite.model.ctc import CTCHead
+from wenet_lite.model.decoder import AttentionDecoder
 
 __all__ = ["ASRModel", "build_model", "describe_model"]
 
 
 class ASRModel(nn.Module):
-    """Conformer encoder with a CTC head. Chunking is chosen per call, so one model trained
-    with dynamic chunks serves full-context and every chunk size."""
+    """Conformer encoder with a CTC head and an optional attention decoder. Chunking is
+    chosen per call, so one model trained with dynamic chunks serves full-context and every
+    chunk size; the decoder sees the same (chunk-masked) encoder output as CTC.
 
-    def __init__(self, encoder: ConformerEncoder, ctc: CTCHead) -> None:
+    With a decoder the loss is ``ctc_weight * CTC + (1 - ctc_weight) * ((1 - reverse_weight)
+    * L2R + reverse_weight * R2L)`` (``config.ModelConfig``); without one, CTC alone."""
+
+    def __init__(
+        self,
+        encoder: ConformerEncoder,
+        ctc: CTCHead,
+        decoder: Optional[AttentionDecoder] = None,
+        ctc_weight: float = 1.0,
+        reverse_weight: float = 0.0,
+        lsm_weight: float = 0.0,
+    ) -> None:
         super().__init__()
         self.encoder = encoder
         self.ctc = ctc
+        self.decoder = decoder
+        self.ctc_weight = ctc_weight if decoder is not None else 1.0
+        self.reverse_weight = reverse_weight
+        self.lsm_weight = lsm_weight
 
     def forward(
         self,
@@ -33,9 +51,15 @@ class ASRModel(nn.Module):
         num_left_chunks: int = -1,
     ) -> Tuple[torch.Tensor, torch.Tensor]:
         """Args: feats (B, T_in, F), feats_lens (B,), targets (B, U), target_lens (B,).
-        Returns: CTC loss per utterance (scalar) and encoder lengths (B,)."""
+        Returns: the training loss per utterance (scalar) and encoder lengths (B,)."""
         out, lens = self.encoder(feats, feats_lens, chunk_size, num_left_chunks)
-        return self.ctc.loss(out, lens, targets, target_lens), lens
+        loss = self.ctc.loss(out, lens, targets, target_lens)
+        if self.decoder is not None and self.ctc_weight < 1.0:
+            att = self.decoder.loss(
+                out, lens, targets, target_lens, self.reverse_weight, self.lsm_weight
+            )
+            loss = self.ctc_weight * loss + (1.0 - self.ctc_weight) * att
+        return loss, lens
 
     def ctc_log_probs(
         self,
@@ -68,14 +92,39 @@ def build_model(cfg: ExperimentConfig, vocab_size: int) -> ASRModel:
         dropout=enc.dropout,
         attention_dropout=enc.attention_dropout,
     )
-    return ASRModel(encoder, CTCHead(enc.d_model, vocab_size))
+    decoder = None
+    dec = cfg.decoder
+    if dec.type == "bitransformer":
+        decoder = AttentionDecoder(
+            vocab_size=vocab_size,
+            d_model=enc.d_model,
+            num_heads=dec.num_heads,
+            ffn_dim=dec.ffn_dim,
+            num_blocks=dec.num_blocks,
+            r2l_num_blocks=dec.r2l_num_blocks,
+            dropout=dec.dropout,
+            attention_dropout=dec.attention_dropout,
+        )
+    loss = cfg.model
+    return ASRModel(
+        encoder,
+        CTCHead(enc.d_model, vocab_size),
+        decoder,
+        loss.ctc_weight,
+        loss.reverse_weight,
+        loss.lsm_weight,
+    )
 
 
 def describe_model(cfg: ExperimentConfig) -> str:
     """What a model is, in a few words for figure titles and tables, e.g. ``Conformer 6 x 144
     (4 heads, FFN 576, dynamic chunks), 128 unigram pieces``."""
-    enc = cfg.encoder
+    enc, dec = cfg.encoder, cfg.decoder
+    decoder = ""
+    if dec.type != "none":
+        decoder = f" + decoder {dec.num_blocks}+{dec.r2l_num_blocks} blocks"
     return (
         f"Conformer {enc.num_blocks} x {enc.d_model} ({enc.num_heads} heads, FFN {enc.ffn_dim}, "
-        f"{enc.chunk.mode} chunks), {cfg.tokenizer.vocab_size} {cfg.tokenizer.model_type} pieces"
+        f"{enc.chunk.mode} chunks){decoder}, {cfg.tokenizer.vocab_size} "
+        f"{cfg.tokenizer.model_type} pieces"
     )
