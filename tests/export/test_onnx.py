@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.export.conftest import without_decoder
 from wenet_lite.config import load_config
 from wenet_lite.export.onnx import (
     INPUT_NAMES,
@@ -22,7 +23,7 @@ from wenet_lite.export.onnx import (
 ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 
-if TYPE_CHECKING:  # tests are not a package: fixtures come from conftest, types only here
+if TYPE_CHECKING:  # fixtures come from conftest, types only here
     from tests.export.conftest import ModelFile
 
 TINY = Path(__file__).resolve().parents[2] / "conf" / "tiny_test.yaml"
@@ -154,3 +155,28 @@ def test_cli_exports_onnx(tiny_model_file: ModelFile, tmp_path: Path, capsys) ->
     argv[argv.index("1")] = "-1"
     assert main(argv) == 1
     assert "left_chunks must be >= 0" in capsys.readouterr().err
+
+
+def test_decoder_onnx_scores_equal_eager(speech_u2_model_file: ModelFile, tmp_path: Path) -> None:
+    paths = export_onnx(speech_u2_model_file.path, tmp_path / "u2", 4, 2)
+    assert paths["decoder"] == tmp_path / "u2" / "decoder.onnx"
+    session = ort.InferenceSession(str(paths["decoder"]), providers=["CPUExecutionProvider"])
+    meta = session.get_modelmeta().custom_metadata_map
+    assert meta["decoder"] == "bitransformer" and float(meta["rescore_reverse_weight"]) == 0.3
+    decoder = speech_u2_model_file.model.decoder
+    gen = torch.Generator().manual_seed(0)
+    for n, u, s in ((1, 1, 1), (7, 12, 40), (4, 3, 9)):  # none of them the export's example
+        hyps = torch.randint(2, 40, (n, u), generator=gen)
+        hyps_lens = torch.randint(1, u + 1, (n,), generator=gen)
+        memory = torch.randn(n, s, 32, generator=gen)
+        memory_lens = torch.randint(1, s + 1, (n,), generator=gen)
+        feeds = [hyps, hyps_lens, memory, memory_lens]
+        names = ("hyps", "hyps_lens", "encoder_out", "encoder_lens")
+        l2r, r2l = session.run(None, {k: v.numpy() for k, v in zip(names, feeds)})
+        with torch.no_grad():
+            for reverse, got in ((0.0, l2r), (1.0, r2l)):
+                want = decoder.score(memory, memory_lens, hyps, hyps_lens, reverse)
+                np.testing.assert_allclose(got, want.numpy(), atol=1e-4, rtol=0)
+    # Without a decoder, no decoder.onnx.
+    plain = export_onnx(without_decoder(speech_u2_model_file, tmp_path), tmp_path / "plain", 4, 2)
+    assert "decoder" not in plain and not (tmp_path / "plain" / "decoder.onnx").exists()

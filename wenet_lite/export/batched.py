@@ -86,7 +86,7 @@ def export_batched_onnx(model: ASRModel, chunking: Chunking) -> bytes:
     batch = torch.export.Dim("batch", min=1, max=65536)
     dynamic = {"x": {0: batch}, "x_lens": {0: batch}, "att_cache": {1: batch},
                "conv_cache": {1: batch}, "cache_len": {0: batch}}  # fmt: skip
-    with _quiet():
+    with quiet_exporter():
         program = torch.onnx.export(
             wrapper, example, dynamo=True, input_names=list(INPUTS), output_names=list(OUTPUTS),
             dynamic_shapes=dynamic, opset_version=OPSET, optimize=True, verbose=False,
@@ -95,7 +95,7 @@ def export_batched_onnx(model: ASRModel, chunking: Chunking) -> bytes:
 
 
 @contextlib.contextmanager
-def _quiet() -> Iterator[None]:
+def quiet_exporter() -> Iterator[None]:
     """The exporter's progress lines, its optimizer's hundreds of INFO records and its notes
     on torchvision are not the user's business."""
     names = ("torch.onnx", "torch.export", "torch._dynamo", "onnxscript", "onnx_ir")

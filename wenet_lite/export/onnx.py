@@ -1,7 +1,9 @@
 """ONNX export in the interface sherpa-onnx runs for streaming WeNet CTC models.
 
 ``export_onnx`` writes ``model.onnx`` (encoder with CMVN + CTC), ``tokens.txt`` (``piece id``
-lines) and, with ``quantize='int8'``, ``model.int8.onnx``. Decode with::
+lines), with ``quantize='int8'`` ``model.int8.onnx`` and, for a model with an attention
+decoder, ``decoder.onnx`` (attention rescoring's scores, ``export/decoder_onnx.py``; sherpa-onnx
+does not read it). Decode with::
 
     sherpa_onnx.OnlineRecognizer.from_wenet_ctc(tokens="DIR/tokens.txt",
         model="DIR/model.onnx", chunk_size=C, num_left_chunks=N)
@@ -315,9 +317,10 @@ def export_onnx(
     left_chunks: int = 4,
     quantize: Optional[str] = None,
 ) -> Dict[str, Path]:
-    """Export a model file to ``out_dir``: model.onnx, tokens.txt (and model.int8.onnx).
+    """Export a model file to ``out_dir``: model.onnx, tokens.txt (and model.int8.onnx; and
+    decoder.onnx for a model with an attention decoder, see ``export/decoder_onnx.py``).
 
-    Returns the written paths by role (``model``, ``tokens``, ``model_int8``). Raises
+    Returns the written paths by role (``model``, ``tokens``, ``model_int8``, ``decoder``). Raises
     FileNotFoundError / CheckpointError for a missing / corrupt model file and ValueError for
     settings sherpa-onnx cannot run.
     """
@@ -332,6 +335,13 @@ def export_onnx(
     write_text_atomic(paths["tokens"], "".join(f"{p} {i}\n" for i, p in enumerate(pieces)))
     if quantize == "int8":
         paths["model_int8"] = quantize_int8(paths["model"], out / "model.int8.onnx")
+    if model.decoder is not None:  # attention rescoring's second pass; sherpa ignores it
+        from wenet_lite.export.decoder_onnx import export_decoder_onnx
+
+        meta = export_metadata(cfg, model, chunk_size, left_chunks, "none")
+        paths["decoder"] = export_decoder_onnx(
+            model.decoder, model.encoder.d_model, out / "decoder.onnx", meta
+        )
     return paths
 
 
