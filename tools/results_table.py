@@ -9,7 +9,8 @@ Usage:
 Reads EXP/decode/<test part>/<mode>/summary.json, written by `wenet-lite decode`, `stream
 --ref` and `score`, where <mode> is ``full`` (``full_lm``: with the word LM), ``chunkC``
 (chunk-masked forward), ``chunkC_sim`` (`decode --simulate-streaming`), ``streamC``
-(`wenet-lite stream`; ``chunkC_sim_lm``/``streamC_lm``: both with the word LM) or
+(`wenet-lite stream`; ``chunkC_sim_lm``/``streamC_lm``: both with the word LM; ``_beam``:
+prefix beam search without the LM; ``_rescore``: attention rescoring, e.g. ``full_lm_rescore``) or
 ``tsC``/``sherpaC`` (+``_int8``: the exported models streamed by tools/run_exported.py and
 tools/run_sherpa.py, scored by `wenet-lite score`), and writes one table row per mode and
 chunk size with WER and CER per test set; a row's words come from the settings its
@@ -30,7 +31,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 Record = Dict[str, Any]
 _MODE = re.compile(
     r"^(?:full|chunk(\d+)(_sim)?|stream(\d+)|(ts|sherpa)(\d+)(_int8)?)(_beam)?(_lm)?"
-    r"(_hot|_unrelated)?$"
+    r"(_rescore)?(_hot|_unrelated)?$"
 )
 _BIAS = {None: 0, "_hot": 1, "_unrelated": 2}
 _EXPORTED = {
@@ -41,6 +42,7 @@ _PICTURES = (
     ("training.png", "Training curves"),
     ("alignment.png", "CTC posteriors"),
     ("attention.png", "Attention weights"),
+    ("cross_attention.png", "Decoder cross-attention (attention rescoring)"),
 )
 
 
@@ -50,13 +52,14 @@ def mode_key(name: str) -> Tuple[int, int, int]:
     sherpa-onnx; fp32, int8)."""
     m = _MODE.match(name)
     assert m is not None
-    masked, sim, stream, engine, exported, int8, beam, lm, bias = m.groups()
+    masked, sim, stream, engine, exported, int8, beam, lm, rescore, bias = m.groups()
+    search = 2 if rescore else int(bool(beam))  # greedy, prefix beam, attention rescoring
     if engine:
-        return (2, 2 * (engine == "sherpa") + bool(int8), -int(exported))
-    if not (masked or stream):  # greedy, prefix beam, with the LM; each plain, then biased
-        return (0, 0, 3 * (bool(beam) + 2 * bool(lm)) + _BIAS[bias])
+        return (2, 2 * (engine == "sherpa") + bool(int8) + 4 * search, -int(exported))
+    if not (masked or stream):  # greedy, prefix beam, rescored, then the same with the LM;
+        return (0, 0, 3 * (search + 3 * bool(lm)) + _BIAS[bias])  # each plain, then biased
     kind = 2 if stream else (1 if sim else 0)
-    return (1, -int(masked or stream), kind + 3 * bool(lm))
+    return (1, -int(masked or stream), kind + 3 * (search + 3 * bool(lm)))
 
 
 def describe_search(search: Record) -> str:
@@ -78,6 +81,11 @@ def describe_search(search: Record) -> str:
         text += (
             f" + hotwords {Path(search['hotwords']).name} ({search['hotwords_score']} per token)"
         )
+    if search["mode"] == "attention_rescoring":
+        text += (
+            f" + attention rescoring of the {search['nbest']}-best (ctc weight "
+            f"{search['ctc_weight']}, reverse weight {search['reverse_weight']})"
+        )
     return text
 
 
@@ -85,10 +93,11 @@ def describe(mode: str, record: Record) -> Tuple[str, str]:
     """(decoding mode, chunk column) of a mode dir and its summary.json."""
     m = _MODE.match(mode)
     assert m is not None
-    masked, sim, stream, engine, exported, int8, *_ = m.groups()
+    masked, sim, stream, engine, exported, int8, _, _, rescore, _ = m.groups()
     if engine:
         dtype = "int8" if int8 else "fp32"
-        return f"ctc greedy, {_EXPORTED[engine]}, {dtype}", exported
+        search = "ctc prefix beam 10 + attention rescoring" if rescore else "ctc greedy"
+        return f"{search}, {_EXPORTED[engine]}, {dtype}", exported
     settings = record.get("settings", {})
     search = describe_search(settings["search"]) if "search" in settings else "?"
     if stream:
@@ -123,7 +132,8 @@ def results_lines(table: Dict[str, Dict[str, Record]], tests: Sequence[str]) -> 
             )
         lines.append(f"| {what} | {chunk} | " + " | ".join(cells) + " |")
     identical = [
-        f"{describe(m, r)[1]}{' with the LM' if m.endswith('_lm') else ''}: "
+        f"{describe(m, r)[1]}{' with the LM' if '_lm' in m else ''}"
+        f"{' rescored' if m.endswith('_rescore') else ''}: "
         f"{r['identical']['same']}/{r['identical']['compared']} ({t})"
         for m, per_test in table.items()
         for t, r in per_test.items()

@@ -19,15 +19,20 @@
 #                      at chunk $lm_chunk; with and without the LM, biased by hotwords: the
 #                      test words unseen in training, and an unrelated list), and for
 #                      each chunk in $chunks the chunk-masked forward and simulated streaming
-#                      (chunk by chunk with caches)
+#                      (chunk by chunk with caches); with $rescore, attention rescoring of
+#                      the prefix beam's n-best (full context and simulated streaming at
+#                      $rescore_chunk, each with and without the LM) beside the plain beam
 #   6  stream test-clean with `wenet-lite stream --ref` for each chunk in $stream_chunks (and
-#                      with the LM at $lm_chunk), scored and compared with the simulated
-#                      streaming transcripts; stream one file with endpointing as a live
-#                      stream would be printed
-#   7  export TorchScript and ONNX (each fp32 and int8); stream the test set through them with
-#                      tools/run_exported.py and sherpa-onnx (tools/run_sherpa.py), scored by
-#                      `wenet-lite score`
-#   8  plots (training curves, CTC posteriors, attention weights) and $exp/RESULTS.md (from
+#                      with the LM at $lm_chunk; rescored with and without it at
+#                      $rescore_chunk), scored and compared with the simulated streaming
+#                      transcripts; stream one file with endpointing as a live stream would
+#                      be printed
+#   7  export TorchScript and ONNX (each fp32 and int8; ONNX with decoder.onnx when the model
+#                      has a decoder); stream the test set through them with
+#                      tools/run_exported.py (also --rescore) and sherpa-onnx
+#                      (tools/run_sherpa.py), scored by `wenet-lite score`
+#   8  plots (training curves, CTC posteriors, attention weights, the decoder's
+#                      cross-attention) and $exp/RESULTS.md (from
 #                      the summary.json of every decode, stream and score)
 # Every option below can be given as --name value (dashes or underscores) or set in the
 # environment beforehand. Extra training settings: --overrides "train.max_steps=3000 ...".
@@ -58,12 +63,16 @@ lm_chunk=${lm_chunk-16}           # streaming with the LM at this chunk: simulat
 hotwords=${hotwords:-true}         # stage 5 also measures hotwords: the test words unseen in
                                   # training as the list, and as many unrelated words
 hotwords_score=${hotwords_score:-0.75}  # bonus per matched hotword token (chosen on dev)
+rescore=${rescore:-true}          # stages 5 and 6 also decode with attention rescoring (U2++; the
+                                  # model needs an attention decoder, as the default config has)
+rescore_chunk=${rescore_chunk-16} # ... simulated and streamed at this chunk ("": full context only)
 export_chunk=${export_chunk:-16}
 export_left=${export_left:-4}
 if [ "$smoke" = 1 ]; then
   hours=${smoke_hours:-0.02}
   config=conf/tiny_test.yaml
   overrides="train.max_steps=200 train.max_epochs=100 data.max_batch_seconds=20 $overrides"
+  overrides="decoder.type=bitransformer decoder.num_blocks=1 decoder.r2l_num_blocks=1 $overrides"
   average_num=3
   chunks="16 4"
   stream_chunks="16 4"
@@ -83,7 +92,8 @@ while [ $# -gt 0 ]; do
       case "$name" in
         stage|stop_stage|hours|seed|nj|config|overrides|average_num|chunks|stream_chunks|\
 lm_beam|token_min_logp|lm_weight|word_bonus|oov_penalty|blank_penalty|lm_text|lm_chunk|\
-hotwords|hotwords_score|export_chunk|export_left|corpus|data|exp) printf -v "$name" '%s' "$2" ;;
+hotwords|hotwords_score|rescore|rescore_chunk|export_chunk|export_left|corpus|data|exp)
+          printf -v "$name" '%s' "$2" ;;
         *) echo "$0: unknown option $1" >&2; exit 2 ;;
       esac
       shift 2 ;;
@@ -169,19 +179,25 @@ train_lm() {  # the word LM of stage 5 (after resolve_lm_text)
   if [ -n "$lm_text" ]; then lm_source=(--text "$lm_text"); fi
   wenet-lite train-lm "${lm_source[@]}" --out "$exp/lm.json"
 }
-lm_search=(--mode prefix_beam --beam "$lm_beam" ${token_min_logp:+--token-min-logp "$token_min_logp"}
-           --lm "$exp/lm.json" --lm-weight "$lm_weight" --word-bonus "$word_bonus"
-           --oov-penalty "$oov_penalty" --blank-penalty "$blank_penalty")
+beam_opts=(--beam "$lm_beam" ${token_min_logp:+--token-min-logp "$token_min_logp"})
+lm_opts=(--lm "$exp/lm.json" --lm-weight "$lm_weight" --word-bonus "$word_bonus"
+         --oov-penalty "$oov_penalty" --blank-penalty "$blank_penalty")
+lm_search=(--mode prefix_beam "${beam_opts[@]}" "${lm_opts[@]}")
+rescore_search=(--mode attention_rescoring "${beam_opts[@]}")  # the beam's n-best, rescored
 decode_lm() {  # decode_lm NAME [decode options]: decode_test with the word LM
   decode_test "$1" "${lm_search[@]}" "${@:2}"
 }
-beam_search=(--mode prefix_beam --beam "$lm_beam" ${token_min_logp:+--token-min-logp "$token_min_logp"})
+beam_search=(--mode prefix_beam "${beam_opts[@]}")
 hot() {  # hot LIST: the flags of a decode biased towards $exp/hotwords/LIST.txt
   echo "--hotwords $exp/hotwords/$1.txt --hotwords-score $hotwords_score"
 }
-stream_test() {  # stream_test C [lm]: stream the test set at chunk C (with the LM), scored
+stream_test() {  # stream_test C [lm|rescore|lm_rescore]: stream the test set at chunk C, scored
   local name=stream$1${2:+_$2} sim=chunk$1_sim${2:+_$2} compare=() search=()
-  if [ -n "${2:-}" ]; then search=("${lm_search[@]}"); fi
+  case "${2:-}" in
+    lm) search=("${lm_search[@]}") ;;
+    rescore) search=("${rescore_search[@]}") ;;
+    lm_rescore) search=("${rescore_search[@]}" "${lm_opts[@]}") ;;
+  esac
   [ -f "$decode_dir/$sim/hyp.txt" ] && compare=(--compare "$decode_dir/$sim")
   wenet-lite stream --model "$model" --chunk-size "$1" --no-endpoint --json --max-streams 8 \
     "${search[@]}" --ref "$data/$test_part" --out "$decode_dir/$name" "${compare[@]}" \
@@ -200,9 +216,22 @@ if run_stage 5; then
     python3 tools/hotword_lists.py --train-data "$data/train-clean-100" --test "$data/$test_part" \
       ${lm_text:+--lm-text "$lm_text"} --out-dir "$exp/hotwords"
     jobs+=("decode_lm full_lm_hot $(hot unseen)" "decode_lm full_lm_unrelated $(hot unrelated)")
-    jobs+=("decode_test full_beam ${beam_search[*]}")
     jobs+=("decode_test full_beam_hot ${beam_search[*]} $(hot unseen)")
     jobs+=("decode_test full_beam_unrelated ${beam_search[*]} $(hot unrelated)")
+  fi
+  if [ "$hotwords" = true ] || [ "$rescore" = true ]; then
+    jobs+=("decode_test full_beam ${beam_search[*]}")
+  fi
+  if [ "$rescore" = true ]; then
+    log 5 "attention rescoring of the prefix beam's n-best${rescore_chunk:+ (also simulated streaming at chunk $rescore_chunk)}, with and without the LM"
+    jobs+=("decode_test full_lm_rescore ${rescore_search[*]} ${lm_opts[*]}")
+    jobs+=("decode_test full_rescore ${rescore_search[*]}")
+    if [ -n "$rescore_chunk" ]; then
+      sim="--chunk-size $rescore_chunk --simulate-streaming"
+      jobs+=("decode_test chunk${rescore_chunk}_sim_lm_rescore ${rescore_search[*]} ${lm_opts[*]} $sim")
+      jobs+=("decode_test chunk${rescore_chunk}_sim_rescore ${rescore_search[*]} $sim")
+      jobs+=("decode_test chunk${rescore_chunk}_sim_beam ${beam_search[*]} $sim")
+    fi
   fi
   if [ -n "$lm_chunk" ]; then
     jobs+=("decode_lm chunk${lm_chunk}_sim_lm --chunk-size $lm_chunk --simulate-streaming")
@@ -220,6 +249,9 @@ if run_stage 6; then
   jobs=()  # the list's last (smallest) chunk first: smaller chunks stream slower
   for c in $stream_chunks; do jobs=("stream_test $c" "${jobs[@]}"); done
   if [ -n "$lm_chunk" ]; then jobs=("stream_test $lm_chunk lm" "${jobs[@]}"); fi
+  if [ "$rescore" = true ] && [ -n "$rescore_chunk" ]; then
+    jobs=("stream_test $rescore_chunk lm_rescore" "stream_test $rescore_chunk rescore" "${jobs[@]}")
+  fi
   in_parallel "${jobs[@]}"
   log 6 "one file as a live stream (partials on stderr, final segments with word times)"
   wenet-lite stream --model "$model" --chunk-size "${stream_chunks%% *}" "${files[0]}" \
@@ -242,9 +274,14 @@ if run_stage 7; then
     wenet-lite score --hyp "$out/$1.txt" --data "$data/$test_part" --out "$decode_dir/$1" \
       | grep -E "^(WER|CER)" | sed "s/^/$1: /"
   }
-  exported() {  # exported ts|sherpa fp32|int8: stream the test files through one model
+  exported() {  # exported ts|sherpa fp32|int8|rescore: stream the test files through a model
     local name=$1$c ts=$out/model.ts int8=()
     if [ "$2" = int8 ]; then name=${name}_int8 ts=$out/model.int8.ts int8=(--int8); fi
+    if [ "$2" = rescore ]; then
+      python3 tools/run_exported.py --names --rescore "$ts" "${files[@]}" > "$out/$1${c}_rescore.txt"
+      score "$1${c}_rescore"
+      return
+    fi
     if [ "$1" = ts ]; then
       python3 tools/run_exported.py --names "$ts" "${files[@]}" > "$out/$name.txt"
     else
@@ -252,7 +289,9 @@ if run_stage 7; then
     fi
     score "$name"
   }
-  in_parallel "exported ts fp32" "exported sherpa fp32" "exported ts int8" "exported sherpa int8"
+  runs=("exported ts fp32" "exported sherpa fp32" "exported ts int8" "exported sherpa int8")
+  if [ "$rescore" = true ]; then runs=("exported ts rescore" "${runs[@]}"); fi
+  in_parallel "${runs[@]}"
   head -n 3 "$out/ts$c.txt" "$out/sherpa$c.txt"
 fi
 
@@ -264,6 +303,10 @@ if run_stage 8; then
     --out "$exp/alignment.png"
   python3 tools/plot_attention.py --model "$model" --data "$data/$test_part" --index 0 \
     --chunk-size 16 --left-chunks 2 --out "$exp/attention.png"
+  if [ "$rescore" = true ]; then
+    python3 tools/plot_cross_attention.py --model "$model" --data "$data/$test_part" --index 0 \
+      --chunk-size "${rescore_chunk:-0}" --out "$exp/cross_attention.png"
+  fi
   python3 tools/results_table.py --exp "$exp" --model "$model" \
     --train-data "$data/train-clean-100" --test "$data/$test_part" ${lm_text:+--lm-text "$lm_text"} \
     $([ -f "$exp/hotwords/unseen.txt" ] && echo "--hotwords-list $exp/hotwords/unseen.txt") \

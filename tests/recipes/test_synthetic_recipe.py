@@ -85,6 +85,13 @@ def test_decode_stream_and_results(smoke_run: Path) -> None:
         "full_beam_unrelated",
         "full_lm_hot",
         "full_lm_unrelated",
+        "full_rescore",
+        "full_lm_rescore",
+        "chunk16_sim_beam",
+        "chunk16_sim_rescore",
+        "chunk16_sim_lm_rescore",
+        "stream16_rescore",
+        "stream16_lm_rescore",
     ]
     num_utts = len(_hyps(decode / "full" / "hyp.txt"))
     table = {}
@@ -117,17 +124,30 @@ def test_decode_stream_and_results(smoke_run: Path) -> None:
             and search["hotwords_score"] == 0.75
         )
     assert table["full_beam"]["settings"]["search"]["hotwords"] is None
+    # Attention rescoring: the beam's settings, the LM's where it is on, rows in RESULTS.
+    rescored = "attention rescoring of the 20-best (ctc weight 0.5, reverse weight 0.3)"
+    for mode, lm_on, where in (("full_rescore", False, "full context |"),
+                               ("chunk16_sim_lm_rescore", True, "simulated streaming")):  # fmt: skip
+        search = table[mode]["settings"]["search"]
+        assert search["mode"] == "attention_rescoring" and search["beam_size"] == 20
+        assert search["nbest"] == 20 and (search["lm"] is not None) == lm_on
+        row = next(r for r in rows if rescored in r and where in r and ("word LM" in r) == lm_on)
+        wer, cer = table[mode]["wer"]["percent"], table[mode]["cer"]["percent"]
+        assert row.endswith(f"| {wer:.2f} | {cer:.2f} |"), row
     results = (smoke_run / "RESULTS.md").read_text()
     assert "| decoding mode | listed words decoded right | WER | decode wall s |" in results
     assert "-word LM text (librispeech-lm-norm.txt.gz)" in results  # the corpus's LM text
     for png, what in (("training", "Training curves"), ("alignment", "CTC posteriors"),
-                      ("attention", "Attention weights")):  # fmt: skip
+                      ("attention", "Attention weights"),
+                      ("cross_attention", "Decoder cross-attention (attention rescoring)")):  # fmt: skip
         assert (smoke_run / f"{png}.png").read_bytes()[:4] == b"\x89PNG", png
         assert f"![{what}]({png}.png)" in results
     assert (smoke_run / "stream_one_file.txt").is_file()
 
 
-@pytest.mark.parametrize("chunk, lm", [(16, ""), (4, ""), (16, "_lm")])
+@pytest.mark.parametrize(
+    "chunk, lm", [(16, ""), (4, ""), (16, "_lm"), (16, "_rescore"), (16, "_lm_rescore")]
+)
 def test_stream_equals_simulated_streaming(smoke_run: Path, chunk: int, lm: str) -> None:
     """Also with the word LM (stage 5's settings, beam, pruning and penalties)."""
     decode = smoke_run / "decode" / "test-clean"
@@ -151,7 +171,8 @@ def test_exported_models_ran(smoke_run: Path) -> None:
     assert (export / "onnx" / "tokens.txt").is_file()
     decode = smoke_run / "decode" / "test-clean"
     num_files = len(_hyps(decode / "full" / "hyp.txt"))
-    for name in ("ts16", "ts16_int8", "sherpa16", "sherpa16_int8"):
+    assert (export / "onnx" / "decoder.onnx").is_file()
+    for name in ("ts16", "ts16_int8", "sherpa16", "sherpa16_int8", "ts16_rescore"):
         assert len((export / f"{name}.txt").read_text().splitlines()) == num_files, name
         record = _summary(decode / name)
         assert record["utterances"] == num_files and record["failed"] == 0, name

@@ -46,6 +46,12 @@ def test_rows_come_from_summary_json_in_table_order(tmp_path: Path, results_tabl
     hot = {**LM, "hotwords": "/x/unseen.txt", "hotwords_score": 0.75}
     _summary(tmp_path, "full_lm_hot", 7.5, hot)
     _summary(tmp_path, "full_beam", 9.0, {**LM, "lm": None, "blank_penalty": 0.0})
+    rescore = {"mode": "attention_rescoring", "nbest": 20, "ctc_weight": 0.5, "reverse_weight": 0.3}
+    _summary(tmp_path, "full_rescore", 8.5, {**LM, "lm": None, "blank_penalty": 0.0, **rescore})
+    _summary(tmp_path, "full_lm_rescore", 7.0, {**LM, **rescore})
+    _summary(tmp_path, "chunk16_sim_rescore", 10.5, {**LM, "lm": None, **rescore})
+    _summary(tmp_path, "stream16_rescore", 10.5, {**LM, "lm": None, **rescore}, same=10)
+    _summary(tmp_path, "ts16_rescore", 10.75)
 
     table = results_table.collect(tmp_path, ["test-clean"])
     lines = results_table.results_lines(table, ["test-clean"])
@@ -54,20 +60,30 @@ def test_rows_come_from_summary_json_in_table_order(tmp_path: Path, results_tabl
         "ctc prefix beam 20 (token min log-prob -5.0), blank penalty 0.7 + word LM "
         "3-gram.arpa.gz (weight 0.5, word bonus 2.5, oov penalty 3.0)"
     )
+    beam = "ctc prefix beam 20 (token min log-prob -5.0), blank penalty 0.7"
+    resc = " + attention rescoring of the 20-best (ctc weight 0.5, reverse weight 0.3)"
+    assert rows[2] == f"| {beam[:-19]}{resc}, full context | full | 8.50 | 0.85 |"
+    del rows[2]
     assert rows == [
         "| ctc greedy, full context | full | 10.00 | 1.00 |",
         "| ctc prefix beam 20 (token min log-prob -5.0), full context | full | 9.00 | 0.90 |",
         f"| {lm}, full context | full | 8.00 | 0.80 |",
         f"| {lm} + hotwords unseen.txt (0.75 per token), full context | full | 7.50 | 0.75 |",
+        f"| {lm}{resc}, full context | full | 7.00 | 0.70 |",
         "| ctc greedy, chunk-masked forward | 16 | 11.50 | 1.15 |",
         "| ctc greedy, simulated streaming (chunk by chunk, cached) | 16 | 11.25 | 1.12 |",
         "| ctc greedy, streamed (`wenet-lite stream`) | 16 | 11.00 | 1.10 |",
+        f"| {beam}{resc}, simulated streaming (chunk by chunk, cached) | 16 | 10.50 | 1.05 |",
+        f"| {beam}{resc}, streamed (`wenet-lite stream`) | 16 | 10.50 | 1.05 |",
         f"| {lm}, simulated streaming (chunk by chunk, cached) | 16 | 9.25 | 0.93 |",
         f"| {lm}, streamed (`wenet-lite stream`) | 16 | 9.50 | 0.95 |",
         f"| {lm}, simulated streaming (chunk by chunk, cached) | 4 | 12.00 | 1.20 |",
         "| ctc greedy, exported TorchScript (`tools/run_exported.py`), int8 | 16 | 13.00 | 1.30 |",
+        "| ctc prefix beam 10 + attention rescoring, exported TorchScript "
+        "(`tools/run_exported.py`), fp32 | 16 | 10.75 | 1.07 |",
     ]
     assert lines[-1] == (
         "Streamed transcripts identical to `decode --simulate-streaming`: "
-        "16: 9/10 (test-clean); 16 with the LM: 10/10 (test-clean)."
+        "16: 9/10 (test-clean); 16 rescored: 10/10 (test-clean); 16 with the LM: 10/10 "
+        "(test-clean)."
     )

@@ -109,10 +109,21 @@ class DecoderBlock(nn.Module):
     ) -> torch.Tensor:
         """Args: x (B, U, D), x_mask (B, U, U), memory (B, S, D), memory_mask (B, 1, S).
         Returns: (B, U, D)."""
+        return self.attend(x, x_mask, memory, memory_mask)[0]
+
+    def attend(
+        self,
+        x: torch.Tensor,
+        x_mask: torch.Tensor,
+        memory: torch.Tensor,
+        memory_mask: torch.Tensor,
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The output (B, U, D) and the cross-attention weights (B, H, U, S)."""
         h = self.norm_self(x)
         x = x + self.dropout(self.self_attn(h, h, x_mask))
-        x = x + self.dropout(self.src_attn(self.norm_src(x), memory, memory_mask))
-        return x + self.dropout(self.ffn(self.norm_ffn(x)))
+        src, weights = self.src_attn.attend(self.norm_src(x), memory, memory_mask)
+        x = x + self.dropout(src)
+        return x + self.dropout(self.ffn(self.norm_ffn(x))), weights
 
 
 class TransformerDecoder(nn.Module):
@@ -154,6 +165,24 @@ class TransformerDecoder(nn.Module):
         for block in self.blocks:
             x = block(x, mask, memory, memory_mask)
         return self.out(self.norm(x))
+
+    @torch.jit.unused
+    def cross_attention(
+        self,
+        tokens: torch.Tensor,
+        token_lens: torch.Tensor,
+        memory: torch.Tensor,
+        memory_mask: torch.Tensor,
+    ) -> List[torch.Tensor]:
+        """Each block's cross-attention weights (B, H, U, S) over the encoder frames, as
+        :meth:`forward` computes them (for pictures: ``tools/plot_cross_attention.py``)."""
+        x = self.embed_tokens(tokens)
+        mask = self_mask(token_lens, tokens.size(1))
+        weights = []
+        for block in self.blocks:
+            x, w = block.attend(x, mask, memory, memory_mask)
+            weights.append(w)
+        return weights
 
     def embed_tokens(self, tokens: torch.Tensor) -> torch.Tensor:
         """(B, U) -> (B, U, D): scaled embeddings plus the sinusoid of each position."""
