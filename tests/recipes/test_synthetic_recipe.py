@@ -126,8 +126,9 @@ def test_decode_stream_and_results(smoke_run: Path) -> None:
     assert table["full_beam"]["settings"]["search"]["hotwords"] is None
     # Attention rescoring: the beam's settings, the LM's where it is on, rows in RESULTS.
     rescored = "attention rescoring of the 20-best (ctc weight 0.5, reverse weight 0.3)"
-    for mode, lm_on, where in (("full_rescore", False, "full context |"),
-                               ("chunk16_sim_lm_rescore", True, "simulated streaming")):  # fmt: skip
+    checks = (("full_rescore", False, "full context |"),
+              ("chunk16_sim_lm_rescore", True, "simulated streaming"))  # fmt: skip
+    for mode, lm_on, where in checks:
         search = table[mode]["settings"]["search"]
         assert search["mode"] == "attention_rescoring" and search["beam_size"] == 20
         assert search["nbest"] == 20 and (search["lm"] is not None) == lm_on
@@ -137,9 +138,10 @@ def test_decode_stream_and_results(smoke_run: Path) -> None:
     results = (smoke_run / "RESULTS.md").read_text()
     assert "| decoding mode | listed words decoded right | WER | decode wall s |" in results
     assert "-word LM text (librispeech-lm-norm.txt.gz)" in results  # the corpus's LM text
-    for png, what in (("training", "Training curves"), ("alignment", "CTC posteriors"),
-                      ("attention", "Attention weights"),
-                      ("cross_attention", "Decoder cross-attention (attention rescoring)")):  # fmt: skip
+    pictures = (("training", "Training curves"), ("alignment", "CTC posteriors"),
+                ("attention", "Attention weights"),
+                ("cross_attention", "Decoder cross-attention (attention rescoring)"))  # fmt: skip
+    for png, what in pictures:
         assert (smoke_run / f"{png}.png").read_bytes()[:4] == b"\x89PNG", png
         assert f"![{what}]({png}.png)" in results
     assert (smoke_run / "stream_one_file.txt").is_file()
