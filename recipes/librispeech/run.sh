@@ -19,9 +19,13 @@
 #   5  decode test-clean and test-other: full context, greedy and (unless --lm "") prefix
 #                 beam with the word LM $lm, its weight and bonus tuned on dev-clean
 #                 ($lm_grid); chunk 16/8/4 both chunk-masked and simulated streaming (chunk
-#                 by chunk with caches); simulated streaming with the LM at chunk $lm_chunk
+#                 by chunk with caches); simulated streaming with the LM at chunk $lm_chunk;
+#                 with $rescore (U2++), prefix beam $rescore_beam and attention rescoring of
+#                 its n-best, full context and simulated streaming at $rescore_chunk (and
+#                 with the LM)
 #   6  stream:    wenet-lite stream --ref over both test sets at chunk 16/8/4 (and at $lm_chunk
-#                 with the word LM), scored and compared with simulated streaming
+#                 with the word LM; rescored at $rescore_chunk), scored and compared with
+#                 simulated streaming
 #   7  export:    TorchScript and ONNX (+int8) for chunk $export_chunk, left $export_left
 #   8  results:   tools/results_table.py (from every summary.json) -> $exp/RESULTS.md,
 #                 tools/plot_training.py
@@ -67,6 +71,9 @@ word_bonus=${word_bonus:-2.5}     # synthetic corpus
 oov_penalty=${oov_penalty:-3.0}
 lm_chunk=${lm_chunk-16}           # streaming with the LM at this chunk: stage 5 simulates it,
                                   # stage 6 streams it and compares ("": neither)
+rescore=${rescore:-true}          # attention rescoring rows (the config needs a decoder, as
+rescore_beam=${rescore_beam:-10}  # conf/conformer_u2.yaml has): prefix beam 10 as WeNet's
+rescore_chunk=${rescore_chunk-16} # U2++ results, at full context and this chunk ("": full only)
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -76,7 +83,8 @@ while [ $# -gt 0 ]; do
       case "$name" in
         stage|stop_stage|dl_dir|mirror|data|exp|config|overrides|ngpu|nj|cmvn_utts|store_fbank|\
 train_set|dev_set|test_sets|average_num|chunks|stream_chunks|stream_device|export_chunk|export_left|\
-lm|lm_mirror|lm_grid|lm_beam|token_min_logp|lm_weight|word_bonus|oov_penalty|lm_chunk)
+lm|lm_mirror|lm_grid|lm_beam|token_min_logp|lm_weight|word_bonus|oov_penalty|lm_chunk|\
+rescore|rescore_beam|rescore_chunk)
           printf -v "$name" '%s' "$2" ;;
         *) echo "$0: unknown option $1" >&2; exit 2 ;;
       esac
@@ -101,6 +109,11 @@ lm_search() {  # lm_search WEIGHT BONUS: lm_flags = the LM search flags of decod
 lm_decode() {  # lm_decode PART OUT WEIGHT BONUS [decode options]: prefix beam with the word LM
   lm_search "$3" "$4"
   wenet-lite decode --model "$model" --data "$data/$1" "${lm_flags[@]}" --out "$2" "${@:5}"
+}
+beam_decode() {  # beam_decode PART OUT MODE [decode options]: prefix beam $rescore_beam, plain
+  # (MODE prefix_beam) or with its n-best rescored (attention_rescoring)
+  wenet-lite decode --model "$model" --data "$data/$1" --mode "$3" --beam "$rescore_beam" \
+    --out "$2" "${@:4}"
 }
 tune_lm() {  # decode the first dev part with each lm_grid pair; keep the lowest WER's (CER's)
   local part=${dev_set%%,*} best="" pair w b dir score
@@ -203,6 +216,22 @@ if run_stage 5; then
           --chunk-size "$lm_chunk" --simulate-streaming
       fi
     fi
+    if [ "$rescore" = true ]; then
+      log 5 "decode $test: prefix beam $rescore_beam, and attention rescoring of its n-best"
+      sim=()
+      [ -n "$rescore_chunk" ] && sim=(--chunk-size "$rescore_chunk" --simulate-streaming)
+      for where in full ${rescore_chunk:+chunk${rescore_chunk}_sim}; do
+        opts=()
+        [ "$where" != full ] && opts=("${sim[@]}")
+        beam_decode "$test" "$out/${where}_beam" prefix_beam "${opts[@]}"
+        beam_decode "$test" "$out/${where}_rescore" attention_rescoring "${opts[@]}"
+        if [ -n "$lm" ]; then  # the LM's beam and weights, its n-best rescored
+          lm_search "$lm_weight" "$word_bonus"
+          wenet-lite decode --model "$model" --data "$data/$test" "${lm_flags[@]}" \
+            --mode attention_rescoring --out "$out/${where}_lm_rescore" "${opts[@]}"
+        fi
+      done
+    fi
     for c in $chunks; do
       log 5 "decode $test: chunk $c, chunk-masked and simulated streaming"
       wenet-lite decode --model "$model" --data "$data/$test" --chunk-size "$c" \
@@ -226,7 +255,7 @@ stream_test() {  # stream_test TEST NAME SIM [stream options]: stream TEST's aud
 }
 
 if run_stage 6; then
-  if [ -n "$lm" ] && [ -n "$lm_chunk" ] && [ -f "$exp/decode/lm_weight_bonus.txt" ]; then
+  if [ -n "$lm" ] && [ -f "$exp/decode/lm_weight_bonus.txt" ]; then
     read -r lm_weight word_bonus < "$exp/decode/lm_weight_bonus.txt"  # what stage 5 used
   fi
   for test in $test_sets; do
@@ -237,6 +266,16 @@ if run_stage 6; then
       lm_search "$lm_weight" "$word_bonus"
       stream_test "$test" "stream${lm_chunk}_lm" "chunk${lm_chunk}_sim_lm" \
         --chunk-size "$lm_chunk" "${lm_flags[@]}"
+    fi
+    if [ "$rescore" = true ] && [ -n "$rescore_chunk" ]; then
+      stream_test "$test" "stream${rescore_chunk}_rescore" "chunk${rescore_chunk}_sim_rescore" \
+        --chunk-size "$rescore_chunk" --mode attention_rescoring --beam "$rescore_beam"
+      if [ -n "$lm" ]; then
+        lm_search "$lm_weight" "$word_bonus"
+        stream_test "$test" "stream${rescore_chunk}_lm_rescore" \
+          "chunk${rescore_chunk}_sim_lm_rescore" --chunk-size "$rescore_chunk" \
+          "${lm_flags[@]}" --mode attention_rescoring
+      fi
     fi
   done
 fi

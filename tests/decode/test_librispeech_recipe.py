@@ -56,13 +56,13 @@ def _recipe(stage: int, *args: str, rc: int = 0) -> subprocess.CompletedProcess:
 
 
 def test_stage0_fetches_the_lm_once_and_stage5_decodes_with_it(
-    synthetic_corpus, corpus: Path, tiny, lm_server: str, tmp_path: Path
+    synthetic_corpus, corpus: Path, tiny_u2, lm_server: str, tmp_path: Path
 ) -> None:
     dl_dir, exp = tmp_path / "download", tmp_path / "exp"
     dl_dir.mkdir()
     (dl_dir / "LibriSpeech").symlink_to(synthetic_corpus.root / "LibriSpeech")
     exp.mkdir()
-    shutil.copy(tiny.path, exp / "avg_5.pt")
+    shutil.copy(tiny_u2.path, exp / "avg_5.pt")  # with an attention decoder: rescoring rows
     parts = ["--train-set", "train-clean-100", "--dev-set", "dev-clean"]
     common = [*parts, "--test-sets", "test-clean", "--dl-dir", str(dl_dir), "--exp", str(exp)]
 
@@ -86,6 +86,7 @@ def test_stage0_fetches_the_lm_once_and_stage5_decodes_with_it(
     grid = {("2.0", "4.0"): None, ("0.2", "0.5"): None}
     lm_grid = " ".join(f"{w}:{b}" for w, b in grid)
     decoding = [*common, "--data", str(corpus), "--chunks", "", "--lm-chunk", "4"]
+    decoding += ["--rescore-chunk", "4", "--rescore-beam", "4"]
     out = _recipe(5, *decoding, "--lm-grid", lm_grid).stdout
     for w, b in grid:  # each pair decoded dev-clean
         record = _summary(exp / "decode" / "dev-clean" / f"lm_w{w}_b{b}")
@@ -112,6 +113,14 @@ def test_stage0_fetches_the_lm_once_and_stage5_decodes_with_it(
     assert simulated["chunking"] == {"chunk_size": 4, "left_chunks": -1}
     assert simulated["simulate_streaming"]
 
+    # Attention rescoring: prefix beam 4 and its rescored n-best, plain and with the LM.
+    for mode in ("full_beam", "full_rescore", "full_lm_rescore", "chunk4_sim_beam",
+                 "chunk4_sim_rescore", "chunk4_sim_lm_rescore"):  # fmt: skip
+        search = _summary(decode / mode)["settings"]["search"]
+        assert search["mode"] == ("prefix_beam" if "beam" in mode else "attention_rescoring")
+        assert search["beam_size"] == (20 if "_lm" in mode else 4)
+        assert (search["lm"] == str(lm_file)) == ("_lm" in mode)
+
     # Stage 6 streams with the LM and the pair stage 5 chose, and matches simulated streaming.
     _recipe(6, *decoding, "--stream-chunks", "", "--lm-weight", "9")
     n = len(hyps)
@@ -123,9 +132,15 @@ def test_stage0_fetches_the_lm_once_and_stage5_decodes_with_it(
     texts = [line.partition(" ")[2] for line in (decode / "stream4_lm" / "hyp.txt").open()]
     assert len(texts) == n and sum(bool(t.strip()) for t in texts) > n // 2
     assert not (decode / "stream16").exists()
+    for mode in ("stream4_rescore", "stream4_lm_rescore"):  # rescored streams, identical too
+        streamed = _summary(decode / mode)
+        assert streamed["identical"]["same"] == streamed["identical"]["compared"] == n, mode
 
     # --lm "": no LM decode.
     shutil.rmtree(decode)
-    out = _recipe(5, *common, "--data", str(corpus), "--chunks", "", "--lm", "").stdout
+    out = _recipe(
+        5, *common, "--data", str(corpus), "--chunks", "", "--lm", "", "--rescore-chunk", ""
+    ).stdout
     assert "tune the word LM" not in out
     assert (decode / "full").is_dir() and not (decode / "full_lm").exists()
+    assert (decode / "full_rescore").is_dir() and not (decode / "full_lm_rescore").exists()
