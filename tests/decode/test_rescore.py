@@ -3,10 +3,12 @@ endpoints), the LM and hotwords kept in the score, and the errors of misuse."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+import soundfile as sf
 import torch
 
 from tests.decode.test_streaming import _feed, _stream
@@ -244,3 +246,69 @@ def test_misuse_fails_naming_the_model(tiny, tiny_u2, corpus: Path, tmp_path: Pa
     # Hypothesis.rescored keeps everything but the score.
     h = Hypothesis([3, 4], -1.0, [0, 2], 0.5)
     assert h.rescored(-7.0) == Hypothesis([3, 4], -7.0, [0, 2], 0.5)
+
+
+def test_cli_rescoring_and_its_misuse(tiny, tiny_u2, corpus: Path, tmp_path: Path, capsys) -> None:
+    from wenet_lite.cli import main
+
+    data = str(corpus / "test-clean")
+    rescore = ["--mode", "attention_rescoring", "--beam", "4"]
+    out = tmp_path / "resc"
+    args = ["decode", "--model", str(tiny_u2.path), "--data", data, *rescore]
+    assert main([*args, "--chunk-size", "4", "--simulate-streaming", "--out", str(out)]) == 0
+    record = json.loads((out / "summary.json").read_text())
+    assert record["settings"]["search"]["mode"] == "attention_rescoring"
+    assert (
+        "attention rescoring (4-best, ctc weight 0.5, reverse weight 0.3)"
+        in (out / "summary.txt").read_text()
+    )
+    wav = tmp_path / "a.wav"
+    first = next(iter(load_cuts(corpus / "test-clean"))).recording.sources[0].source
+    sf.write(wav, load_audio(first, 16000), 16000)
+    capsys.readouterr()
+    stream = ["stream", "--model", str(tiny_u2.path), "--chunk-size", "4", "--json", str(wav)]
+    assert main([*stream, *rescore]) == 0
+    finals = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert any(x["type"] == "final" and x["text"] for x in finals)
+    for argv, code, message in [
+        (["decode", "--model", str(tiny.path), "--data", data, *rescore], 1,
+         f"{tiny.path} has no attention decoder"),
+        (["stream", "--model", str(tiny.path), str(wav), *rescore], 1,
+         f"{tiny.path} has no attention decoder"),
+        ([*stream, *rescore, "--engine", "onnxruntime", "--left-chunks", "2"], 2,
+         "--mode attention_rescoring needs the encoder output"),
+        ([*args, "--reverse-weight", "2"], 2, "reverse weight must be in [0, 1]"),
+    ]:  # fmt: skip
+        capsys.readouterr()
+        assert main(argv) == code, argv
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, err
+
+
+def test_tune_rescoring_reproduces_decode(tiny_u2, corpus: Path, capsys) -> None:
+    """tools/tune_rescoring.py's WER of a pair is what decode gives with those weights."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tune", Path("tools/tune_rescoring.py"))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    data = corpus / "test-clean"
+    found = tool.main([
+        "--model", str(tiny_u2.path), "--data", str(data), "--beam", "4",
+        "--ctc-weights", "0.2", "1.0", "--reverse-weights", "0.0", "0.6",
+    ])  # fmt: skip
+    assert "best: ctc weight / reverse weight" in capsys.readouterr().out
+    cuts = list(load_cuts(data))
+    for key, value in found.items():
+        if key == "prefix beam":
+            search = SearchOptions(mode="prefix_beam", beam_size=4, token_min_logp=-5.0)
+        else:
+            ctc, reverse = map(float, key.split("/"))
+            search = SearchOptions(
+                **RESCORE, token_min_logp=-5.0, ctc_weight=ctc, reverse_weight=reverse
+            )
+        report = decode_model(
+            tiny_u2.model, tiny_u2.tokenizer, tiny_u2.cfg, cuts, DecodeOptions(search)
+        )
+        assert report.summary_record()["wer"]["percent"] == pytest.approx(value, abs=0.01), key
+    assert len(set(found.values())) > 1
