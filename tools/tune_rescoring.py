@@ -9,8 +9,9 @@ Usage:
 Decodes the set once (the encoder, the prefix beam's n-best, and each hypothesis' left-to-right
 and right-to-left decoder scores), then scores every (ctc weight, reverse weight) pair from
 those numbers, which is what `decode --mode attention_rescoring --ctc-weight W
---reverse-weight R` would give for each. Prints a table of WER per pair (and the prefix beam
-alone) and the best pair. --chunk-size decodes chunk-masked (the streaming encoder output).
+--reverse-weight R` would give for each. Prints a table of WER per pair, the prefix beam alone
+and its n-best's oracle WER (what a perfect rescorer would reach), and the best pair.
+--chunk-size decodes chunk-masked (the streaming encoder output).
 """
 
 from __future__ import annotations
@@ -91,7 +92,11 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, float]:
     torch.set_num_threads(1)
     utts = candidates(args)
     results = {"prefix beam": wer(utts, None, 0.0)}
-    print(f"prefix beam {args.beam} alone: WER {results['prefix beam']:.2f} %")
+    oracle = sum_counts(
+        min((word_errors(ref, c[0]) for c in cands), key=lambda e: e.errors) for ref, cands in utts
+    )
+    print(f"prefix beam {args.beam} alone: WER {results['prefix beam']:.2f} %; its n-best's "
+          f"oracle (the best candidate of each utterance): {100 * oracle.rate:.2f} %")  # fmt: skip
     print("| ctc weight | " + " | ".join(f"reverse {r}" for r in args.reverse_weights) + " |")
     print("|---|" + "---|" * len(args.reverse_weights))
     for c in args.ctc_weights:
