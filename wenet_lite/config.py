@@ -208,6 +208,10 @@ class DecoderConfig:
     ffn_dim: int = 2048
     dropout: float = 0.1
     attention_dropout: float = 0.0
+    detach_encoder: bool = False
+    """true: the decoder's loss trains the decoder only, not the encoder it reads (CTC then
+    trains the encoder as it would alone; for short budgets, or a decoder added to a trained
+    CTC model); false: joint training as U2++"""
 
     def __post_init__(self) -> None:
         for name in ("num_blocks", "num_heads", "ffn_dim"):

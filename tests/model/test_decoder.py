@@ -144,3 +144,34 @@ def test_config_errors_name_the_key(tmp_path) -> None:
         load_config(TINY, ["decoder.type=lstm"])
     with pytest.raises(ConfigError, match="model.ctc_weight"):
         load_config(TINY, ["model.ctc_weight=1.5"])
+
+
+def test_detached_decoder_leaves_the_encoder_to_ctc() -> None:
+    """decoder.detach_encoder: the encoder's gradients are ctc_weight times CTC's alone, the
+    decoder's are those of joint training."""
+    feats, feats_lens = torch.randn(2, 120, 80), torch.tensor([120, 80])
+    targets, target_lens = torch.tensor([[3, 4, 5], [6, 7, 0]]), torch.tensor([3, 2])
+    grads = {}
+    for detach in (False, True):
+        cfg = load_config(TINY, U2 + [f"decoder.detach_encoder={str(detach).lower()}"])
+        torch.manual_seed(0)
+        model = build_model(cfg, V)
+        loss, _ = model(feats, feats_lens, targets, target_lens, 4, -1)
+        loss.backward()
+        grads[detach] = {k: p.grad.clone() for k, p in model.named_parameters()}
+        if detach:
+            model.zero_grad()
+            out, lens = model.encoder(feats, feats_lens, 4, -1)
+            (0.3 * model.ctc.loss(out, lens, targets, target_lens)).backward()
+            for k, p in model.encoder.named_parameters():
+                torch.testing.assert_close(grads[True][f"encoder.{k}"], p.grad)
+    decoder_keys = [k for k in grads[True] if k.startswith("decoder.")]
+    assert decoder_keys
+    for k in decoder_keys:
+        torch.testing.assert_close(grads[True][k], grads[False][k])
+    assert not torch.allclose(
+        grads[True]["encoder.norm_out.weight"]
+        if "encoder.norm_out.weight" in grads[True]
+        else next(v for k, v in grads[True].items() if k.startswith("encoder.")),
+        next(v for k, v in grads[False].items() if k.startswith("encoder.")),
+    )

@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import pytest
 
-from tests.decode.conftest import corpus, test_audio, tiny  # noqa: F401 - shared fixtures
+from tests.decode.conftest import corpus, test_audio, tiny, tiny_u2  # noqa: F401 - shared fixtures
 
 _LISTENING = re.compile(r"listening on ws://[\d.]+:(\d+)")
 

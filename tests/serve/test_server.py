@@ -353,6 +353,21 @@ def test_onnxruntime_engine_serves_the_torch_transcripts(tiny, files, capsys):
     _check_against_reference(sherpa, wenet, reference)
 
 
+def test_attention_rescoring_serves_the_transcripts_of_stream(tiny_u2, files, capsys):
+    """Finals rescored by the decoder, with endpoints (two segments in the longest file)."""
+    flags = ["--chunk-size", "4", "--mode", "attention_rescoring", "--beam", "4"]
+    reference = stream_reference(capsys, tiny_u2.path, files, *flags)
+    ctc = stream_reference(capsys, tiny_u2.path, files, *flags[:2], "--mode", "prefix_beam",
+                           "--beam", "4")  # fmt: skip
+    assert reference != ctc, "the random decoder should overturn some of CTC's choices"
+    s = start_server(tiny_u2.path, *flags)
+    try:
+        sherpa, wenet = asyncio.run(_all_sessions(s.url, files))
+    finally:
+        assert s.stop() == 0, s.log()
+    _check_against_reference(sherpa, wenet, reference)
+
+
 def test_a_busy_port_is_one_line(tiny, capsys):
     import socket
 

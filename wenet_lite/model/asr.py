@@ -32,6 +32,7 @@ class ASRModel(nn.Module):
         ctc_weight: float = 1.0,
         reverse_weight: float = 0.0,
         lsm_weight: float = 0.0,
+        detach_decoder_input: bool = False,
     ) -> None:
         super().__init__()
         self.encoder = encoder
@@ -40,6 +41,7 @@ class ASRModel(nn.Module):
         self.ctc_weight = ctc_weight if decoder is not None else 1.0
         self.reverse_weight = reverse_weight
         self.lsm_weight = lsm_weight
+        self.detach_decoder_input = detach_decoder_input
 
     def forward(
         self,
@@ -55,8 +57,9 @@ class ASRModel(nn.Module):
         out, lens = self.encoder(feats, feats_lens, chunk_size, num_left_chunks)
         loss = self.ctc.loss(out, lens, targets, target_lens)
         if self.decoder is not None and self.ctc_weight < 1.0:
+            memory = out.detach() if self.detach_decoder_input else out
             att = self.decoder.loss(
-                out, lens, targets, target_lens, self.reverse_weight, self.lsm_weight
+                memory, lens, targets, target_lens, self.reverse_weight, self.lsm_weight
             )
             loss = self.ctc_weight * loss + (1.0 - self.ctc_weight) * att
         return loss, lens
@@ -113,6 +116,7 @@ def build_model(cfg: ExperimentConfig, vocab_size: int) -> ASRModel:
         loss.ctc_weight,
         loss.reverse_weight,
         loss.lsm_weight,
+        dec.detach_encoder,
     )
 
 
