@@ -169,9 +169,5 @@ def test_detached_decoder_leaves_the_encoder_to_ctc() -> None:
     assert decoder_keys
     for k in decoder_keys:
         torch.testing.assert_close(grads[True][k], grads[False][k])
-    assert not torch.allclose(
-        grads[True]["encoder.norm_out.weight"]
-        if "encoder.norm_out.weight" in grads[True]
-        else next(v for k, v in grads[True].items() if k.startswith("encoder.")),
-        next(v for k, v in grads[False].items() if k.startswith("encoder.")),
-    )
+    first = next(k for k in grads[True] if k.startswith("encoder."))
+    assert not torch.allclose(grads[True][first], grads[False][first])  # joint training differs
