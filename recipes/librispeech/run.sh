@@ -180,10 +180,10 @@ if run_stage 3; then
         --dev-part "$dev_set" --resume --no-progress "${set_args[@]}")
   if [ "$ngpu" -gt 0 ]; then
     log 3 "train with torchrun, $ngpu processes (one per GPU) -> $exp"
-    torchrun --standalone --nproc_per_node "$ngpu" -m wenet_lite "${args[@]}"
+    torchrun --standalone --nproc_per_node "$ngpu" -m wenet_lite "${args[@]}" --device cuda
   else
     log 3 "train on CPU (no GPU found; set --ngpu N to use GPUs) -> $exp"
-    wenet-lite "${args[@]}"
+    wenet-lite "${args[@]}" --device cpu
   fi
 fi
 

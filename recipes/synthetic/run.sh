@@ -66,6 +66,9 @@ hotwords_score=${hotwords_score:-0.75}  # bonus per matched hotword token (chose
 rescore=${rescore:-true}          # stages 5 and 6 also decode with attention rescoring (U2++; the
                                   # model needs an attention decoder, as the default config has)
 rescore_chunk=${rescore_chunk-16} # ... simulated and streamed at this chunk ("": full context only)
+device=${device:-}                # train, decode and stream on this device ("": each command's
+                                  # default: cuda when available for train and decode, cpu for
+                                  # stream); e.g. --device cpu, --device cuda
 export_chunk=${export_chunk:-16}
 export_left=${export_left:-4}
 if [ "$smoke" = 1 ]; then
@@ -92,7 +95,7 @@ while [ $# -gt 0 ]; do
       case "$name" in
         stage|stop_stage|hours|seed|nj|config|overrides|average_num|chunks|stream_chunks|\
 lm_beam|token_min_logp|lm_weight|word_bonus|oov_penalty|blank_penalty|lm_text|lm_chunk|\
-hotwords|hotwords_score|rescore|rescore_chunk|export_chunk|export_left|corpus|data|exp)
+hotwords|hotwords_score|rescore|rescore_chunk|device|export_chunk|export_left|corpus|data|exp)
           printf -v "$name" '%s' "$2" ;;
         *) echo "$0: unknown option $1" >&2; exit 2 ;;
       esac
@@ -111,6 +114,8 @@ model=$exp/avg_${average_num}.pt
 decode_dir=$exp/decode/$test_part
 set_args=()
 for kv in $overrides; do set_args+=(--set "$kv"); done
+device_args=()
+if [ -n "$device" ]; then device_args=(--device "$device"); fi
 
 log() { echo "$(date '+%H:%M:%S') [stage $1] ${*:2}"; }
 run_stage() { [ "$stage" -le "$1" ] && [ "$stop_stage" -ge "$1" ]; }
@@ -162,7 +167,8 @@ fi
 if run_stage 3; then
   log 3 "train $config -> $exp ${overrides:+(overrides: $overrides)}"
   wenet-lite train --config "$config" --data "$data" --exp "$exp" \
-    --train-part train-clean-100 --dev-part dev-clean --resume --no-progress "${set_args[@]}"
+    --train-part train-clean-100 --dev-part dev-clean --resume --no-progress "${set_args[@]}" \
+    "${device_args[@]}"
 fi
 
 if run_stage 4; then
@@ -172,7 +178,7 @@ fi
 
 decode_test() {  # decode_test NAME [decode options]: $decode_dir/NAME
   wenet-lite decode --model "$model" --data "$data/$test_part" --out "$decode_dir/$1" \
-    --device cpu "${@:2}"
+    "${device_args[@]}" "${@:2}"
 }
 train_lm() {  # the word LM of stage 5 (after resolve_lm_text)
   local lm_source=(--data "$data/train-clean-100")
@@ -200,6 +206,7 @@ stream_test() {  # stream_test C [lm|rescore|lm_rescore]: stream the test set at
   esac
   [ -f "$decode_dir/$sim/hyp.txt" ] && compare=(--compare "$decode_dir/$sim")
   wenet-lite stream --model "$model" --chunk-size "$1" --no-endpoint --json --max-streams 8 \
+    "${device_args[@]}" \
     "${search[@]}" --ref "$data/$test_part" --out "$decode_dir/$name" "${compare[@]}" \
     > "$decode_dir/$name.jsonl"
   cat "$decode_dir/$name/summary.txt"
@@ -254,8 +261,8 @@ if run_stage 6; then
   fi
   in_parallel "${jobs[@]}"
   log 6 "one file as a live stream (partials on stderr, final segments with word times)"
-  wenet-lite stream --model "$model" --chunk-size "${stream_chunks%% *}" "${files[0]}" \
-    2> "$exp/stream_partials.txt" | tee "$exp/stream_one_file.txt"
+  wenet-lite stream --model "$model" --chunk-size "${stream_chunks%% *}" "${device_args[@]}" \
+    "${files[0]}" 2> "$exp/stream_partials.txt" | tee "$exp/stream_one_file.txt"
 fi
 
 if run_stage 7; then

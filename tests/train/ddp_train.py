@@ -26,7 +26,7 @@ def main() -> None:
     data, exp, out, tokenizer = (Path(a) for a in sys.argv[1:5])
     opts = TrainOptions(
         Path("conf/tiny_test.yaml"), data, exp, tuple(sys.argv[5:]), ("salted",), ("dev",),
-        tokenizer=tokenizer, progress_bar=False,
+        tokenizer=tokenizer, progress_bar=False, device="cpu",  # gloo ranks, GPUs or not
     )  # fmt: skip
     result = train(opts)
     assert result.model is not None

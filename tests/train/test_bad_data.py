@@ -28,7 +28,7 @@ def test_salted_manifest_trains_and_counts_every_skip(
     overrides = ("train.max_epochs=2", "data.num_workers=2")
     opts = TrainOptions(
         Path("conf/tiny_test.yaml"), data, exp, overrides, ("salted",), ("dev",),
-        tokenizer=synthetic_corpus.tokenizer, progress_bar=False,
+        tokenizer=synthetic_corpus.tokenizer, progress_bar=False, device="cpu",
     )  # fmt: skip
     result = train(opts)
     assert result.epoch == 3 and result.step > 0

@@ -30,7 +30,8 @@ def test_cmvn_train_average_from_the_command_line(synthetic_corpus, tmp_path: Pa
     assert 0 < (sub_mean - mean).abs().max() < 3.0  # 3 utterances: a rough estimate (means ~15)
 
     exp = tmp_path / "exp" / "tiny"
-    argv = ["train", "--config", TINY, "--data", str(data), "--exp", str(exp), "--cmvn", str(cmvn)]
+    argv = ["train", "--config", TINY, "--data", str(data), "--exp", str(exp), "--cmvn", str(cmvn),
+            "--device", "cpu"]  # fmt: skip
     argv += ["--set", "train.max_epochs=2", "--set", "train.checkpoint_interval=4"]
     assert main(argv + ["--no-progress"]) == 0
     assert "trained to step" in capsys.readouterr().out

@@ -120,7 +120,7 @@ def add_train(sub: argparse._SubParsersAction) -> None:
         "train",
         help="train a model (also under torchrun)",
         description="usage: wenet-lite train --config conf/conformer_u2.yaml --data data "
-        "--exp exp/u2 [--set train.max_steps=1000] [--resume]\n"
+        "--exp exp/u2 [--set train.max_steps=1000] [--resume] [--device cpu]\n"
         "       torchrun --nproc_per_node 4 -m wenet_lite train --config ... (same flags)\n\n"
         "Reads DATA/<part>/cuts.jsonl.gz for --train-part (comma-separated parts are joined)\n"
         "and --dev-part, and DATA/cmvn.json (see compute-cmvn). Trains the tokenizer on the\n"
@@ -141,6 +141,11 @@ def add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tokenizer", help="use this sentencepiece model instead of training one")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--device",
+        help="cpu, cuda (under torchrun each rank takes cuda:LOCAL_RANK) or cuda:N "
+        "(default: cuda if available)",
+    )
     p.set_defaults(func=_run_train)
 
 
@@ -165,6 +170,7 @@ def _run_train(args: argparse.Namespace) -> int:
         tokenizer=Path(args.tokenizer) if args.tokenizer else None,
         resume=args.resume,
         progress_bar=not args.no_progress,
+        device=args.device,
     )
     result = train(opts)
     if result.is_main:

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 import torch.distributed as dist
 
-__all__ = ["DistInfo", "init_distributed", "cleanup_distributed", "all_reduce_sum"]
+__all__ = [
+    "DeviceError",
+    "DistInfo",
+    "choose_device",
+    "init_distributed",
+    "cleanup_distributed",
+    "all_reduce_sum",
+]
 
 
 @dataclass(frozen=True)
@@ -24,13 +32,57 @@ class DistInfo:
         return self.rank == 0
 
 
-def init_distributed(want_cuda: bool = True) -> DistInfo:
-    """Read torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK); single process otherwise."""
+class DeviceError(ValueError):
+    """The asked-for device does not fit this machine or job; the message is one line."""
+
+
+def choose_device(name: Optional[str], world: int, local: int) -> torch.device:
+    """The device of this process: ``name`` cpu, cuda (each torchrun rank its
+    ``cuda:LOCAL_RANK``), cuda:N (one process only), or None: cuda when available, else cpu.
+    DeviceError for CUDA where there is none, more ranks on a node than GPUs, cuda:N under
+    torchrun, or a name that is no device."""
+    if name is None:
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise DeviceError(f"--device {name!r} is not a device (cpu, cuda, cuda:N)") from None
+    if device.type == "cpu":
+        return torch.device("cpu")
+    if device.type != "cuda":
+        raise DeviceError(f"--device {name}: training runs on cpu or cuda")
+    if not torch.cuda.is_available():
+        raise DeviceError(
+            f"--device {name}: CUDA is not available here (a CPU build of torch, or no GPU "
+            "visible); use --device cpu"
+        )
+    gpus = torch.cuda.device_count()
+    if device.index is not None:
+        if world > 1:
+            raise DeviceError(
+                f"--device {name} under torchrun ({world} ranks): give --device cuda, each "
+                "rank then takes cuda:LOCAL_RANK"
+            )
+        if device.index >= gpus:
+            raise DeviceError(f"--device {name}: this machine has {gpus} GPU(s)")
+        return device
+    if local >= gpus:
+        raise DeviceError(
+            f"rank with LOCAL_RANK {local} has no GPU: this node has {gpus} GPU(s) for at least "
+            f"{local + 1} ranks; start at most {gpus} (--nproc_per_node {gpus}), or train the "
+            "ranks on CPU with --device cpu (gloo)"
+        )
+    return torch.device("cuda", local)
+
+
+def init_distributed(device_name: Optional[str] = None) -> DistInfo:
+    """Read torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK); single process otherwise.
+    ``device_name``: see :func:`choose_device`; gloo on CPU, nccl on CUDA."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local = int(os.environ.get("LOCAL_RANK", "0"))
-    use_cuda = want_cuda and torch.cuda.is_available()
-    device = torch.device("cuda", local) if use_cuda else torch.device("cpu")
+    device = choose_device(device_name, world, local)
+    use_cuda = device.type == "cuda"
     if use_cuda:
         torch.cuda.set_device(device)
     if world > 1 and not dist.is_initialized():

@@ -73,6 +73,9 @@ class TrainOptions:
     """an existing tokenizer model to use instead of training one"""
     resume: bool = False
     progress_bar: bool = True
+    device: Optional[str] = None
+    """cpu, cuda (under torchrun: each rank its cuda:LOCAL_RANK) or cuda:N; None: cuda when
+    available, else cpu"""
 
 
 @dataclass
@@ -96,7 +99,7 @@ class TrainResult:
 def train(opts: TrainOptions) -> TrainResult:
     """Train as ``opts`` says; works alone or in every process of a torchrun job."""
     owns_group = not dist.is_initialized()
-    info = init_distributed()
+    info = init_distributed(opts.device)
     handler = None
     package_log = logging.getLogger("wenet_lite")
     level = package_log.level
