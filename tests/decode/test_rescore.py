@@ -270,13 +270,19 @@ def test_cli_rescoring_and_its_misuse(tiny, tiny_u2, corpus: Path, tmp_path: Pat
     assert main([*stream, *rescore]) == 0
     finals = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert any(x["type"] == "final" and x["text"] for x in finals)
+    # Every engine keeps the encoder output: onnxruntime rescores as torch does.
+    texts = {}
+    for engine in ("torch", "onnxruntime"):
+        fixed = [*stream, *rescore, "--left-chunks", "2", "--engine", engine]
+        assert main(fixed) == 0
+        lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+        texts[engine] = [x["text"] for x in lines if x["type"] == "final"]
+    assert texts["torch"] == texts["onnxruntime"] and any(texts["torch"])
     for argv, code, message in [
         (["decode", "--model", str(tiny.path), "--data", data, *rescore], 1,
          f"{tiny.path} has no attention decoder"),
         (["stream", "--model", str(tiny.path), str(wav), *rescore], 1,
          f"{tiny.path} has no attention decoder"),
-        ([*stream, *rescore, "--engine", "onnxruntime", "--left-chunks", "2"], 2,
-         "--mode attention_rescoring needs the encoder output"),
         ([*args, "--reverse-weight", "2"], 2, "reverse weight must be in [0, 1]"),
     ]:  # fmt: skip
         capsys.readouterr()

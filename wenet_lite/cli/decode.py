@@ -171,11 +171,6 @@ def check_engine_flags(args: argparse.Namespace, device: str, chunking: Chunking
         raise UsageError(f"{what} runs on the CPU: drop --device {device}")
     if args.int8 and args.engine != "torch":
         raise UsageError(f"--int8 runs on the torch engine, not --engine {args.engine}")
-    if args.mode == "attention_rescoring" and args.engine != "torch":
-        raise UsageError(
-            f"--mode attention_rescoring needs the encoder output, which --engine {args.engine} "
-            "does not give: use --engine torch (with --int8 if you like)"
-        )
     if args.engine == "onnxruntime" and chunking.left_chunks < 0:
         raise UsageError(
             f"--engine {args.engine} needs a fixed cache: --left-chunks >= 0 (got "

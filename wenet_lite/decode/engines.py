@@ -35,6 +35,7 @@ __all__ = ["ENGINES", "Engine", "OnnxRuntimeEngine", "TorchEngine", "stream_log_
 ENGINES = ("torch", "onnxruntime")
 BATCHED_INPUTS = ("x", "x_lens", "att_cache", "conv_cache", "cache_len")
 BATCHED_OUTPUTS = ("log_probs", "new_att_cache", "new_conv_cache", "new_cache_len")
+ENCODER_OUT = "encoder_out"  # the batched graph's fifth output, fetched for attention rescoring
 
 
 class Engine:
@@ -109,6 +110,7 @@ class OnnxRuntimeEngine(Engine):
     onnxruntime on the CPU with ``threads`` intra-op threads."""
 
     name = "onnxruntime"
+    gives_encoder_out = True
 
     def __init__(self, model: Union[bytes, str, Path], chunking: Chunking, threads: int = 1):
         try:
@@ -140,6 +142,19 @@ class OnnxRuntimeEngine(Engine):
     def run(
         self, feats: torch.Tensor, lens: torch.Tensor, state: EncoderState
     ) -> Tuple[torch.Tensor, EncoderState]:
+        log_probs, new_state, _ = self._run(feats, lens, state, BATCHED_OUTPUTS)
+        return log_probs, new_state
+
+    def run_encoder(
+        self, feats: torch.Tensor, lens: torch.Tensor, state: EncoderState
+    ) -> Tuple[torch.Tensor, torch.Tensor, EncoderState]:
+        log_probs, new_state, out = self._run(feats, lens, state, BATCHED_OUTPUTS + (ENCODER_OUT,))
+        assert out is not None
+        return out, log_probs, new_state
+
+    def _run(
+        self, feats: torch.Tensor, lens: torch.Tensor, state: EncoderState, names: Tuple[str, ...]
+    ) -> Tuple[torch.Tensor, EncoderState, Optional[torch.Tensor]]:
         feeds = {
             "x": feats.float().numpy(),
             "x_lens": lens.numpy(),
@@ -147,14 +162,15 @@ class OnnxRuntimeEngine(Engine):
             "conv_cache": state.conv_cache.numpy(),
             "cache_len": state.cache_len.numpy(),
         }
-        log_probs, att, conv, cache_len = self.session.run(BATCHED_OUTPUTS, feeds)
+        log_probs, att, conv, cache_len, *out = self.session.run(list(names), feeds)
         new_state = EncoderState(
             att_cache=torch.from_numpy(att),
             conv_cache=torch.from_numpy(conv),
             cache_len=torch.from_numpy(np.asarray(cache_len, dtype=np.int64)),
             cache_limit=state.cache_limit,
         )
-        return torch.from_numpy(log_probs), new_state
+        encoded = torch.from_numpy(out[0]) if out else None
+        return torch.from_numpy(log_probs), new_state, encoded
 
 
 def stream_log_probs(

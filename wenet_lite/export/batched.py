@@ -4,10 +4,12 @@ with sherpa's inputs.
 
 Inputs: ``x`` (B, W, F) windows zero-padded to W, ``x_lens`` (B,) int64 valid frames, and the
 state of a fixed cache (``left_chunks`` N >= 0, M = C*N): ``att_cache`` (L, B, H, M, 2*d_k),
-``conv_cache`` (L, B, D, K-1), ``cache_len`` (B,) int64. Outputs: ``log_probs`` (B, C, V) and
-the new ``att_cache``, ``conv_cache``, ``cache_len``. B is dynamic; everything else fixed by C
-and N. Exported with torch.export (``torch.onnx.export(dynamo=True)``, which needs
-onnxscript); the position tables of the one window shape are constants in the graph.
+``conv_cache`` (L, B, D, K-1), ``cache_len`` (B,) int64. Outputs: ``log_probs`` (B, C, V),
+the new ``att_cache``, ``conv_cache``, ``cache_len``, and ``encoder_out`` (B, C, D), which
+attention rescoring keeps (a runtime that does not rescore need not fetch it). B is dynamic;
+everything else fixed by C and N. Exported with torch.export
+(``torch.onnx.export(dynamo=True)``, which needs onnxscript); the position tables of the one
+window shape are constants in the graph.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from wenet_lite.model.state import EncoderState
 __all__ = ["BatchedChunk", "export_batched_onnx"]
 
 INPUTS = ("x", "x_lens", "att_cache", "conv_cache", "cache_len")
-OUTPUTS = ("log_probs", "new_att_cache", "new_conv_cache", "new_cache_len")
+OUTPUTS = ("log_probs", "new_att_cache", "new_conv_cache", "new_cache_len", "encoder_out")
 OPSET = 18
 
 
@@ -61,11 +63,11 @@ class BatchedChunk(nn.Module):
         att_cache: torch.Tensor,
         conv_cache: torch.Tensor,
         cache_len: torch.Tensor,
-    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         state = EncoderState(att_cache, conv_cache, cache_len, self.cache_limit)
         pos = list(self.pos_tables.unbind(0))
         out, new = self.encoder.forward_chunk(x, state, x_lens, pos, True)
-        return self.ctc(out), new.att_cache, new.conv_cache, new.cache_len
+        return self.ctc(out), new.att_cache, new.conv_cache, new.cache_len, out
 
 
 def export_batched_onnx(model: ASRModel, chunking: Chunking) -> bytes:
