@@ -265,11 +265,20 @@ def model_line(model: Path) -> str:
 
     m, tok, cfg = load_model(model)
     params = sum(p.numel() for p in m.parameters())
-    enc = cfg.encoder
+    enc, dec = cfg.encoder, cfg.decoder
+    decoder = ""
+    if m.decoder is not None:
+        size = sum(p.numel() for p in m.decoder.parameters())
+        trained = "detached from the encoder" if dec.detach_encoder else "joint training"
+        decoder = (
+            f"; attention decoder {dec.num_blocks} + {dec.r2l_num_blocks} blocks, FFN "
+            f"{dec.ffn_dim} ({size / 1e6:.2f} M parameters, {trained}, ctc weight "
+            f"{cfg.model.ctc_weight}, reverse weight {cfg.model.reverse_weight})"
+        )
     return (
         f"Model `{model}`: {params / 1e6:.2f} M parameters, {enc.num_blocks} blocks, d_model "
         f"{enc.d_model}, {enc.num_heads} heads, FFN {enc.ffn_dim}, conv kernel {enc.conv_kernel}, "
-        f"subsampling x{enc.subsampling_rate}, chunk mode {enc.chunk.mode}; tokenizer "
+        f"subsampling x{enc.subsampling_rate}, chunk mode {enc.chunk.mode}{decoder}; tokenizer "
         f"{cfg.tokenizer.model_type} with {tok.vocab_size} pieces."
     )
 

@@ -74,6 +74,8 @@ lm_chunk=${lm_chunk-16}           # streaming with the LM at this chunk: stage 5
 rescore=${rescore:-true}          # attention rescoring rows (the config needs a decoder, as
 rescore_beam=${rescore_beam:-10}  # conf/conformer_u2.yaml has): prefix beam 10 as WeNet's
 rescore_chunk=${rescore_chunk-16} # U2++ results, at full context and this chunk ("": full only)
+rescore_lm_ctc_weight=${rescore_lm_ctc_weight:-8.0}  # with the LM: the search score's weight
+                                  # (the synthetic corpus's dev choice; tune it on yours)
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -84,7 +86,7 @@ while [ $# -gt 0 ]; do
         stage|stop_stage|dl_dir|mirror|data|exp|config|overrides|ngpu|nj|cmvn_utts|store_fbank|\
 train_set|dev_set|test_sets|average_num|chunks|stream_chunks|stream_device|export_chunk|export_left|\
 lm|lm_mirror|lm_grid|lm_beam|token_min_logp|lm_weight|word_bonus|oov_penalty|lm_chunk|\
-rescore|rescore_beam|rescore_chunk)
+rescore|rescore_beam|rescore_chunk|rescore_lm_ctc_weight)
           printf -v "$name" '%s' "$2" ;;
         *) echo "$0: unknown option $1" >&2; exit 2 ;;
       esac
@@ -228,7 +230,8 @@ if run_stage 5; then
         if [ -n "$lm" ]; then  # the LM's beam and weights, its n-best rescored
           lm_search "$lm_weight" "$word_bonus"
           wenet-lite decode --model "$model" --data "$data/$test" "${lm_flags[@]}" \
-            --mode attention_rescoring --out "$out/${where}_lm_rescore" "${opts[@]}"
+            --mode attention_rescoring --ctc-weight "$rescore_lm_ctc_weight" \
+            --out "$out/${where}_lm_rescore" "${opts[@]}"
         fi
       done
     fi
@@ -274,7 +277,7 @@ if run_stage 6; then
         lm_search "$lm_weight" "$word_bonus"
         stream_test "$test" "stream${rescore_chunk}_lm_rescore" \
           "chunk${rescore_chunk}_sim_lm_rescore" --chunk-size "$rescore_chunk" \
-          "${lm_flags[@]}" --mode attention_rescoring
+          "${lm_flags[@]}" --mode attention_rescoring --ctc-weight "$rescore_lm_ctc_weight"
       fi
     fi
   done

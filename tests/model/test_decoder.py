@@ -171,3 +171,17 @@ def test_detached_decoder_leaves_the_encoder_to_ctc() -> None:
         torch.testing.assert_close(grads[True][k], grads[False][k])
     first = next(k for k in grads[True] if k.startswith("encoder."))
     assert not torch.allclose(grads[True][first], grads[False][first])  # joint training differs
+
+
+@torch.no_grad()
+def test_shared_memory_rows_equal_one_memory_per_hypothesis() -> None:
+    """The n-best of a segment can share its encoder output (``rows``): the same scores as a
+    copy per hypothesis."""
+    decoder = _decoder(2)
+    memory, memory_lens, targets, target_lens = _batch(2)  # 3 segments
+    rows = torch.tensor([2, 0, 0, 1, 2, 2])
+    hyps = torch.randint(1, V, (6, 5), generator=torch.Generator().manual_seed(3))
+    hyp_lens = torch.tensor([5, 1, 3, 4, 2, 5])
+    shared = decoder.score(memory, memory_lens, hyps, hyp_lens, 0.3, rows)
+    copied = decoder.score(memory[rows], memory_lens[rows], hyps, hyp_lens, 0.3)
+    torch.testing.assert_close(shared, copied)

@@ -125,13 +125,15 @@ def test_decode_stream_and_results(smoke_run: Path) -> None:
         )
     assert table["full_beam"]["settings"]["search"]["hotwords"] is None
     # Attention rescoring: the beam's settings, the LM's where it is on, rows in RESULTS.
-    rescored = "attention rescoring of the 20-best (ctc weight 0.5, reverse weight 0.3)"
     checks = (("full_rescore", False, "full context |"),
               ("chunk16_sim_lm_rescore", True, "simulated streaming"))  # fmt: skip
     for mode, lm_on, where in checks:
         search = table[mode]["settings"]["search"]
         assert search["mode"] == "attention_rescoring" and search["beam_size"] == 20
         assert search["nbest"] == 20 and (search["lm"] is not None) == lm_on
+        weight = 8.0 if lm_on else 0.5  # the recipe's rescore_lm_ctc_weight with the LM
+        assert search["ctc_weight"] == weight
+        rescored = f"attention rescoring of the 20-best (ctc weight {weight}, reverse weight 0.3)"
         row = next(r for r in rows if rescored in r and where in r and ("word LM" in r) == lm_on)
         wer, cer = table[mode]["wer"]["percent"], table[mode]["cer"]["percent"]
         assert row.endswith(f"| {wer:.2f} | {cer:.2f} |"), row

@@ -72,15 +72,17 @@ def rescore(
     dim = segments[0].encoder_out.size(1)
     hyps = torch.zeros(n, width, dtype=torch.long)  # (N, U)
     hyp_lens = torch.tensor([h.num_tokens for _, h in flat])  # (N,)
-    memory = torch.zeros(n, frames, dim, dtype=param.dtype)  # (N, S, D)
-    memory_lens = torch.tensor([segments[i].encoder_out.size(0) for i, _ in flat])  # (N,)
-    for row, (i, h) in enumerate(flat):
+    rows = torch.tensor([i for i, _ in flat])  # (N,) each hypothesis' segment
+    for row, (_, h) in enumerate(flat):
         hyps[row, : h.num_tokens] = torch.tensor(h.tokens, dtype=torch.long)
-        memory[row, : memory_lens[row]] = segments[i].encoder_out
+    memory = torch.zeros(len(segments), frames, dim, dtype=param.dtype)  # (B_m, S, D)
+    memory_lens = torch.tensor([s.encoder_out.size(0) for s in segments])  # (B_m,)
+    for i, s in enumerate(segments):
+        memory[i, : s.encoder_out.size(0)] = s.encoder_out
     device = param.device
     scores = decoder.score(
         memory.to(device), memory_lens.to(device), hyps.to(device), hyp_lens.to(device),
-        reverse_weight,
+        reverse_weight, rows.to(device),
     ).tolist()  # fmt: skip
     out: List[List[Hypothesis]] = [[] for _ in segments]
     for (i, h), score in zip(flat, scores):

@@ -179,10 +179,9 @@ class StreamingCTC(nn.Module):
             of each hypothesis and its end; a runtime adds ``ctc_weight`` times its CTC score.
         """
         for decoder in self.decoder:  # 0 or 1
-            n = hyps.size(0)
-            memory = encoder_out.expand(n, encoder_out.size(1), encoder_out.size(2))
-            memory_lens = torch.full((n,), encoder_out.size(1), dtype=torch.long)
-            return decoder.score(memory, memory_lens, hyps, hyps_lens, reverse_weight)
+            rows = torch.zeros(hyps.size(0), dtype=torch.long)  # every hypothesis: segment 0
+            memory_lens = torch.full((1,), encoder_out.size(1), dtype=torch.long)
+            return decoder.score(encoder_out, memory_lens, hyps, hyps_lens, reverse_weight, rows)
         raise RuntimeError("this model has no attention decoder (its metadata: decoder none)")
 
     @torch.jit.export

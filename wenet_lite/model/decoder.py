@@ -15,7 +15,7 @@ N hypotheses are scored together; S encoder frames are the keys of cross-attenti
 from __future__ import annotations
 
 import math
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -69,13 +69,22 @@ class MultiHeadAttention(nn.Module):
         return self.attend(query, memory, mask)[0]
 
     def attend(
-        self, query: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor
+        self,
+        query: torch.Tensor,
+        memory: torch.Tensor,
+        mask: torch.Tensor,
+        rows: Optional[torch.Tensor] = None,
     ) -> Tuple[torch.Tensor, torch.Tensor]:
-        """The output (B, U, D) and the attention weights (B, H, U, S)."""
+        """The output (B, U, D) and the attention weights (B, H, U, S). ``rows`` (B,): the
+        memory row of each query row, when fewer memories (B_m, S, D) serve many queries (the
+        n-best of a segment): keys and values are projected once per memory, not per query."""
         b, u, s = query.size(0), query.size(1), memory.size(1)
         q = self.q(query).view(b, u, self.num_heads, self.d_k).transpose(1, 2)  # (B, H, U, d_k)
-        k = self.k(memory).view(b, s, self.num_heads, self.d_k).transpose(1, 2)  # (B, H, S, d_k)
-        v = self.v(memory).view(b, s, self.num_heads, self.d_k).transpose(1, 2)  # (B, H, S, d_k)
+        k, v = self.k(memory), self.v(memory)  # (B_m, S, D)
+        if rows is not None:
+            k, v = k.index_select(0, rows), v.index_select(0, rows)  # (B, S, D)
+        k = k.view(b, s, self.num_heads, self.d_k).transpose(1, 2)  # (B, H, S, d_k)
+        v = v.view(b, s, self.num_heads, self.d_k).transpose(1, 2)  # (B, H, S, d_k)
         scores = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.d_k)  # (B, H, U, S)
         hidden = ~mask.unsqueeze(1)  # (B, 1, U or 1, S)
         # A padded query row sees no key: its weights are set to 0 rather than NaN.
@@ -106,10 +115,11 @@ class DecoderBlock(nn.Module):
         x_mask: torch.Tensor,
         memory: torch.Tensor,
         memory_mask: torch.Tensor,
+        rows: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
-        """Args: x (B, U, D), x_mask (B, U, U), memory (B, S, D), memory_mask (B, 1, S).
-        Returns: (B, U, D)."""
-        return self.attend(x, x_mask, memory, memory_mask)[0]
+        """Args: x (B, U, D), x_mask (B, U, U), memory (B_m, S, D), memory_mask (B, 1, S),
+        rows (B,) memory row per x row (None: B_m = B, row for row). Returns: (B, U, D)."""
+        return self.attend(x, x_mask, memory, memory_mask, rows)[0]
 
     def attend(
         self,
@@ -117,11 +127,12 @@ class DecoderBlock(nn.Module):
         x_mask: torch.Tensor,
         memory: torch.Tensor,
         memory_mask: torch.Tensor,
+        rows: Optional[torch.Tensor] = None,
     ) -> Tuple[torch.Tensor, torch.Tensor]:
         """The output (B, U, D) and the cross-attention weights (B, H, U, S)."""
         h = self.norm_self(x)
         x = x + self.dropout(self.self_attn(h, h, x_mask))
-        src, weights = self.src_attn.attend(self.norm_src(x), memory, memory_mask)
+        src, weights = self.src_attn.attend(self.norm_src(x), memory, memory_mask, rows)
         x = x + self.dropout(src)
         return x + self.dropout(self.ffn(self.norm_ffn(x))), weights
 
@@ -157,13 +168,15 @@ class TransformerDecoder(nn.Module):
         token_lens: torch.Tensor,
         memory: torch.Tensor,
         memory_mask: torch.Tensor,
+        rows: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
-        """Args: tokens (B, U) starting with sos, token_lens (B,), memory (B, S, D) the
-        encoder output, memory_mask (B, 1, S). Returns: logits (B, U, V + 1)."""
+        """Args: tokens (B, U) starting with sos, token_lens (B,), memory (B_m, S, D) the
+        encoder output, memory_mask (B, 1, S), rows (B,) memory row of each sequence (None:
+        B_m = B). Returns: logits (B, U, V + 1)."""
         x = self.embed_tokens(tokens)
         mask = self_mask(token_lens, tokens.size(1))  # (B, U, U)
         for block in self.blocks:
-            x = block(x, mask, memory, memory_mask)
+            x = block(x, mask, memory, memory_mask, rows)
         return self.out(self.norm(x))
 
     @torch.jit.unused
@@ -253,19 +266,23 @@ class AttentionDecoder(nn.Module):
         memory_lens: torch.Tensor,
         targets: torch.Tensor,
         target_lens: torch.Tensor,
+        rows: Optional[torch.Tensor] = None,
     ) -> List[Tuple[torch.Tensor, torch.Tensor]]:
         """Teacher-forced log-probabilities of each direction, l2r first: pairs of
         (B, U+1, V+1) log-probs and (B, U+1) target ids (IGNORE on padding).
 
-        Args: memory (B, S, D), memory_lens (B,), targets (B, U), target_lens (B,)."""
-        memory_mask = valid_mask(memory_lens, memory.size(1)).unsqueeze(1)  # (B, 1, S)
+        Args: memory (B_m, S, D), memory_lens (B_m,), targets (B, U), target_lens (B,), rows
+            (B,) the memory row of each target sequence (None: B_m = B, row for row)."""
+        memory_mask = valid_mask(memory_lens, memory.size(1)).unsqueeze(1)  # (B_m, 1, S)
+        if rows is not None:
+            memory_mask = memory_mask.index_select(0, rows)  # (B, 1, S)
         out: List[Tuple[torch.Tensor, torch.Tensor]] = []
         ys_in, ys_out = decoder_io(targets, target_lens, self.sos_eos, False)
-        logits = self.l2r(ys_in, target_lens + 1, memory, memory_mask)
+        logits = self.l2r(ys_in, target_lens + 1, memory, memory_mask, rows)
         out.append((logits.float().log_softmax(-1), ys_out))
         for r2l in self.r2l:
             ys_in, ys_out = decoder_io(targets, target_lens, self.sos_eos, True)
-            logits = r2l(ys_in, target_lens + 1, memory, memory_mask)
+            logits = r2l(ys_in, target_lens + 1, memory, memory_mask, rows)
             out.append((logits.float().log_softmax(-1), ys_out))
         return out
 
@@ -298,15 +315,18 @@ class AttentionDecoder(nn.Module):
         hyps: torch.Tensor,
         hyp_lens: torch.Tensor,
         reverse_weight: float,
+        rows: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
         """Log-probability of each hypothesis and its end, ``(1 - reverse_weight) * l2r +
         reverse_weight * r2l`` (l2r alone without a right-to-left decoder).
 
-        Args: memory (N, S, D) (each hypothesis' encoder output; expand one utterance's),
-            memory_lens (N,), hyps (N, U) padded token ids, hyp_lens (N,).
+        Args: memory (N, S, D) each hypothesis' encoder output, or (B_m, S, D) with ``rows``
+            (N,) naming each hypothesis' row (the segments of many n-bests: projected once
+            per segment), memory_lens (N,) or (B_m,), hyps (N, U) padded token ids, hyp_lens
+            (N,).
         Returns: (N,) scores."""
         scores: List[torch.Tensor] = []
-        for log_probs, ys_out in self(memory, memory_lens, hyps, hyp_lens):
+        for log_probs, ys_out in self(memory, memory_lens, hyps, hyp_lens, rows):
             picked = log_probs.gather(2, ys_out.clamp(min=0).unsqueeze(2)).squeeze(2)  # (N, U+1)
             scores.append(picked.masked_fill(ys_out < 0, 0.0).sum(1))  # IGNORE: no score
         if len(scores) == 1 or reverse_weight == 0.0:
