@@ -205,6 +205,7 @@ class Server:
         decoder.cancel()
         ticker.cancel()
         self._pool.shutdown(wait=True)
+        _ignore_late_sigterm(loop)
         _log.info("%sstopped: %s", self._who, self._totals())
 
     @property
@@ -499,6 +500,17 @@ def _typed(response: Any, mime: str) -> Any:
     del response.headers["Content-Type"]
     response.headers["Content-Type"] = mime
     return response
+
+
+def _ignore_late_sigterm(loop: asyncio.AbstractEventLoop) -> None:
+    """Once the streams are finished the process only exits: a SIGTERM then (e.g. a
+    supervisor's second one) must not turn the clean exit into death by signal. Closing the
+    loop would restore the default action, so SIGTERM is ignored from here on."""
+    try:
+        loop.remove_signal_handler(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or Windows
+        pass
 
 
 def listen(host: str, port: int) -> socket.socket:
