@@ -57,14 +57,17 @@ def _streaming_text(model_file: ModelFile, path: Path) -> str:
     return model_file.tokenizer.decode(hyp.tokens)
 
 
-def _recognizer_text(model_file: ModelFile, path: Path) -> str:
-    """`wenet-lite stream`'s recogniser, endpointing off (one segment, like the runner)."""
+def _recognizer_text(model_file: ModelFile, path: Path, mode: str = "greedy") -> str:
+    """`wenet-lite stream`'s recogniser, endpointing off (one segment, like the runner); a
+    beam ``mode`` searches with beam 4."""
     from wenet_lite.decode.endpoint import EndpointConfig
+    from wenet_lite.decode.options import SearchOptions
     from wenet_lite.decode.streaming import StreamingRecognizer
     from wenet_lite.model.chunking import Chunking
 
+    search = SearchOptions(mode=mode, beam_size=None if mode == "greedy" else 4)
     rec = StreamingRecognizer.from_model(
-        model_file.model, model_file.cfg, model_file.tokenizer, Chunking(CHUNK, LEFT),
+        model_file.model, model_file.cfg, model_file.tokenizer, Chunking(CHUNK, LEFT), search,
         endpoint=EndpointConfig(enabled=False),
     )  # fmt: skip
     stream = rec.create_stream()
@@ -106,25 +109,6 @@ def test_runner_reports_a_bad_model_file(tmp_path: Path) -> None:
     assert "cannot load" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def _rescored_text(model_file: ModelFile, path: Path, mode: str) -> str:
-    """`wenet-lite stream --mode MODE --beam 4 --no-endpoint`'s text."""
-    from wenet_lite.decode.endpoint import EndpointConfig
-    from wenet_lite.decode.options import SearchOptions
-    from wenet_lite.decode.streaming import StreamingRecognizer
-    from wenet_lite.model.chunking import Chunking
-
-    rec = StreamingRecognizer.from_model(
-        model_file.model, model_file.cfg, model_file.tokenizer, Chunking(CHUNK, LEFT),
-        SearchOptions(mode=mode, beam_size=4), endpoint=EndpointConfig(enabled=False),
-    )  # fmt: skip
-    stream = rec.create_stream()
-    rate = model_file.cfg.features.sample_rate
-    stream.accept_waveform(rate, load_audio(path, rate))
-    stream.input_finished()
-    rec.decode_until_done([stream])
-    return stream.result().text
-
-
 def test_runner_rescoring_equals_streamed_rescoring(
     speech_u2_model_file: ModelFile, speech_files: List[Path], tmp_path: Path
 ) -> None:
@@ -138,9 +122,9 @@ def test_runner_rescoring_equals_streamed_rescoring(
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     printed = [" ".join(t.split()) for t in proc.stdout.splitlines()]
-    rescored = [_rescored_text(speech_u2_model_file, f, "attention_rescoring") for f in files]
+    rescored = [_recognizer_text(speech_u2_model_file, f, "attention_rescoring") for f in files]
     assert printed == rescored
-    beam = [_rescored_text(speech_u2_model_file, f, "prefix_beam") for f in files]
+    beam = [_recognizer_text(speech_u2_model_file, f, "prefix_beam") for f in files]
     assert rescored != beam, "the random decoder should overturn some of CTC's choices"
     # A model without a decoder: one line, no traceback.
     plain = export_torchscript(
