@@ -106,7 +106,7 @@ def test_joint_loss_weights_ctc_and_both_directions() -> None:
     feats, feats_lens = torch.randn(2, 120, 80), torch.tensor([120, 80])
     targets, target_lens = torch.tensor([[3, 4, 5], [6, 7, 0]]), torch.tensor([3, 2])
     with torch.no_grad():
-        loss, _ = model(feats, feats_lens, targets, target_lens, 4, -1)
+        loss, _, parts = model(feats, feats_lens, targets, target_lens, 4, -1)
         out, lens = model.encoder(feats, feats_lens, 4, -1)
         ctc = model.ctc.loss(out, lens, targets, target_lens)
         (l2r_lp, l2r_ys), (r2l_lp, r2l_ys) = model.decoder(out, lens, targets, target_lens)
@@ -119,6 +119,7 @@ def test_joint_loss_weights_ctc_and_both_directions() -> None:
 
         att = 0.6 * smoothed(l2r_lp, l2r_ys) + 0.4 * smoothed(r2l_lp, r2l_ys)
     assert float(loss) == pytest.approx(float(0.3 * ctc + 0.7 * att), rel=1e-5)
+    assert parts.tolist() == pytest.approx([float(ctc), float(att)], rel=1e-5)  # for the logs
 
 
 def test_model_without_decoder_trains_on_ctc_alone() -> None:
@@ -130,9 +131,10 @@ def test_model_without_decoder_trains_on_ctc_alone() -> None:
     feats, lens = torch.randn(1, 100, 80), torch.tensor([100])
     targets, target_lens = torch.tensor([[3, 4]]), torch.tensor([2])
     with torch.no_grad():
-        loss, _ = model(feats, lens, targets, target_lens)
+        loss, _, parts = model(feats, lens, targets, target_lens)
         out, out_lens = model.encoder(feats, lens)
         assert float(loss) == float(model.ctc.loss(out, out_lens, targets, target_lens))
+        assert parts.tolist() == [float(loss), 0.0]
 
 
 def test_config_errors_name_the_key(tmp_path) -> None:
@@ -156,7 +158,7 @@ def test_detached_decoder_leaves_the_encoder_to_ctc() -> None:
         cfg = load_config(TINY, U2 + [f"decoder.detach_encoder={str(detach).lower()}"])
         torch.manual_seed(0)
         model = build_model(cfg, V)
-        loss, _ = model(feats, feats_lens, targets, target_lens, 4, -1)
+        loss, _, parts = model(feats, feats_lens, targets, target_lens, 4, -1)
         loss.backward()
         grads[detach] = {k: p.grad.clone() for k, p in model.named_parameters()}
         if detach:

@@ -81,6 +81,15 @@ def test_joint_ctc_and_attention_training_learns_both(
     )  # fmt: skip
     losses = [result.losses[s] for s in sorted(result.losses)]
     assert sum(losses[-5:]) < 0.3 * sum(losses[:5])  # label smoothing keeps a floor
+    # The log lines give both parts: loss = 0.3 ctc + 0.7 attention (the config's weights).
+    import re
+
+    logged = re.findall(
+        r"loss ([\d.]+) \(ctc ([\d.]+), attention ([\d.]+)\)", (exp / "train.log").read_text()
+    )
+    assert len(logged) == 100 // 5  # conf/tiny_test.yaml logs every 5 steps
+    for loss, ctc, att in logged:
+        assert float(loss) == pytest.approx(0.3 * float(ctc) + 0.7 * float(att), abs=2e-4)
     # Averaging covers the decoder; the averaged model rescores what it learnt.
     avg = exp / "avg.pt"
     assert main(["average", "--exp", str(exp), "--num", "2", "--out", str(avg)]) == 0
@@ -176,9 +185,9 @@ def test_a_non_finite_step_is_skipped_and_counted(synthetic_corpus, tmp_path, mo
     forward = ASRModel.forward
 
     def poisoned(self, *args, **kwargs):
-        loss, lens = forward(self, *args, **kwargs)
+        loss, lens, parts = forward(self, *args, **kwargs)
         calls.append(1)
-        return (loss * float("nan") if len(calls) == 3 else loss), lens
+        return (loss * float("nan") if len(calls) == 3 else loss), lens, parts
 
     monkeypatch.setattr(ASRModel, "forward", poisoned)
     exp = tmp_path / "exp"

@@ -51,18 +51,20 @@ class ASRModel(nn.Module):
         target_lens: torch.Tensor,
         chunk_size: int = 0,
         num_left_chunks: int = -1,
-    ) -> Tuple[torch.Tensor, torch.Tensor]:
+    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Args: feats (B, T_in, F), feats_lens (B,), targets (B, U), target_lens (B,).
-        Returns: the training loss per utterance (scalar) and encoder lengths (B,)."""
+        Returns: the training loss per utterance (scalar), encoder lengths (B,), and its parts
+        for logs (2,), detached: CTC's and the attention decoder's (0 without one)."""
         out, lens = self.encoder(feats, feats_lens, chunk_size, num_left_chunks)
-        loss = self.ctc.loss(out, lens, targets, target_lens)
+        ctc = self.ctc.loss(out, lens, targets, target_lens)
+        loss, att = ctc, torch.zeros_like(ctc)
         if self.decoder is not None and self.ctc_weight < 1.0:
             memory = out.detach() if self.detach_decoder_input else out
             att = self.decoder.loss(
                 memory, lens, targets, target_lens, self.reverse_weight, self.lsm_weight
             )
-            loss = self.ctc_weight * loss + (1.0 - self.ctc_weight) * att
-        return loss, lens
+            loss = self.ctc_weight * ctc + (1.0 - self.ctc_weight) * att
+        return loss, lens, torch.stack([ctc, att]).detach()
 
     def ctc_log_probs(
         self,

@@ -99,6 +99,10 @@ class _Window:
     loss: float = 0.0
     steps: float = 0.0
     """steps with a finite loss"""
+    ctc: float = 0.0
+    attention: float = 0.0
+    parts: float = 0.0
+    """forward passes (micro-batches) with finite loss parts"""
     audio_seconds: float = 0.0
     start: float = field(default_factory=time.time)
 
@@ -192,7 +196,7 @@ class Trainer:
         ctx = no_sync() if (no_sync is not None and not sync) else contextlib.nullcontext()
         with ctx:
             with self.autocast():
-                loss, _ = p.wrapped(
+                loss, _, parts = p.wrapped(
                     batch.feats.to(dev),
                     batch.feats_lens.to(dev),
                     batch.targets.to(dev),
@@ -204,7 +208,14 @@ class Trainer:
                 loss = loss * 0.0  # keeps DDP's all-reduce in step, contributes nothing
             scaled = loss / accum
             (p.scaler.scale(scaled) if p.scaler is not None else scaled).backward()
-        return float("nan") if empty else float(loss.detach())
+        if empty:
+            return float("nan")
+        ctc, attention = parts.tolist()
+        if math.isfinite(ctc) and math.isfinite(attention):
+            self._window.ctc += ctc
+            self._window.attention += attention
+            self._window.parts += 1
+        return float(loss.detach())
 
     def autocast(self) -> ContextManager:
         precision, dev = self.cfg.train.precision, self.p.dist.device
@@ -240,22 +251,29 @@ class Trainer:
     def _log_window(self, lr: float, norm: float, bar: tqdm) -> None:
         """Average over the last interval and all ranks (a collective on every rank)."""
         w = self._window
-        sums = torch.tensor([w.loss, w.steps, w.audio_seconds], dtype=torch.float64)
-        loss_sum, steps, seconds = all_reduce_sum(sums.to(self.p.dist.device)).tolist()
+        sums = [w.loss, w.steps, w.audio_seconds, w.ctc, w.attention, w.parts]
+        totals = all_reduce_sum(torch.tensor(sums, dtype=torch.float64).to(self.p.dist.device))
+        loss_sum, steps, seconds, ctc_sum, att_sum, parts = totals.tolist()
         # Audio seconds of all ranks per wall second; NaN loss when every step was non-finite.
         speed = seconds / max(time.time() - w.start, 1e-9)
         loss = loss_sum / steps if steps else float("nan")
         self._window = _Window()
         st = self.state
         bar.set_postfix(loss=f"{loss:.3g}", audio_s_per_s=f"{speed:.1f}")
+        joint = self.p.model.decoder is not None and parts > 0
+        ctc, attention = (ctc_sum / parts, att_sum / parts) if parts else (math.nan, math.nan)
         _log.info(
-            "epoch %d step %d: loss %.4f lr %.3g grad_norm %.3g audio %.1f s/s (%.1f s) "
+            "epoch %d step %d: loss %.4f%s lr %.3g grad_norm %.3g audio %.1f s/s (%.1f s) "
             "nonfinite %d",
-            st.epoch, st.step, loss, lr, norm, speed, seconds, st.nonfinite_steps,
+            st.epoch, st.step, loss, f" (ctc {ctc:.4f}, attention {attention:.4f})" if joint
+            else "", lr, norm, speed, seconds, st.nonfinite_steps,
         )  # fmt: skip
         tb = self.p.writer
         if tb is not None:
             tb.add_scalar("train/loss", loss, st.step)
+            if joint:
+                tb.add_scalar("train/ctc_loss", ctc, st.step)
+                tb.add_scalar("train/attention_loss", attention, st.step)
             tb.add_scalar("train/lr", lr, st.step)
             tb.add_scalar("train/grad_norm", norm, st.step)
             tb.add_scalar("train/audio_seconds_per_second", speed, st.step)
