@@ -51,24 +51,12 @@ class Engine:
         state. Returns: log_probs (B, C, V) float32 on the CPU, and the new state."""
         raise NotImplementedError
 
-    gives_encoder_out = False
-    """whether :meth:`run_encoder` works"""
-
     def run_encoder(
         self, feats: torch.Tensor, lens: torch.Tensor, state: EncoderState
     ) -> Tuple[torch.Tensor, torch.Tensor, EncoderState]:
         """As :meth:`run`, with the encoder output (B, C, D) first: what attention rescoring
-        needs. Only engines with ``gives_encoder_out`` give it."""
-        self.check_encoder_out()
+        needs."""
         raise NotImplementedError
-
-    def check_encoder_out(self) -> None:
-        """ValueError unless this engine gives the encoder output."""
-        if not self.gives_encoder_out:
-            raise ValueError(
-                f"the {self.name} engine gives CTC log-probabilities only; attention "
-                "rescoring needs the encoder output: use --engine torch"
-            )
 
 
 class TorchEngine(Engine):
@@ -77,7 +65,6 @@ class TorchEngine(Engine):
     activation scales, exact integer products, so batched == alone still holds)."""
 
     name = "torch"
-    gives_encoder_out = True
 
     def __init__(self, model: ASRModel, chunking: Chunking, int8: bool = False) -> None:
         if int8:
@@ -110,7 +97,6 @@ class OnnxRuntimeEngine(Engine):
     onnxruntime on the CPU with ``threads`` intra-op threads."""
 
     name = "onnxruntime"
-    gives_encoder_out = True
 
     def __init__(self, model: Union[bytes, str, Path], chunking: Chunking, threads: int = 1):
         try:

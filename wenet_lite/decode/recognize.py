@@ -212,8 +212,6 @@ def decode_model(
     options = dataclasses.replace(options, search=search)
     if search.rescoring:
         check_decoder(model, "the model")
-        if engine is not None:
-            engine.check_encoder_out()
     models = search.load(tokenizer)
     results: List[UtteranceResult] = []
     failures: List[Tuple[str, str]] = []

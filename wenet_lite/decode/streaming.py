@@ -243,8 +243,9 @@ class Stream:
         self._state = state
         found = self._search.accept(log_probs)
         self._hyp = found if isinstance(found, Hypothesis) else found[0]
-        if encoded is not None:
-            self._nbest = [found] if isinstance(found, Hypothesis) else found
+        if encoded is not None:  # rescoring: the search is the prefix beam, found its n-best
+            assert isinstance(found, list)
+            self._nbest = found
             self._encoded.append(encoded)
         non_blank = (log_probs.argmax(dim=-1) != BLANK).nonzero()  # (frames, 1)
         n = log_probs.size(0)
@@ -392,7 +393,6 @@ class StreamingRecognizer:
         self._models = self.options.load(tokenizer)  # the word LM and hotwords, if any
         if self.options.rescoring:
             check_decoder(model, source)
-            self.engine.check_encoder_out()
 
     def settings_record(self) -> Dict[str, Any]:
         """The settings for summaries (``summary.json``, `stream --json`'s last line)."""
