@@ -23,7 +23,12 @@ from wenet_lite.data.manifest import load_cuts
 from wenet_lite.data.tokenizer import Tokenizer
 from wenet_lite.features.audio import load_audio
 from wenet_lite.features.fbank import compute_fbank
-from wenet_lite.model.subsampling import Conv2dSubsampling, min_input_frames, output_length
+from wenet_lite.model.subsampling import (
+    Conv2dSubsampling,
+    min_input_frames,
+    output_length,
+    window_size,
+)
 
 CFG = load_config("conf/tiny_test.yaml")
 LAYERS = [(3, 2), (3, 2)]  # subsampling by 4
@@ -49,6 +54,9 @@ def test_frame_rules_match_the_subsampling_module(rate: int) -> None:
     sub = Conv2dSubsampling(80, 8, rate)
     assert min_input_frames(sub.layers) == sub.right_context + 1
     assert output_length(sub.right_context, sub.layers) == 0
+    for chunk in (1, 4, 16):
+        assert window_size(chunk, sub.layers) == sub.window_size(chunk)
+        assert output_length(sub.window_size(chunk), sub.layers) == chunk
     for n in range(0, 60):
         assert output_length(n, sub.layers) == int(sub.output_lengths(torch.tensor([n]))[0])
         if n > sub.right_context:  # what the convolutions really make

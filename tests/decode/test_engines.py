@@ -33,21 +33,29 @@ def _recognizer(tiny, engine, **search) -> StreamingRecognizer:
     )  # fmt: skip
 
 
+def random_chunk_call(model, chunking: Chunking, b: int, gen: torch.Generator):
+    """Feature windows, their lengths (the first full) and a state of random caches for one
+    chunk of ``b`` streams."""
+    enc = model.encoder
+    window = enc.subsampling.window_size(chunking.chunk_size)
+    state = enc.init_state(b, chunking.chunk_size, chunking.left_chunks)
+    state = state._replace(
+        att_cache=torch.randn(state.att_cache.shape, generator=gen),
+        conv_cache=torch.randn(state.conv_cache.shape, generator=gen),
+        cache_len=torch.randint(0, chunking.chunk_size * chunking.left_chunks + 1, (b,),
+                                generator=gen),
+    )  # fmt: skip
+    feats = torch.randn(b, window, enc.cmvn.mean.numel(), generator=gen)
+    lens = torch.randint(enc.subsampling.right_context + 1, window + 1, (b,), generator=gen)
+    lens[0] = window
+    return feats, lens, state
+
+
 def test_one_chunk_equals_torch_for_any_batch(tiny, graph) -> None:
     ort, eager = OnnxRuntimeEngine(graph, CHUNKING), TorchEngine(tiny.model, CHUNKING)
-    enc = tiny.model.encoder
-    window = enc.subsampling.window_size(CHUNKING.chunk_size)
     gen = torch.Generator().manual_seed(0)
     for b in (1, 3, 7):
-        state = enc.init_state(b, CHUNKING.chunk_size, CHUNKING.left_chunks)
-        state = state._replace(
-            att_cache=torch.randn(state.att_cache.shape, generator=gen),
-            conv_cache=torch.randn(state.conv_cache.shape, generator=gen),
-            cache_len=torch.randint(0, 9, (b,), generator=gen),
-        )
-        feats = torch.randn(b, window, enc.cmvn.mean.numel(), generator=gen)
-        lens = torch.randint(enc.subsampling.right_context + 1, window + 1, (b,), generator=gen)
-        lens[0] = window
+        feats, lens, state = random_chunk_call(tiny.model, CHUNKING, b, gen)
         got, got_state = ort.run(feats, lens, state)
         want, want_state = eager.run(feats, lens, state)
         assert got.shape == want.shape and torch.allclose(got, want, atol=1e-4)
@@ -164,7 +172,7 @@ def test_int8_flag_of_stream(tiny, corpus, capsys) -> None:
     out = capsys.readouterr().out.splitlines()
     assert json.loads(out[-1])["engine"] == "torch int8"
     code = main(["stream", "--model", str(tiny.path), "--int8", "--engine", "onnxruntime", path])
-    assert code == 2 and "--int8 runs on the torch engine" in capsys.readouterr().err
+    assert code == 2 and "--int8 runs on the torch or executorch engine" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("kind", ["torch", "torch int8", "onnxruntime"])

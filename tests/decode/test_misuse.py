@@ -72,7 +72,7 @@ ROWS = [
     (["stream", "--model", "{m}", "--sample-rate", "0", "-"], 2, "--sample-rate: '0'"),
     (["stream", "--model", "{m}", "--max-streams", "0", "a.wav"], 2, "--max-streams: '0'"),
     (["export", "--model", "{m}", "--format", "onnx", "--chunk-size", "4", "--left-chunks",
-      "-2", "--out", "{t}/o"], 1, "left chunks must be -1"),
+      "-2", "--out", "{t}/o"], 2, "left chunks must be -1"),
     (["average", "--exp", "{t}"], 1, "{t}: no step_N.pt checkpoints"),
     (["compute-cmvn", "--config", "{c}", "--data", "{t}/none", "--out", "{t}/c.json"], 1,
      "{t}/none"),

@@ -149,7 +149,9 @@ def test_cli_exports_onnx(tiny_model_file: ModelFile, tmp_path: Path, capsys) ->
     argv += ["int8", "--chunk-size", "4", "--left-chunks", "1", "--out", str(tmp_path / "o")]
     assert main(argv) == 0
     printed = capsys.readouterr().out.split()
-    assert sorted(Path(p).name for p in printed) == ["model.int8.onnx", "model.onnx", "tokens.txt"]
+    assert sorted(Path(p).name for p in printed) == [
+        "batched.onnx", "model.int8.onnx", "model.onnx", "tokenizer.model", "tokens.txt",
+        "wenet_lite.json"]  # fmt: skip
     meta = _session(tmp_path / "o" / "model.onnx").get_modelmeta().custom_metadata_map
     assert (meta["chunk_size"], meta["left_chunks"]) == ("4", "1")
     argv[argv.index("1")] = "-1"

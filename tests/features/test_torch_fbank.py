@@ -38,7 +38,7 @@ def test_batch_equals_kaldi_native_fbank_per_utterance(synthetic_corpus, bins: i
         diffs.append((feats[i, : want.size(0)] - want).abs().flatten())
     diff = torch.cat(diffs)
     assert float((diff > 1e-3).float().mean()) < 1e-3  # all but a few weak bands within 1e-3
-    assert float(diff.max()) < (1e-3 if bins == 40 else 5e-3)
+    assert float(diff.max()) < (2e-3 if bins == 40 else 5e-3)
 
 
 def test_snip_edges_and_frame_counts() -> None:

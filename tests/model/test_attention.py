@@ -35,3 +35,21 @@ def test_score_terms_reproduce_the_forward_output() -> None:
     expected = (q[0, i, head] + attn.pos_bias_u[head]) @ k[0, head, j] / math.sqrt(d // h)
     assert torch.allclose(content[0, head, i, j], expected, atol=1e-5)
     assert torch.isinf(position[~mask.unsqueeze(1).expand_as(position)]).all()
+
+
+def test_plain_softmax_attention_equals_sdpa() -> None:
+    """The export path (matrix products + softmax, -1e30 for hidden keys) gives SDPA's output
+    and the same next cache, also for a chunk whose only visible key is a query's own frame."""
+    torch.manual_seed(1)
+    d, h, c, m, b = 16, 4, 5, 7, 3
+    attn = RelPositionAttention(d, h).eval()
+    pos = XLRelPosition(d, h)(window_distances(c, m + c, torch.device("cpu")))
+    x, cache = torch.randn(b, c, d), torch.randn(b, h, m, 2 * (d // h))
+    mask = torch.rand(b, c, m + c) > 0.5
+    mask |= torch.cat([torch.zeros(c, m, dtype=torch.bool), torch.eye(c, dtype=torch.bool)], 1)
+    mask[2] = torch.cat([torch.zeros(c, m, dtype=torch.bool), torch.eye(c, dtype=torch.bool)], 1)
+    with torch.no_grad():
+        want, want_kv = attn(x, pos, mask, cache)
+        attn.plain_softmax = True
+        got, got_kv = attn(x, pos, mask, cache)
+    assert (got - want).abs().max() < 1e-5 and torch.equal(got_kv, want_kv)

@@ -30,11 +30,16 @@ def test_bench_serve_drives_our_server(tiny, corpus) -> None:  # noqa: F811
 
 
 @pytest.mark.slow
-def test_bench_engines_prints_both_engines(tiny, corpus) -> None:  # noqa: F811
+def test_bench_engines_prints_a_row_per_engine(tiny, corpus) -> None:  # noqa: F811
+    engines = ["torch", "torch int8", "onnxruntime", "executorch"]
     cmd = [sys.executable, str(ROOT / "tools" / "bench_engines.py"), "--model", str(tiny.path),
            "--streams", "1,2", "--seconds", "2", "--chunk-size", "4", "--left-chunks", "2",
-           "--repeats", "1"]  # fmt: skip
+           "--repeats", "1", "--engines", ",".join(engines)]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    engines = [line.split("|")[1].strip() for line in out.stdout.splitlines()[2:]]
-    assert engines == ["torch", "torch", "torch int8", "torch int8", "onnxruntime", "onnxruntime"]
+    rows = [line.split("|")[1:-1] for line in out.stdout.splitlines()[3:]]
+    assert [r[0].strip() for r in rows] == engines
+    assert rows[0][2].strip() == "1.00x"  # the torch engine is the base
+    for r in rows:
+        assert float(r[1]) > 0 and r[4].strip().endswith("x") and float(r[5]) > 50  # RSS MB
+    assert float(rows[0][6]) > 0 and rows[1][6].strip() == "-"  # the model file; int8: none

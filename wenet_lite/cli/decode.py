@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from wenet_lite.cli.flags import (
@@ -89,6 +90,7 @@ def _run_decode(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     device = device_from(args.device)
     make_engine = None
+    args.engine = args.engine or "torch"
     if args.engine != "torch" or args.int8:
         if not args.simulate_streaming:
             what = "--int8" if args.int8 else f"--engine {args.engine}"
@@ -127,7 +129,11 @@ def add_stream(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("inputs", nargs="*", metavar="AUDIO", help="audio files, or - for stdin")
-    p.add_argument("--model", required=True, help="model file (checkpoint or averaged)")
+    p.add_argument(
+        "--model", required=True,
+        help="model file (checkpoint or averaged), or an export directory (`wenet-lite export "
+        "--format executorch|onnx`: its engine and chunking, no model file needed)",
+    )  # fmt: skip
     add_chunking(p, 16, -1)
     add_options(p, SearchOptions, skip=("nbest",))
     p.add_argument("--json", action="store_true", help="JSON lines on stdout")
@@ -152,14 +158,17 @@ def add_stream(sub: argparse._SubParsersAction) -> None:
 def add_engine(p: argparse.ArgumentParser, scope: str = "") -> None:
     """`--engine`, `--int8` and `--threads` of `stream`, `serve` and `decode`."""
     p.add_argument(
-        "--engine", choices=("torch", "onnxruntime"), default="torch",
-        help=f"{scope}what runs the encoder: torch (eager, default) or onnxruntime (the "
-        "batched graph, exported at start with torch.export; needs --left-chunks >= 0)",
+        "--engine", choices=("torch", "onnxruntime", "executorch"), default=None,
+        help=f"{scope}what runs the encoder: torch (eager; the default for a model file), "
+        "onnxruntime (the batched graph) or executorch (XNNPACK); from a model file these "
+        "two export at start with torch.export (seconds; minutes for a large model in int8) "
+        "and need --left-chunks >= 0; an export directory brings its own",
     )  # fmt: skip
     p.add_argument("--threads", type=positive_int, default=1, help="intra-op threads (1)")
     p.add_argument(
         "--int8", action="store_true",
-        help="torch engine: int8 encoder linears scaled per frame (batched == alone still holds)",
+        help="torch or executorch engine: int8 encoder linears scaled per frame (batched == "
+        "alone still holds)",
     )  # fmt: skip
 
 
@@ -169,9 +178,12 @@ def check_engine_flags(args: argparse.Namespace, device: str, chunking: Chunking
     what = "--int8" if args.int8 else f"--engine {args.engine}"
     if device != "cpu":
         raise UsageError(f"{what} runs on the CPU: drop --device {device}")
-    if args.int8 and args.engine != "torch":
-        raise UsageError(f"--int8 runs on the torch engine, not --engine {args.engine}")
-    if args.engine == "onnxruntime" and chunking.left_chunks < 0:
+    if args.int8 and args.engine == "onnxruntime":
+        raise UsageError(
+            "--int8 runs on the torch or executorch engine (onnxruntime's int8 is not "
+            "batch-invariant)"
+        )
+    if args.engine != "torch" and chunking.left_chunks < 0:
         raise UsageError(
             f"--engine {args.engine} needs a fixed cache: --left-chunks >= 0 (got "
             f"{chunking.left_chunks}); 4 is a good choice"
@@ -181,16 +193,50 @@ def check_engine_flags(args: argparse.Namespace, device: str, chunking: Chunking
 def engine_from(args: argparse.Namespace, model: ASRModel, chunking: Chunking) -> Engine:
     """The engine of `--engine`, `--int8` and `--threads` for a loaded model (flags checked
     by :func:`check_engine_flags`)."""
-    from wenet_lite.decode.engines import OnnxRuntimeEngine, TorchEngine
-    from wenet_lite.export.batched import export_batched_onnx
+    from wenet_lite.decode.engines import ExecuTorchEngine, OnnxRuntimeEngine, TorchEngine
 
+    if args.engine == "executorch":
+        from wenet_lite.export.executorch import lower_executorch
+
+        quantize = "int8" if args.int8 else None
+        engine = ExecuTorchEngine(
+            lower_executorch(model, chunking, quantize), chunking, args.threads
+        )
+        engine.name += " int8" if args.int8 else ""
+        return engine
     if args.int8:
         return TorchEngine(model, chunking, int8=True)
+    from wenet_lite.export.batched import export_batched_onnx
+
     return OnnxRuntimeEngine(export_batched_onnx(model, chunking), chunking, args.threads)
 
 
+def _export_recognizer(
+    args: argparse.Namespace, device: str, options: SearchOptions, endpoint: EndpointConfig
+) -> StreamingRecognizer:
+    """`--model DIR`: the export directory's engine, chunking unless the flags say otherwise."""
+    from wenet_lite.bundle import read_bundle
+    from wenet_lite.decode.streaming import StreamingRecognizer
+
+    bundle = read_bundle(args.model)
+    if args.engine not in (None, bundle.engine):
+        raise UsageError(f"{args.model} is for --engine {bundle.engine}, not {args.engine}")
+    if device != "cpu":
+        raise UsageError(f"--engine {bundle.engine} runs on the CPU: drop --device {device}")
+    if args.int8 and bundle.engine == "onnxruntime":
+        raise UsageError(
+            f"{args.model} is for onnxruntime, whose int8 is not batch-invariant: export with "
+            "--format executorch --quantize int8, or stream the model file with --int8"
+        )
+    chunking = chunking_from(args, bundle.chunking)
+    return StreamingRecognizer.from_export(
+        args.model, options, chunking=chunking, endpoint=endpoint, int8=args.int8,
+        threads=args.threads,
+    )  # fmt: skip
+
+
 def recognizer_from(
-    args: argparse.Namespace, chunking: Chunking, options: SearchOptions, endpoint: EndpointConfig
+    args: argparse.Namespace, options: SearchOptions, endpoint: EndpointConfig
 ) -> StreamingRecognizer:
     """The recognizer of `stream`'s and `serve`'s flags, on the chosen engine."""
     import torch
@@ -199,6 +245,10 @@ def recognizer_from(
 
     torch.set_num_threads(args.threads)
     device = device_from(args.device)
+    if Path(args.model).is_dir():
+        return _export_recognizer(args, device, options, endpoint)
+    args.engine = args.engine or "torch"
+    chunking = chunking_from(args)
     if args.engine == "torch" and not args.int8:
         return StreamingRecognizer(args.model, chunking, options, endpoint=endpoint, device=device)
     from wenet_lite.model.chunking import check_chunking
@@ -221,15 +271,13 @@ def _run_stream(args: argparse.Namespace) -> int:
     from wenet_lite.decode.stream_files import stream_inputs
 
     endpoint = endpoint_from(args)
-    chunking, options = chunking_from(args), options_from(SearchOptions, args)
-    if not chunking.streaming:
-        raise UsageError(f"--chunk-size must be >= 1 to stream, got {chunking.chunk_size}")
+    options = options_from(SearchOptions, args)
     if not args.inputs and not args.ref:
         raise UsageError("give AUDIO files (or - for stdin), or --ref PART to stream its audio")
     if (args.out or args.compare) and not args.ref:
         raise UsageError("--out and --compare need --ref (the references to score against)")
     refs = References(args.ref) if args.ref else None
-    recognizer = recognizer_from(args, chunking, options, endpoint)
+    recognizer = recognizer_from(args, options, endpoint)
     report = stream_inputs(
         recognizer, args.inputs or list(refs.audio if refs else []), json_lines=args.json,
         max_streams=args.max_streams, sample_rate=args.sample_rate,

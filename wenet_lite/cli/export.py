@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from wenet_lite.cli.flags import add_chunking, output_path
+from wenet_lite.cli.flags import add_chunking, chunking_from, output_path
 
 
 def add_export(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "export",
-        help="export for on-device inference (TorchScript, or ONNX for sherpa-onnx)",
+        help="export for on-device inference (TorchScript, ONNX for sherpa-onnx, ExecuTorch)",
         description="usage: wenet-lite export --model exp/u2/avg_5.pt --format torchscript "
         "--out exp/u2/model.ts\n"
         "       wenet-lite export --model exp/u2/avg_5.pt --format onnx --chunk-size 16 "
@@ -19,14 +19,21 @@ def add_export(sub: argparse._SubParsersAction) -> None:
         "with tools/run_exported.py (no wenet_lite needed). --chunk-size full exports a "
         "full-context model for whole utterances only. onnx: DIR/model.onnx, DIR/tokens.txt "
         "(and model.int8.onnx) for sherpa_onnx.OnlineRecognizer.from_wenet_ctc, given the same "
-        "chunk_size and num_left_chunks; needs --left-chunks >= 0.",
+        "chunk_size and num_left_chunks; needs --left-chunks >= 0. The directory also holds "
+        "batched.onnx, tokenizer.model and wenet_lite.json, so `wenet-lite stream --model DIR` "
+        "runs it on onnxruntime without the model file.\n"
+        "       wenet-lite export --model exp/u2/avg_5.pt --format executorch --chunk-size 16 "
+        "--left-chunks 4 --out exp/u2/et [--quantize int8]\n"
+        "executorch: DIR/model.pte (and model.int8.pte: linears in int8 scaled per frame), "
+        "lowered to XNNPACK, for `wenet-lite stream --model DIR [--int8]`, "
+        "StreamingRecognizer.from_export(DIR) and ExecuTorch runtimes; needs executorch.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--model", required=True, help="model file (checkpoint or averaged)")
-    p.add_argument("--format", required=True, choices=["torchscript", "onnx"])
+    p.add_argument("--format", required=True, choices=["torchscript", "onnx", "executorch"])
     p.add_argument(
         "--out", type=output_path, required=True,
-        help="torchscript: output file; onnx: output dir",
+        help="torchscript: output file; onnx, executorch: output dir",
     )  # fmt: skip
     add_chunking(p, 16, 4, full=True)
     p.add_argument("--quantize", choices=["int8"], help="dynamic int8 Linear/MatMul weights")
@@ -34,11 +41,19 @@ def add_export(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_export(args: argparse.Namespace) -> int:
-    chunking = dict(chunk_size=args.chunk_size, left_chunks=args.left_chunks)
+    chosen = chunking_from(args)
+    chunking = dict(chunk_size=chosen.chunk_size, left_chunks=chosen.left_chunks)
     if args.format == "torchscript":
         from wenet_lite.export.torchscript import export_torchscript
 
         written = [export_torchscript(args.model, args.out, **chunking, quantize=args.quantize)]
+    elif args.format == "executorch":
+        from wenet_lite.export.executorch import export_executorch
+
+        print(f"lowering to ExecuTorch{' (fp32 and int8)' if args.quantize else ''} ...")
+        written = list(
+            export_executorch(args.model, args.out, **chunking, quantize=args.quantize).values()
+        )
     else:
         from wenet_lite.export.onnx import export_onnx
 

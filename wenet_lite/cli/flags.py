@@ -61,13 +61,14 @@ def add_chunking(p: argparse.ArgumentParser, chunk: int, left: int, full: bool =
     """``--chunk-size`` (a positive number of encoder frames, or ``full`` where whole-utterance
     context is allowed) and ``--left-chunks``."""
     shown = "full" if chunk == 0 else str(chunk)
+    p.set_defaults(chunking_defaults=(chunk, left))  # None below: given or not (export dirs)
     p.add_argument(
-        "--chunk-size", type=_chunk_size if full else _positive_chunk, default=chunk,
+        "--chunk-size", type=_chunk_size if full else _positive_chunk, default=None,
         metavar="C|full" if full else "C",
         help=f"encoder frames per chunk{', or full (whole utterances)' if full else ''} ({shown})",
     )  # fmt: skip
     p.add_argument(
-        "--left-chunks", type=int, default=left, help=f"history chunks, -1: all ({left})"
+        "--left-chunks", type=int, default=None, help=f"history chunks, -1: all ({left})"
     )
 
 
@@ -116,11 +117,19 @@ def _number(text: str, kind: Callable[[str], Any], ok: Callable[[Any], bool], wh
     return value
 
 
-def chunking_from(args: argparse.Namespace) -> Any:
+def chunking_from(args: argparse.Namespace, defaults: Any = None) -> Any:
+    """The Chunking of ``--chunk-size`` / ``--left-chunks``; a flag not given takes its value
+    from ``defaults`` (a Chunking, e.g. an export directory's), else the command's default."""
     from wenet_lite.model.chunking import Chunking
 
+    chunk, left = args.chunking_defaults
+    if defaults is not None:
+        chunk, left = defaults.chunk_size, defaults.left_chunks
     try:
-        return Chunking(args.chunk_size, args.left_chunks)
+        return Chunking(
+            chunk if args.chunk_size is None else args.chunk_size,
+            left if args.left_chunks is None else args.left_chunks,
+        )
     except ValueError as e:
         raise UsageError(str(e)) from None
 

@@ -10,7 +10,6 @@ from wenet_lite.cli.flags import (
     add_chunking,
     add_endpoint,
     add_options,
-    chunking_from,
     endpoint_from,
     non_negative,
     options_from,
@@ -37,7 +36,9 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
         "get their final results first.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--model", required=True, help="model file (checkpoint or averaged)")
+    p.add_argument(
+        "--model", required=True, help="model file (checkpoint or averaged), or an export directory"
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     p.add_argument("--port", type=port_number, default=6006, help="0: any free port (6006)")
     add_chunking(p, 16, -1)
@@ -82,7 +83,7 @@ def _run_serve(args: argparse.Namespace) -> int:
     from wenet_lite.serve import ServerOptions, serve
 
     endpoint = endpoint_from(args)
-    chunking, options = chunking_from(args), options_from(SearchOptions, args)
+    options = options_from(SearchOptions, args)
     try:
         server_options = ServerOptions(
             args.host, args.port, args.max_connections, args.max_batch_size, args.max_wait_ms,
@@ -90,5 +91,5 @@ def _run_serve(args: argparse.Namespace) -> int:
         )  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None
-    recognizer = recognizer_from(args, chunking, options, endpoint)
+    recognizer = recognizer_from(args, options, endpoint)
     return serve(recognizer, server_options, threads=args.threads)

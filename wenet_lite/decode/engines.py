@@ -8,16 +8,20 @@ is one code path for every engine.
   fp32 or batch-invariant int8.
 - :class:`OnnxRuntimeEngine`: the batched ONNX graph of ``wenet_lite.export.batched`` (written
   by torch.export, ``torch.onnx.export(dynamo=True)``) in onnxruntime; a fixed cache only
-  (``left_chunks >= 0``). Measured on this project's 2-core AVX2 machine, demo model, C=16,
-  N=4, one thread: 2.8 ms a chunk for one stream against eager's 7.3 ms, the same as eager
-  from 16 batched streams up (both near the core's arithmetic peak there).
+  (``left_chunks >= 0``).
+- :class:`ExecuTorchEngine`: the ``.pte`` program of ``wenet_lite.export.executorch``
+  (torch.export, lowered to XNNPACK), fp32 or per-frame int8, in ExecuTorch's runtime; a fixed
+  cache only.
+
+Speeds are in README ("Engines"), measured by ``tools/bench_engines.py``.
 
 Shapes: the legend in ``wenet_lite`` (B streams in the call).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Optional, Tuple, Union
+from pathlib import Path
+from typing import List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -27,12 +31,16 @@ from wenet_lite.model.chunking import Chunking
 from wenet_lite.model.posenc import PositionTables
 from wenet_lite.model.state import EncoderState
 
-if TYPE_CHECKING:
-    from pathlib import Path
+__all__ = [
+    "ENGINES",
+    "Engine",
+    "ExecuTorchEngine",
+    "OnnxRuntimeEngine",
+    "TorchEngine",
+    "stream_log_probs",
+]
 
-__all__ = ["ENGINES", "Engine", "OnnxRuntimeEngine", "TorchEngine", "stream_log_probs"]
-
-ENGINES = ("torch", "onnxruntime")
+ENGINES = ("torch", "onnxruntime", "executorch")
 BATCHED_INPUTS = ("x", "x_lens", "att_cache", "conv_cache", "cache_len")
 BATCHED_OUTPUTS = ("log_probs", "new_att_cache", "new_conv_cache", "new_cache_len")
 ENCODER_OUT = "encoder_out"  # the batched graph's fifth output, fetched for attention rescoring
@@ -43,13 +51,22 @@ class Engine:
 
     name = "engine"
     chunking: Chunking
+    device = torch.device("cpu")
+    """where the engine takes its inputs"""
+    dtype = torch.float32
+    """the dtype of the feature windows it takes"""
+
+    def init_state(self, batch: int) -> EncoderState:
+        """Zero state of ``batch`` new streams, in the layout :meth:`run` takes."""
+        raise NotImplementedError
 
     def run(
         self, feats: torch.Tensor, lens: torch.Tensor, state: EncoderState
     ) -> Tuple[torch.Tensor, EncoderState]:
         """Args: feats (B, W, F) windows zero-padded to W, lens (B,) valid frames, the batched
         state. Returns: log_probs (B, C, V) float32 on the CPU, and the new state."""
-        raise NotImplementedError
+        _, log_probs, new_state = self.run_encoder(feats, lens, state)
+        return log_probs, new_state
 
     def run_encoder(
         self, feats: torch.Tensor, lens: torch.Tensor, state: EncoderState
@@ -76,12 +93,11 @@ class TorchEngine(Engine):
             self.name = "torch int8"
         self.model, self.chunking = model, chunking
         self._positions = PositionTables(model.encoder, chunking.chunk_size)
+        self.device, self.dtype = model.encoder.cmvn.mean.device, model.encoder.cmvn.mean.dtype
 
-    def run(
-        self, feats: torch.Tensor, lens: torch.Tensor, state: EncoderState
-    ) -> Tuple[torch.Tensor, EncoderState]:
-        out, log_probs, new_state = self.run_encoder(feats, lens, state)
-        return log_probs, new_state
+    def init_state(self, batch: int) -> EncoderState:
+        chunking = self.chunking
+        return self.model.encoder.init_state(batch, chunking.chunk_size, chunking.left_chunks)
 
     def run_encoder(
         self, feats: torch.Tensor, lens: torch.Tensor, state: EncoderState
@@ -118,12 +134,19 @@ class OnnxRuntimeEngine(Engine):
         self.session = onnxruntime.InferenceSession(
             source, options, providers=["CPUExecutionProvider"]
         )
-        names = tuple(i.name for i in self.session.get_inputs())
+        inputs = self.session.get_inputs()
+        source = "the graph" if isinstance(model, bytes) else str(model)
+        names = tuple(i.name for i in inputs)
         if names != BATCHED_INPUTS:
             raise ValueError(
-                f"{'the graph' if isinstance(model, bytes) else model} is not a batched "
-                f"wenet_lite graph: inputs {names}, expected {BATCHED_INPUTS}"
+                f"{source} is not a batched wenet_lite graph: inputs {names}, expected "
+                f"{BATCHED_INPUTS}"
             )
+        self._att, self._conv = list(inputs[2].shape), list(inputs[3].shape)
+        _check_cache(self._att[3], chunking, source)
+
+    def init_state(self, batch: int) -> EncoderState:
+        return _zero_state(self._att, self._conv, batch)
 
     def run(
         self, feats: torch.Tensor, lens: torch.Tensor, state: EncoderState
@@ -159,6 +182,95 @@ class OnnxRuntimeEngine(Engine):
         return torch.from_numpy(log_probs), new_state, encoded
 
 
+class ExecuTorchEngine(Engine):
+    """A ``.pte`` program (``wenet_lite.export.executorch.lower_executorch``) run by
+    ExecuTorch's runtime on the CPU: XNNPACK's kernels with ``threads`` threads (ExecuTorch
+    has one thread pool per process, so the last engine made sets it). Batches larger than
+    the program's planned bound run in pieces."""
+
+    name = "executorch"
+
+    def __init__(
+        self, program: Union[bytes, str, Path], chunking: Chunking, threads: int = 1
+    ) -> None:
+        try:
+            from executorch.extension.pybindings import portable_lib
+            from executorch.runtime import Runtime
+        except ImportError:
+            raise ImportError(
+                "the executorch engine needs executorch: pip install 'wenet_lite[executorch]'"
+            ) from None
+
+        if chunking.left_chunks < 0:
+            raise ValueError(
+                "the executorch engine needs a fixed cache: --left-chunks >= 0 (got -1)"
+            )
+        self.chunking = chunking
+        source = "the program" if isinstance(program, bytes) else str(program)
+        if getattr(portable_lib, "_threadpool_get_thread_count", lambda: threads)() != threads:
+            portable_lib._unsafe_reset_threadpool(threads)
+        try:
+            loaded = Runtime.get().load_program(
+                program if isinstance(program, bytes) else Path(program)
+            )
+            self._method = loaded.load_method("forward")
+            self._program = loaded  # the method reads the program's memory: keep it alive
+        except (RuntimeError, ValueError) as e:
+            raise ValueError(
+                f"{source} is not an ExecuTorch program this runtime loads: {e}"
+            ) from None
+        meta = self._method.metadata
+        if meta.num_inputs() != len(BATCHED_INPUTS) or meta.num_outputs() != 5:
+            raise ValueError(
+                f"{source} is not a batched wenet_lite program: {meta.num_inputs()} inputs and "
+                f"{meta.num_outputs()} outputs, expected {len(BATCHED_INPUTS)} and 5"
+            )
+        self._att = list(meta.input_tensor_meta(2).sizes())  # (L, B_max, H, M, 2*d_k)
+        self._conv = list(meta.input_tensor_meta(3).sizes())  # (L, B_max, D, K-1)
+        self.max_batch = self._att[1]
+        _check_cache(self._att[3], chunking, source)
+
+    def init_state(self, batch: int) -> EncoderState:
+        return _zero_state(self._att, self._conv, batch)
+
+    def run_encoder(
+        self, feats: torch.Tensor, lens: torch.Tensor, state: EncoderState
+    ) -> Tuple[torch.Tensor, torch.Tensor, EncoderState]:
+        pieces = []
+        for start in range(0, feats.size(0), self.max_batch):
+            part = slice(start, start + self.max_batch)
+            inputs = [feats[part].float().contiguous(), lens[part].contiguous(),
+                      state.att_cache[:, part].contiguous(), state.conv_cache[:, part].contiguous(),
+                      state.cache_len[part].contiguous()]  # fmt: skip
+            # Outputs live in the program's planned memory until the next call: copy them.
+            pieces.append([t.clone() for t in self._method.execute(inputs)])
+        logits, att, conv, cache_len, out = (
+            torch.cat([p[i] for p in pieces], dim=1 if i in (1, 2) else 0) for i in range(5)
+        )
+        # The int8 program's quantization passes hand cache_len back as float: exact integers.
+        new_state = EncoderState(att, conv, cache_len.long(), state.cache_limit)
+        return out, torch.log_softmax(logits, dim=-1), new_state
+
+
+def _check_cache(cached: int, chunking: Chunking, source: str) -> None:
+    """ValueError when a program's fixed cache is not the chunking's C*N frames."""
+    if cached != chunking.chunk_size * chunking.left_chunks:
+        raise ValueError(
+            f"{source} caches {cached} frames; {chunking.describe()} needs "
+            f"{chunking.chunk_size * chunking.left_chunks}: export it with these settings"
+        )
+
+
+def _zero_state(att: List, conv: List, batch: int) -> EncoderState:
+    """Zero state of a program whose cache inputs have the shapes ``att`` and ``conv``."""
+    return EncoderState(
+        att_cache=torch.zeros(att[0], batch, *att[2:]),
+        conv_cache=torch.zeros(conv[0], batch, *conv[2:]),
+        cache_len=torch.zeros(batch, dtype=torch.long),
+        cache_limit=torch.tensor([att[3]]),
+    )
+
+
 def stream_log_probs(
     engine: Engine,
     model: ASRModel,
@@ -180,7 +292,7 @@ def stream_log_probs(
     b, t_in, dim = feats.size()
     total = int(sub.output_lengths(torch.tensor(t_in)).item())
     window = sub.window_size(chunk)
-    state = encoder.init_state(b, chunk, engine.chunking.left_chunks)
+    state = engine.init_state(b)
     outs: List[torch.Tensor] = []
     encoded: List[torch.Tensor] = []
     for k in range((total + chunk - 1) // chunk):

@@ -48,7 +48,7 @@ from wenet_lite.decode.ctc_search import (
     penalize_blank,
 )
 from wenet_lite.decode.endpoint import EndpointConfig, detect_endpoint
-from wenet_lite.decode.engines import Engine, TorchEngine
+from wenet_lite.decode.engines import Engine, ExecuTorchEngine, OnnxRuntimeEngine, TorchEngine
 from wenet_lite.decode.options import SearchOptions
 from wenet_lite.decode.rescore import Segment, check_decoder, rescore
 from wenet_lite.decode.result import Result, make_result, merge_results, spell
@@ -57,6 +57,12 @@ from wenet_lite.malloc import keep_freed_memory
 from wenet_lite.model import ASRModel
 from wenet_lite.model.chunking import Chunking, check_chunking
 from wenet_lite.model.state import EncoderState, StateBatcher
+from wenet_lite.model.subsampling import (
+    min_input_frames,
+    output_length,
+    subsampling_layers,
+    window_size,
+)
 
 __all__ = ["STREAM_CHUNKING", "Stream", "StreamingRecognizer"]
 
@@ -96,7 +102,7 @@ class Stream:
 
     def _start_segment(self) -> None:
         rec = self._rec
-        self._state: EncoderState = rec.model.encoder.init_state(1, rec.chunk_size, rec.left_chunks)
+        self._state: EncoderState = rec.engine.init_state(1)
         self._search = rec._new_search(self._context)
         self._hyp = Hypothesis([], 0.0, [], 1.0)
         self._nbest: List[Hypothesis] = []  # the search's n-best (attention rescoring)
@@ -282,7 +288,7 @@ class Stream:
             self._hyp = Hypothesis([], 0.0, [], 1.0)
             self._segment_frames = 0
             self._done = True
-            self._state = self._rec.model.encoder.init_state(0)  # free the caches
+            self._state = self._rec.engine.init_state(0)  # free the caches
 
 
 class StreamingRecognizer:
@@ -350,9 +356,57 @@ class StreamingRecognizer:
         self._setup(model.eval(), cfg, tokenizer, chunking, options, endpoint, "the model", engine)
         return self
 
+    @classmethod
+    def from_export(
+        cls,
+        directory: Union[str, Path],
+        options: Optional[SearchOptions] = None,
+        *,
+        chunking: Optional[Chunking] = None,
+        endpoint: Optional[EndpointConfig] = None,
+        int8: bool = False,
+        threads: int = 1,
+    ) -> StreamingRecognizer:
+        """A recogniser over an export directory: ``wenet-lite export --format executorch``
+        (the executorch engine) or ``--format onnx`` (onnxruntime). It needs no model file and
+        no torch model: features, tokenizer, chunking and dims travel in the directory
+        (``wenet_lite.bundle``). ``chunking``, if given, must be the exported one (the
+        programs' shapes fix it); ``int8`` picks ``model.int8.pte``. Errors name the file or
+        both chunkings."""
+        from wenet_lite.bundle import read_bundle
+
+        bundle = read_bundle(directory)
+        if chunking is not None and chunking != bundle.chunking:
+            raise ValueError(
+                f"{directory} was exported for {bundle.chunking.describe()}, not "
+                f"{chunking.describe()}: export it again with those settings"
+            )
+        engine: Engine
+        if bundle.engine == "executorch":
+            if int8 and "model_int8" not in bundle.files:
+                raise ValueError(f"{directory} has no int8 program: export with --quantize int8")
+            program = bundle.files["model_int8" if int8 else "model"]
+            engine = ExecuTorchEngine(program, bundle.chunking, threads)
+            engine.name += " int8" if int8 else ""
+        elif bundle.engine == "onnxruntime":
+            if int8:
+                raise ValueError(
+                    f"{directory} is for onnxruntime, whose int8 is not batch-invariant: export "
+                    "with --format executorch --quantize int8, or stream the model file --int8"
+                )
+            engine = OnnxRuntimeEngine(bundle.files["model"], bundle.chunking, threads)
+        else:
+            raise ValueError(f"{directory}: unknown engine {bundle.engine!r} in its record")
+        self = cls.__new__(cls)
+        self._setup(
+            None, bundle.cfg, bundle.tokenizer, bundle.chunking, options, endpoint,
+            str(directory), engine,
+        )  # fmt: skip
+        return self
+
     def _setup(
         self,
-        model: ASRModel,
+        model: Optional[ASRModel],
         cfg: ExperimentConfig,
         tokenizer: Optional[Tokenizer],
         chunking: Chunking,
@@ -370,28 +424,35 @@ class StreamingRecognizer:
         self.chunking = chunking
         self.options = (options or SearchOptions()).resolved(cfg.decode)
         self.endpoint = endpoint if endpoint is not None else EndpointConfig()
-        sub = model.encoder.subsampling
-        self.subsampling_rate: int = sub.rate
-        self.window_size: int = sub.window_size(chunking.chunk_size)
+        self._layers = subsampling_layers(cfg.encoder.subsampling_rate)
+        self.subsampling_rate: int = cfg.encoder.subsampling_rate
+        self.window_size: int = window_size(chunking.chunk_size, self._layers)
         """W: input frames of one chunk's window"""
-        self.min_window_size: int = sub.right_context + 1
+        self.min_window_size: int = min_input_frames(self._layers)
         """input frames that give one encoder frame: a shorter final window gives nothing"""
         self.frame_shift_s: float = cfg.features.frame_shift_ms / 1000
-        self.device = model.encoder.cmvn.mean.device
-        self.dtype = model.encoder.cmvn.mean.dtype  # e.g. a model converted to bfloat16
         self._batcher = StateBatcher()
-        self.engine: Engine = engine if engine is not None else TorchEngine(model, chunking)
+        if engine is None:
+            assert model is not None, "an engine or a model"
+            engine = TorchEngine(model, chunking)
+        self.engine: Engine = engine
         """runs the chunks (decode/engines.py)"""
+        self.device, self.dtype = engine.device, engine.dtype  # e.g. a bfloat16 model
         if self.engine.chunking != chunking:
             raise ValueError(
                 f"the {self.engine.name} engine was built for {self.engine.chunking.describe()}, "
                 f"the recognizer streams with {chunking.describe()}"
             )
-        self._frame_seconds = sub.rate * self.frame_shift_s
+        self._frame_seconds = self.subsampling_rate * self.frame_shift_s
         self._growth_warning = int(HISTORY_WARNING_SECONDS / self._frame_seconds)
         self._warned_growth = chunking.left_chunks >= 0  # a fixed cache never grows
         self._models = self.options.load(tokenizer)  # the word LM and hotwords, if any
         if self.options.rescoring:
+            if model is None:
+                raise ValueError(
+                    f"{source} holds the encoder only: --mode attention_rescoring needs the "
+                    "attention decoder, so stream the model file"
+                )
             check_decoder(model, source)
 
     def settings_record(self) -> Dict[str, Any]:
@@ -458,7 +519,7 @@ class StreamingRecognizer:
         else:
             log_probs, new_state = self.engine.run(feats, lens, state)  # (B, C, V)
         log_probs = penalize_blank(log_probs, self.options.blank_penalty)
-        valid = self.model.encoder.subsampling.output_lengths(lens).tolist()
+        valid = [output_length(n, self._layers) for n in lens.tolist()]
         if not self._warned_growth and new_state.att_cache.size(3) > self._growth_warning:
             self._warned_growth = True
             _log.warning(
@@ -483,7 +544,7 @@ class StreamingRecognizer:
         waiting = [(s, index, seg) for s in streams for index, seg in s._pending]
         if not waiting:
             return
-        assert self.model.decoder is not None, "checked in _setup"
+        assert self.model is not None and self.model.decoder is not None, "checked in _setup"
         opts = self.options
         found = rescore(
             self.model.decoder, [seg for _, _, seg in waiting], opts.ctc_weight, opts.reverse_weight

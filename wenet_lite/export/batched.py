@@ -18,7 +18,7 @@ import contextlib
 import io
 import logging
 import warnings
-from typing import Iterator, Tuple
+from typing import Any, Dict, Iterator, Tuple
 
 import torch
 from torch import nn
@@ -30,7 +30,7 @@ from wenet_lite.model.conformer import ConformerEncoder
 from wenet_lite.model.ctc import CTCHead
 from wenet_lite.model.state import EncoderState
 
-__all__ = ["BatchedChunk", "export_batched_onnx"]
+__all__ = ["BatchedChunk", "batched_example", "export_batched_onnx"]
 
 INPUTS = ("x", "x_lens", "att_cache", "conv_cache", "cache_len")
 OUTPUTS = ("log_probs", "new_att_cache", "new_conv_cache", "new_cache_len", "encoder_out")
@@ -40,8 +40,12 @@ OPSET = 18
 class BatchedChunk(nn.Module):
     """``forward_chunk`` + CTC over a fixed cache, with tensors in and out."""
 
-    def __init__(self, encoder: ConformerEncoder, ctc: CTCHead, chunking: Chunking) -> None:
+    def __init__(
+        self, encoder: ConformerEncoder, ctc: CTCHead, chunking: Chunking, logits: bool = False
+    ) -> None:
+        """``logits``: return the CTC head's logits instead of log-probs (ExecuTorch)."""
         super().__init__()
+        self.logits = logits
         if not chunking.streaming or chunking.left_chunks < 0:
             raise ValueError(
                 "the batched graph needs a chunk size >= 1 and a fixed cache (left chunks >= "
@@ -67,12 +71,27 @@ class BatchedChunk(nn.Module):
         state = EncoderState(att_cache, conv_cache, cache_len, self.cache_limit)
         pos = list(self.pos_tables.unbind(0))
         out, new = self.encoder.forward_chunk(x, state, x_lens, pos, True)
-        return self.ctc(out), new.att_cache, new.conv_cache, new.cache_len, out
+        scores = self.ctc.proj(out) if self.logits else self.ctc(out)
+        return scores, new.att_cache, new.conv_cache, new.cache_len, out
 
 
 def export_batched_onnx(model: ASRModel, chunking: Chunking) -> bytes:
     """The batched graph of an in-memory model (fp32), as ONNX bytes."""
     wrapper = to_torch_linear(BatchedChunk(model.encoder, model.ctc, chunking)).eval()
+    example, dynamic = batched_example(model, chunking, 65536)
+    with quiet_exporter():
+        program = torch.onnx.export(
+            wrapper, example, dynamo=True, input_names=list(INPUTS), output_names=list(OUTPUTS),
+            dynamic_shapes=dynamic, opset_version=OPSET, optimize=True, verbose=False,
+        )  # fmt: skip
+    return program.model_proto.SerializeToString()
+
+
+def batched_example(
+    model: ASRModel, chunking: Chunking, max_batch: int
+) -> Tuple[Tuple[torch.Tensor, ...], Dict[str, Dict[int, Any]]]:
+    """Example inputs of :class:`BatchedChunk` (2 streams) and torch.export's dynamic shapes
+    (the batch, up to ``max_batch``)."""
     enc = model.encoder
     window = enc.subsampling.window_size(chunking.chunk_size)
     cached = chunking.chunk_size * chunking.left_chunks
@@ -85,15 +104,10 @@ def export_batched_onnx(model: ASRModel, chunking: Chunking) -> bytes:
         torch.zeros(enc.num_blocks, b, enc.d_model, enc.conv_kernel - 1),
         torch.zeros(b, dtype=torch.long),
     )
-    batch = torch.export.Dim("batch", min=1, max=65536)
+    batch = torch.export.Dim("batch", min=1, max=max_batch)
     dynamic = {"x": {0: batch}, "x_lens": {0: batch}, "att_cache": {1: batch},
                "conv_cache": {1: batch}, "cache_len": {0: batch}}  # fmt: skip
-    with quiet_exporter():
-        program = torch.onnx.export(
-            wrapper, example, dynamo=True, input_names=list(INPUTS), output_names=list(OUTPUTS),
-            dynamic_shapes=dynamic, opset_version=OPSET, optimize=True, verbose=False,
-        )  # fmt: skip
-    return program.model_proto.SerializeToString()
+    return example, dynamic
 
 
 @contextlib.contextmanager

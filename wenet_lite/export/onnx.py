@@ -318,9 +318,12 @@ def export_onnx(
     quantize: Optional[str] = None,
 ) -> Dict[str, Path]:
     """Export a model file to ``out_dir``: model.onnx, tokens.txt (and model.int8.onnx; and
-    decoder.onnx for a model with an attention decoder, see ``export/decoder_onnx.py``).
+    decoder.onnx for a model with an attention decoder, see ``export/decoder_onnx.py``) for
+    sherpa-onnx; batched.onnx, tokenizer.model and wenet_lite.json for our onnxruntime engine
+    (``StreamingRecognizer.from_export``).
 
-    Returns the written paths by role (``model``, ``tokens``, ``model_int8``, ``decoder``). Raises
+    Returns the written paths by role (``model``, ``tokens``, ``model_int8``, ``decoder``,
+    ``batched``, ``tokenizer``, ``bundle``). Raises
     FileNotFoundError / CheckpointError for a missing / corrupt model file and ValueError for
     settings sherpa-onnx cannot run.
     """
@@ -335,13 +338,22 @@ def export_onnx(
     write_text_atomic(paths["tokens"], "".join(f"{p} {i}\n" for i, p in enumerate(pieces)))
     if quantize == "int8":
         paths["model_int8"] = quantize_int8(paths["model"], out / "model.int8.onnx")
+    meta = export_metadata(cfg, model, chunk_size, left_chunks, "none")
     if model.decoder is not None:  # attention rescoring's second pass; sherpa ignores it
         from wenet_lite.export.decoder_onnx import export_decoder_onnx
 
-        meta = export_metadata(cfg, model, chunk_size, left_chunks, "none")
         paths["decoder"] = export_decoder_onnx(
             model.decoder, model.encoder.d_model, out / "decoder.onnx", meta
         )
+    # Our own runtime's files: the batched graph and the bundle (`stream --model DIR`).
+    from wenet_lite.bundle import write_bundle
+    from wenet_lite.export.batched import export_batched_onnx
+    from wenet_lite.model.chunking import Chunking
+
+    paths["batched"] = out / "batched.onnx"
+    with atomic_open(paths["batched"], "wb") as f:
+        f.write(export_batched_onnx(model, Chunking(chunk_size, left_chunks)))
+    paths.update(write_bundle(out, cfg, tokenizer, meta, "onnxruntime", {"model": "batched.onnx"}))
     return paths
 
 

@@ -78,6 +78,9 @@ class RelPositionAttention(nn.Module):
         self.dropout = dropout
         self.qkv = Linear(d_model, 3 * d_model)
         self.out = Linear(d_model, d_model)
+        self.plain_softmax = False
+        """attend in plain products instead of SDPA (set on export copies, see
+        :meth:`_plain_attention`)"""
         self.pos_bias_u = nn.Parameter(torch.zeros(num_heads, self.head_dim))
         self.pos_bias_v = nn.Parameter(torch.zeros(num_heads, self.head_dim))
         nn.init.xavier_uniform_(self.pos_bias_u)
@@ -98,6 +101,8 @@ class RelPositionAttention(nn.Module):
         """
         q, k, v, kv = self._project(x, cache)
         bias = self._position_term(q, pos, kv.size(2))  # (B, H, C, M+C)
+        if self.plain_softmax:
+            return self.out(self._plain_attention(q, k, v, bias, mask)), kv
         bias = bias.masked_fill(~mask.unsqueeze(1), float("-inf"))
         out = F.scaled_dot_product_attention(
             q + self.pos_bias_u.unsqueeze(1),
@@ -110,6 +115,23 @@ class RelPositionAttention(nn.Module):
         # with a dynamic batch can lower it (its SDPA decomposition breaks that view).
         out = torch.cat(out.unbind(1), dim=-1)  # (B, C, D)
         return self.out(out), kv
+
+    def _plain_attention(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor,
+        mask: torch.Tensor,
+    ) -> torch.Tensor:  # fmt: skip
+        """softmax((q + u)·k / sqrt(d_k) + position) v over the visible keys, in matrix
+        products, an addition and a softmax: XNNPACK lowers these whole, where the export of
+        SDPA leaves about a dozen small unlowered ops per layer (its masked-row handling).
+        Hidden keys get -1e30, which the softmax turns into exactly 0 when a row sees any key
+        (every real frame sees itself); equal to the SDPA path within float rounding. Returns
+        (B, C, D)."""
+        scale = 1.0 / math.sqrt(self.head_dim)
+        hidden = (mask.unsqueeze(1).to(q.dtype) - 1.0) * 1e30  # (B, 1, C, M+C): 0 or -1e30
+        content = torch.matmul((q + self.pos_bias_u.unsqueeze(1)) * scale, k.transpose(2, 3))
+        weights = torch.softmax(content + bias + hidden, dim=-1)  # (B, H, C, M+C)
+        out = torch.matmul(weights, v)  # (B, H, C, d_k)
+        return torch.cat(out.unbind(1), dim=-1)
 
     @torch.jit.unused
     def score_terms(

@@ -48,6 +48,15 @@ def min_input_frames(layers: Layers) -> int:
     return context + 1
 
 
+def window_size(chunk_size: int, layers: Layers) -> int:
+    """Input frames needed to produce ``chunk_size`` encoder frames (windows of successive
+    chunks start ``chunk_size`` times the rate apart)."""
+    rate = 1
+    for _, stride in layers:
+        rate *= stride
+    return (chunk_size - 1) * rate + min_input_frames(layers)
+
+
 class Conv2dSubsampling(nn.Module):
     """Stacked stride-s 2-D convolutions over (time, frequency) followed by a projection."""
 
@@ -79,7 +88,8 @@ class Conv2dSubsampling(nn.Module):
         return lens.clamp(min=0)
 
     def window_size(self, chunk_size: int) -> int:
-        """Input frames needed to produce ``chunk_size`` encoder frames."""
+        """Input frames needed to produce ``chunk_size`` encoder frames (:func:`window_size`,
+        spelled out for TorchScript; tested equal)."""
         return (chunk_size - 1) * self.rate + self.right_context + 1
 
     def forward(self, x: torch.Tensor, lens: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:

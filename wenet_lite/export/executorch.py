@@ -1,0 +1,138 @@
+"""ExecuTorch export: the batched streaming chunk as a ``.pte`` program lowered to XNNPACK, for
+the executorch engine (``wenet_lite.decode.engines.ExecuTorchEngine``) and for devices.
+
+The program is ``export/batched.py``'s graph (one chunk of B streams, our state layout, a
+fixed cache of M = C*N frames) with two changes: it returns the CTC logits, not log-probs, and
+attention runs in plain products (``RelPositionAttention.plain_softmax``), which XNNPACK lowers
+whole.
+XNNPACK does not take ``log_softmax``, and ExecuTorch's portable kernel for it cost 2.2 ms of
+a 17 ms chunk (conformer_u2, vocab 1000); the engine applies it in torch (microseconds).
+
+Inputs ``x`` (B, W, F), ``x_lens`` (B,) int64, ``att_cache`` (L, B, H, M, 2*d_k),
+``conv_cache`` (L, B, D, K-1), ``cache_len`` (B,) int64; outputs ``logits`` (B, C, V), the new
+``att_cache``, ``conv_cache``, ``cache_len``, and ``encoder_out`` (B, C, D). B is dynamic up to
+a bound that memory planning fixes (the engine reads it from the program and splits larger
+batches).
+
+- fp32: ``torch.export`` -> ``to_edge_transform_and_lower(XnnpackPartitioner)``.
+- int8 (``quantize='int8'``): before lowering, the linears are quantized with the XNNPACK
+  quantizer's dynamic per-channel config (PT2E): int8 weights per output channel, activations
+  quantized as they arrive with their own scale per row, i.e. per frame (XNNPACK's ``qd8``
+  GEMMs). No frame's numbers depend on the other frames of the call, so batched == alone holds
+  in int8 as in fp32 (tested). Convolutions, attention products and norms stay fp32.
+
+The edge dialect's IR validity check is off: with it on, ``to_edge`` drops the symbolic batch
+(every shape becomes the example's), and the program then refuses any other batch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, Optional, Tuple, Union
+
+import torch
+
+from wenet_lite.export.batched import BatchedChunk, batched_example, quiet_exporter
+from wenet_lite.export.common import export_metadata, load_for_export, to_torch_linear
+from wenet_lite.model import ASRModel
+from wenet_lite.model.attention import RelPositionAttention
+from wenet_lite.model.chunking import Chunking
+
+__all__ = ["MAX_BATCH", "export_executorch", "lower_executorch", "need_executorch"]
+
+PathLike = Union[str, Path]
+MAX_BATCH = 64
+"""The batch bound asked of torch.export (memory planning may set a lower one)."""
+INSTALL = "pip install 'wenet_lite[executorch]'"
+
+
+def need_executorch(what: str) -> None:
+    """ImportError naming the pip extra when executorch is not installed."""
+    try:
+        import executorch  # noqa: F401
+    except ImportError:
+        raise ImportError(f"{what} needs executorch: {INSTALL}") from None
+
+
+def lower_executorch(model: ASRModel, chunking: Chunking, quantize: Optional[str] = None) -> bytes:
+    """The ``.pte`` program of an in-memory model: fp32, or with ``quantize='int8'`` its
+    linears in per-frame dynamic int8. Takes seconds for a small model, about two minutes
+    for conformer_u2 in int8 on this project's 2-core machine."""
+    need_executorch("the executorch export")
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
+
+    if quantize not in (None, "int8"):
+        raise ValueError(f"quantize must be None or 'int8', got {quantize!r}")
+    chunk = BatchedChunk(model.encoder.cpu(), model.ctc.cpu(), chunking, logits=True)
+    wrapper = to_torch_linear(chunk).eval()
+    for module in wrapper.modules():  # a copy: attention in products XNNPACK lowers whole
+        if isinstance(module, RelPositionAttention):
+            module.plain_softmax = True
+    example, dynamic = batched_example(model, chunking, MAX_BATCH)
+    with quiet_exporter(), torch.no_grad():
+        program = torch.export.export(wrapper, example, dynamic_shapes=dynamic)
+        if quantize == "int8":
+            program = torch.export.export(
+                _quantized(program.module(), example), example, dynamic_shapes=dynamic
+            )
+        edge = to_edge_transform_and_lower(
+            program,
+            partitioner=[XnnpackPartitioner()],
+            compile_config=EdgeCompileConfig(_check_ir_validity=False),
+        )
+        return edge.to_executorch().buffer
+
+
+def _quantized(module: torch.nn.Module, example: Tuple[torch.Tensor, ...]) -> torch.nn.Module:
+    """The linears in XNNPACK's dynamic int8: weights per output channel, activations per row."""
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    config = get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True)
+    prepared = prepare_pt2e(module, XNNPACKQuantizer().set_global(config))
+    prepared(*example)  # dynamic quantization observes nothing, but the pass wants one call
+    return convert_pt2e(prepared)
+
+
+def export_executorch(
+    model_path: PathLike,
+    out_dir: PathLike,
+    chunk_size: int = 16,
+    left_chunks: int = 4,
+    quantize: Optional[str] = None,
+) -> Dict[str, Path]:
+    """Export a model file to the directory ``out_dir`` that ``StreamingRecognizer.from_export``
+    and ``stream --model DIR`` open: ``model.pte`` (and ``model.int8.pte`` with
+    ``quantize='int8'``) plus the bundle (``wenet_lite.bundle``: settings, config, tokenizer).
+
+    Returns the written paths by role. Raises FileNotFoundError / CheckpointError for a bad
+    model file, ValueError for chunk settings the program cannot have (it needs a fixed
+    cache, ``left_chunks >= 0``), ImportError naming the pip extra without executorch.
+    """
+    from wenet_lite.bundle import write_bundle
+    from wenet_lite.fileio import atomic_open
+
+    need_executorch("the executorch export")
+    if chunk_size <= 0 or left_chunks < 0:
+        raise ValueError(
+            "an ExecuTorch program streams with a fixed cache: chunk size >= 1 and left "
+            f"chunks >= 0, got {chunk_size} and {left_chunks}"
+        )
+    model, tokenizer, cfg = load_for_export(model_path, chunk_size, left_chunks)
+    chunking = Chunking(chunk_size, left_chunks)
+    out = Path(out_dir)
+    files = {"model": "model.pte"}
+    if quantize == "int8":
+        files["model_int8"] = "model.int8.pte"
+    paths = {}
+    for role, name in files.items():
+        with atomic_open(out / name, "wb") as f:
+            f.write(lower_executorch(model, chunking, "int8" if role == "model_int8" else None))
+        paths[role] = out / name
+    meta = export_metadata(cfg, model, chunk_size, left_chunks, quantize or "none")
+    paths.update(write_bundle(out, cfg, tokenizer, meta, "executorch", files))
+    return paths
