@@ -7,9 +7,9 @@ each engine and precision, one stream and many batched, one thread.
 One table: per engine, ms per chunk for one stream (and the ratio to the torch fp32 engine,
 the eager path), its real-time factor, the throughput gain of 4 and 16 streams batched (audio
 decoded per second over one stream's), the peak resident memory of a process that builds and
-runs only that engine, and the size of the file it runs (torch: the model file in fp32; torch
-int8 quantizes in memory). Every engine runs in its own process, so RSS is its own; the rows
-are measured one after another in one run, so ratios are comparable.
+runs only that engine (exports run in another), and the size of the file it runs (torch: the
+model file in fp32; torch int8 quantizes in memory). The rows are measured one after another
+in one run, so ratios are comparable.
 
 ``--config`` builds the model with random weights (seed 0; speed does not depend on training)
 and a vocabulary of ``--vocab``; ``--model`` loads a trained one. Without ``--data`` the
@@ -32,6 +32,8 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 import torch
+
+from wenet_lite.model.chunking import Chunking
 
 ENGINES = ("torch", "torch int8", "onnxruntime", "executorch", "executorch int8")
 
@@ -63,39 +65,46 @@ def _audio(data: str, n: int, seconds: float) -> List[np.ndarray]:
     ]
 
 
+def _program(name: str, model, chunking) -> bytes:
+    """The exported graph (onnxruntime) or program (executorch) the engine ``name`` runs."""
+    if name == "onnxruntime":
+        from wenet_lite.export.batched import export_batched_onnx
+
+        return export_batched_onnx(model, chunking)
+    from wenet_lite.export.executorch import lower_executorch
+
+    return lower_executorch(model, chunking, "int8" if name.endswith("int8") else None)
+
+
 def _engine(name: str, model, chunking, work: Path) -> Tuple[object, int]:
-    """The engine and the size in bytes of the file it runs (0: none)."""
+    """The engine and the size in bytes of the file it runs (0: none). Exports run in a child
+    process, so that this process's peak memory is the engine's alone."""
     from wenet_lite.decode.engines import ExecuTorchEngine, OnnxRuntimeEngine, TorchEngine
 
     if name.startswith("torch"):
         torch.save(model.state_dict(), work / "model.pt")
         size = (work / "model.pt").stat().st_size if name == "torch" else 0
         return TorchEngine(model, chunking, int8=name.endswith("int8")), size
+    path = work / "program"
+    argv = [a for a in sys.argv[1:] if a != "--one" and a != name]
+    subprocess.run([sys.executable, __file__, *argv, "--build", name, str(path)], check=True)
     if name == "onnxruntime":
-        from wenet_lite.export.batched import export_batched_onnx
-
-        graph = export_batched_onnx(model, chunking)
-        return OnnxRuntimeEngine(graph, chunking), len(graph)
-    from wenet_lite.export.executorch import lower_executorch
-
-    program = lower_executorch(model, chunking, "int8" if name.endswith("int8") else None)
-    engine = ExecuTorchEngine(program, chunking, threads=1)
-    return engine, len(program)
+        return OnnxRuntimeEngine(path, chunking), path.stat().st_size
+    return ExecuTorchEngine(path, chunking, threads=1), path.stat().st_size
 
 
 def _measure_one(args: argparse.Namespace) -> Dict[str, float]:
     """In this process: build one engine and time the recogniser on it."""
     from wenet_lite.decode.endpoint import EndpointConfig
     from wenet_lite.decode.streaming import StreamingRecognizer
-    from wenet_lite.model.chunking import Chunking
 
     torch.set_num_threads(1)
     model, tokenizer, cfg = _model(args)
     chunking = Chunking(args.chunk_size, args.left_chunks)
     counts = [int(x) for x in args.streams.split(",")]
     audio = _audio(args.data, max(counts), args.seconds)
-    with tempfile.TemporaryDirectory() as tmp:
-        engine, size = _engine(args.one, model, chunking, Path(tmp))
+    tmp = tempfile.TemporaryDirectory()  # kept until the process ends: engines read files
+    engine, size = _engine(args.one, model, chunking, Path(tmp.name))
     rec = StreamingRecognizer.from_model(
         model, cfg, tokenizer, chunking, endpoint=EndpointConfig(enabled=False), engine=engine
     )
@@ -155,7 +164,14 @@ def main() -> None:
     p.add_argument("--left-chunks", type=int, default=4)
     p.add_argument("--repeats", type=int, default=2, help="best of")
     p.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one engine, print JSON
+    p.add_argument("--build", nargs=2, help=argparse.SUPPRESS)  # internal: NAME FILE, export
     args = p.parse_args()
+    if args.build:
+        name, out = args.build
+        model, _, cfg = _model(args)
+        chunking = Chunking(args.chunk_size, args.left_chunks)
+        Path(out).write_bytes(_program(name, model, chunking))
+        return
     if args.one:
         print(json.dumps(_measure_one(args)))
         return

@@ -353,6 +353,30 @@ def test_onnxruntime_engine_serves_the_torch_transcripts(tiny, files, capsys):
     _check_against_reference(sherpa, wenet, reference)
 
 
+def test_an_executorch_export_directory_serves_the_transcripts_of_stream(
+    tiny, files, tmp_path, capsys
+):
+    """`serve --model DIR` (two forked workers) on the executorch engine, no model file."""
+    pytest.importorskip("executorch")
+    from wenet_lite.cli import main
+
+    out = tmp_path / "et"
+    flags = ["--chunk-size", "4", "--left-chunks", "2"]
+    assert main(["export", "--model", str(tiny.path), "--format", "executorch", "--out",
+                 str(out), *flags]) == 0  # fmt: skip
+    some = dict(list(files.items())[-2:])
+    reference = stream_reference(capsys, tiny.path, some, *flags)
+    texts = {f: [r["text"] for r in records] for f, records in reference.items()}
+    from_dir = stream_reference(capsys, out, some)
+    assert {f: [r["text"] for r in records] for f, records in from_dir.items()} == texts
+    s = start_server(out, "--workers", "2")
+    try:
+        sherpa, wenet = asyncio.run(_all_sessions(s.url, some))
+    finally:
+        assert s.stop() == 0, s.log()
+    _check_against_reference(sherpa, wenet, reference)
+
+
 def test_attention_rescoring_serves_the_transcripts_of_stream(tiny_u2, files, capsys):
     """Finals rescored by the decoder, with endpoints (two segments in the longest file)."""
     flags = ["--chunk-size", "4", "--mode", "attention_rescoring", "--beam", "4"]

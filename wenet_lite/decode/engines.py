@@ -244,9 +244,12 @@ class ExecuTorchEngine(Engine):
                       state.cache_len[part].contiguous()]  # fmt: skip
             # Outputs live in the program's planned memory until the next call: copy them.
             pieces.append([t.clone() for t in self._method.execute(inputs)])
-        logits, att, conv, cache_len, out = (
-            torch.cat([p[i] for p in pieces], dim=1 if i in (1, 2) else 0) for i in range(5)
-        )
+        if len(pieces) == 1:
+            logits, att, conv, cache_len, out = pieces[0]
+        else:
+            logits, att, conv, cache_len, out = (
+                torch.cat([p[i] for p in pieces], dim=1 if i in (1, 2) else 0) for i in range(5)
+            )
         # The int8 program's quantization passes hand cache_len back as float: exact integers.
         new_state = EncoderState(att, conv, cache_len.long(), state.cache_limit)
         return out, torch.log_softmax(logits, dim=-1), new_state

@@ -32,10 +32,14 @@ from typing import Dict, Optional, Tuple, Union
 
 import torch
 
-from wenet_lite.export.batched import BatchedChunk, batched_example, quiet_exporter
+from wenet_lite.export.batched import (
+    BatchedChunk,
+    batched_example,
+    plain_attention,
+    quiet_exporter,
+)
 from wenet_lite.export.common import export_metadata, load_for_export, to_torch_linear
 from wenet_lite.model import ASRModel
-from wenet_lite.model.attention import RelPositionAttention
 from wenet_lite.model.chunking import Chunking
 
 __all__ = ["MAX_BATCH", "export_executorch", "lower_executorch", "need_executorch"]
@@ -59,16 +63,16 @@ def lower_executorch(model: ASRModel, chunking: Chunking, quantize: Optional[str
     linears in per-frame dynamic int8. Takes seconds for a small model, about two minutes
     for conformer_u2 in int8 on this project's 2-core machine."""
     need_executorch("the executorch export")
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-    from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
-
     if quantize not in (None, "int8"):
         raise ValueError(f"quantize must be None or 'int8', got {quantize!r}")
+    with quiet_exporter():  # its imports log notes about optional libraries
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
+            XnnpackPartitioner,
+        )
+        from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
+
     chunk = BatchedChunk(model.encoder.cpu(), model.ctc.cpu(), chunking, logits=True)
-    wrapper = to_torch_linear(chunk).eval()
-    for module in wrapper.modules():  # a copy: attention in products XNNPACK lowers whole
-        if isinstance(module, RelPositionAttention):
-            module.plain_softmax = True
+    wrapper = plain_attention(to_torch_linear(chunk))  # a copy: attention XNNPACK lowers
     example, dynamic = batched_example(model, chunking, MAX_BATCH)
     with quiet_exporter(), torch.no_grad():
         program = torch.export.export(wrapper, example, dynamic_shapes=dynamic)
