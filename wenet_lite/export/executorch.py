@@ -19,7 +19,9 @@ batches).
   quantizer's dynamic per-channel config (PT2E): int8 weights per output channel, activations
   quantized as they arrive with their own scale per row, i.e. per frame (XNNPACK's ``qd8``
   GEMMs). No frame's numbers depend on the other frames of the call, so batched == alone holds
-  in int8 as in fp32 (tested). Convolutions, attention products and norms stay fp32.
+  in int8 as in fp32 (tested). The subsampling's second convolution is int8 too (its
+  activations scaled per image, i.e. per stream); the first (one input channel), attention
+  products and norms stay fp32.
 
 The edge dialect's IR validity check is off: with it on, ``to_edge`` drops the symbolic batch
 (every shape becomes the example's), and the program then refuses any other batch.
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Dict, Optional, Tuple, Union
 
 import torch
+from torch import nn
 
 from wenet_lite.export.batched import (
     BatchedChunk,
@@ -58,6 +61,15 @@ def need_executorch(what: str) -> None:
         raise ImportError(f"{what} needs executorch: {INSTALL}") from None
 
 
+class ClampZero(nn.Module):
+    """ReLU as ``clamp(min=0)`` (the same numbers): the XNNPACK quantizer's dynamic int8
+    skips a conv whose one user is a ReLU, and with this the subsampling's second conv runs in
+    int8 too (its activations quantized per image, so per stream: batch-invariant, tested)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.clamp(min=0.0)
+
+
 def lower_executorch(model: ASRModel, chunking: Chunking, quantize: Optional[str] = None) -> bytes:
     """The ``.pte`` program of an in-memory model: fp32, or with ``quantize='int8'`` its
     linears in per-frame dynamic int8. Takes seconds for a small model, about two minutes
@@ -73,6 +85,11 @@ def lower_executorch(model: ASRModel, chunking: Chunking, quantize: Optional[str
 
     chunk = BatchedChunk(model.encoder.cpu(), model.ctc.cpu(), chunking, logits=True)
     wrapper = plain_attention(to_torch_linear(chunk))  # a copy: attention XNNPACK lowers
+    if quantize == "int8":  # XNNPACK's quantizer leaves a conv followed by a ReLU in fp32
+        convs = wrapper.encoder.subsampling.conv
+        for i, layer in enumerate(convs):
+            if isinstance(layer, nn.ReLU):
+                convs[i] = ClampZero()
     example, dynamic = batched_example(model, chunking, MAX_BATCH)
     with quiet_exporter(), torch.no_grad():
         program = torch.export.export(wrapper, example, dynamic_shapes=dynamic)
