@@ -198,12 +198,8 @@ def engine_from(args: argparse.Namespace, model: ASRModel, chunking: Chunking) -
     if args.engine == "executorch":
         from wenet_lite.export.executorch import lower_executorch
 
-        quantize = "int8" if args.int8 else None
-        engine = ExecuTorchEngine(
-            lower_executorch(model, chunking, quantize), chunking, args.threads
-        )
-        engine.name += " int8" if args.int8 else ""
-        return engine
+        program = lower_executorch(model, chunking, "int8" if args.int8 else None)
+        return ExecuTorchEngine(program, chunking, args.threads, int8=args.int8)
     if args.int8:
         return TorchEngine(model, chunking, int8=True)
     from wenet_lite.export.batched import export_batched_onnx

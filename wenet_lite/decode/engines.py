@@ -191,8 +191,13 @@ class ExecuTorchEngine(Engine):
     name = "executorch"
 
     def __init__(
-        self, program: Union[bytes, str, Path], chunking: Chunking, threads: int = 1
+        self,
+        program: Union[bytes, str, Path],
+        chunking: Chunking,
+        threads: int = 1,
+        int8: bool = False,
     ) -> None:
+        """``int8``: the program is the int8 one (names the engine "executorch int8")."""
         try:
             from executorch.extension.pybindings import portable_lib
             from executorch.runtime import Runtime
@@ -206,6 +211,7 @@ class ExecuTorchEngine(Engine):
                 "the executorch engine needs a fixed cache: --left-chunks >= 0 (got -1)"
             )
         self.chunking = chunking
+        self.name = "executorch int8" if int8 else "executorch"
         source = "the program" if isinstance(program, bytes) else str(program)
         if getattr(portable_lib, "_threadpool_get_thread_count", lambda: threads)() != threads:
             portable_lib._unsafe_reset_threadpool(threads)

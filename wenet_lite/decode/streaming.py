@@ -386,8 +386,7 @@ class StreamingRecognizer:
             if int8 and "model_int8" not in bundle.files:
                 raise ValueError(f"{directory} has no int8 program: export with --quantize int8")
             program = bundle.files["model_int8" if int8 else "model"]
-            engine = ExecuTorchEngine(program, bundle.chunking, threads)
-            engine.name += " int8" if int8 else ""
+            engine = ExecuTorchEngine(program, bundle.chunking, threads, int8=int8)
         elif bundle.engine == "onnxruntime":
             if int8:
                 raise ValueError(
