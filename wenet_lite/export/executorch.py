@@ -4,8 +4,7 @@ the executorch engine (``wenet_lite.decode.engines.ExecuTorchEngine``) and for d
 The program is ``export/batched.py``'s graph (one chunk of B streams, our state layout, a
 fixed cache of M = C*N frames) with two changes: it returns the CTC logits, not log-probs, and
 attention runs in plain products (``RelPositionAttention.plain_softmax``), which XNNPACK lowers
-whole.
-XNNPACK does not take ``log_softmax``, and ExecuTorch's portable kernel for it cost 2.2 ms of
+whole. XNNPACK does not take ``log_softmax``, and ExecuTorch's portable kernel for it cost 2.2 ms of
 a 17 ms chunk (conformer_u2, vocab 1000); the engine applies it in torch (microseconds).
 
 Inputs ``x`` (B, W, F), ``x_lens`` (B,) int64, ``att_cache`` (L, B, H, M, 2*d_k),
@@ -83,8 +82,8 @@ def lower_executorch(model: ASRModel, chunking: Chunking, quantize: Optional[str
         )
         from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
-    chunk = BatchedChunk(model.encoder.cpu(), model.ctc.cpu(), chunking, logits=True)
-    wrapper = plain_attention(to_torch_linear(chunk))  # a copy: attention XNNPACK lowers
+    chunk = BatchedChunk(model.encoder, model.ctc, chunking, logits=True)
+    wrapper = plain_attention(to_torch_linear(chunk)).cpu()  # a copy: the caller's stays put
     if quantize == "int8":  # XNNPACK's quantizer leaves a conv followed by a ReLU in fp32
         convs = wrapper.encoder.subsampling.conv
         for i, layer in enumerate(convs):
