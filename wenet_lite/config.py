@@ -265,6 +265,11 @@ class DataConfig:
     speed_perturb: Tuple[float, ...] = (1.0,)
     """speed factors drawn uniformly per utterance, e.g. [0.9, 1.0, 1.1]"""
     num_workers: int = 1
+    fbank: Literal["auto", "workers", "device"] = "auto"
+    """where training fbank is computed: ``workers`` (DataLoader workers, kaldi-native-fbank;
+    stored fbank is used), ``device`` (the workers only decode, resample and dither; the trainer
+    computes the padded batch's fbank on its device in torch, equal within 1e-3), ``auto``:
+    device on CUDA, workers on CPU. Dev scoring always uses workers."""
     shuffle: bool = True
     sort_first_epoch: bool = False
     """train the first epoch on batches in increasing duration ("SortaGrad", Amodei et al.
@@ -313,6 +318,13 @@ class TrainConfig:
     accum_grad: int = 1
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     """autocast dtype on CUDA; CPU always trains in fp32"""
+    compile: bool = False
+    """run the model's forward and backward through ``torch.compile`` (dynamic shapes: a
+    handful of compilations per run, not one per batch length); checkpoints are the same"""
+    deterministic: bool = False
+    """deterministic algorithms only (``torch.use_deterministic_algorithms``, cuBLAS workspace
+    ``:4096:8``, CTC's backward on the CPU when training on CUDA): a resumed CUDA run repeats
+    an uninterrupted one exactly, at a cost. CPU training is deterministic without it"""
     seed: int = 777
     log_interval: int = 10
     checkpoint_interval: int = 0

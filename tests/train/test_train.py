@@ -225,3 +225,67 @@ def test_adamw_and_gradient_clipping(synthetic_corpus, tmp_path, monkeypatch) ->
     state = torch.load(exp / "step_3.pt", weights_only=True)["optimizer"]
     group = state["param_groups"][0]
     assert group["weight_decay"] == 0.01 and group["decoupled_weight_decay"] is True
+
+
+def test_fbank_on_the_device_trains_like_fbank_in_workers(synthetic_corpus, tmp_path) -> None:
+    common = ("train.max_steps=4", "data.speed_perturb=[0.9,1.0,1.1]", "specaug.enabled=true")
+    kw = dict(dev_parts=(), tokenizer=synthetic_corpus.tokenizer)
+    workers = _train(synthetic_corpus.data, tmp_path / "w", *common, "data.fbank=workers", **kw)
+    device = _train(synthetic_corpus.data, tmp_path / "d", *common, "data.fbank=device", **kw)
+    log = (tmp_path / "d" / "train.log").read_text()
+    assert "training fbank computed on cpu" in log
+    # The same utterances, speed factors, dither and masks; fbank within 1e-3 (test_torch_fbank).
+    for step in range(1, 5):
+        assert device.losses[step] == pytest.approx(workers.losses[step], rel=1e-3)
+    assert device.losses != workers.losses  # not silently the same path
+    assert device.skipped == workers.skipped
+
+
+@pytest.mark.slow
+def test_compiled_training_matches_eager(synthetic_corpus, tmp_path) -> None:
+    kw = dict(dev_parts=(), tokenizer=synthetic_corpus.tokenizer)
+    eager = _train(synthetic_corpus.data, tmp_path / "e", "train.max_steps=6", **kw)
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    compiled = _train(
+        synthetic_corpus.data, tmp_path / "c", "train.max_steps=6", "train.compile=true", **kw
+    )
+    for step in range(1, 7):
+        assert compiled.losses[step] == pytest.approx(eager.losses[step], rel=1e-3)
+    # Compiled once per chunk-mask case, not once per batch length.
+    stats = torch._dynamo.utils.counters["stats"]
+    model = compiled.model.train()
+    seen = []
+    for frames in (131, 167, 229):
+        feats = torch.randn(2, frames, 80)
+        loss, _, _ = model(feats, torch.tensor([frames, frames - 9]), torch.ones(2, 3).long(),
+                           torch.tensor([3, 2]), 4, 2)  # fmt: skip
+        loss.backward()
+        seen.append(stats["unique_graphs"])
+    assert seen[0] == seen[1] == seen[2], seen
+    # The checkpoint is the plain model's: it loads into an eager model.
+    model, _, _ = load_model(tmp_path / "c" / "step_6.pt")
+    assert not any(k.startswith("_orig_mod") for k in model.state_dict())
+
+
+def test_deterministic_training_runs_and_leaves_the_global_setting(synthetic_corpus, tmp_path):
+    kw = dict(dev_parts=(), tokenizer=synthetic_corpus.tokenizer)
+    plain = _train(synthetic_corpus.data, tmp_path / "p", "train.max_steps=3", **kw)
+    assert not torch.are_deterministic_algorithms_enabled()
+    strict = _train(
+        synthetic_corpus.data, tmp_path / "s", "train.max_steps=3", "train.deterministic=true",
+        **kw,
+    )  # fmt: skip
+    assert not torch.are_deterministic_algorithms_enabled()  # restored after the run
+    assert strict.losses == plain.losses  # CPU kernels are deterministic already
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_deterministic_cuda_resume_repeats_the_uninterrupted_losses(synthetic_corpus, tmp_path):
+    data, tok = synthetic_corpus.data, synthetic_corpus.tokenizer
+    cuda = ("train.deterministic=true", "train.max_epochs=2")
+    full = _train(data, tmp_path / "full", *RANDOM, *cuda, tokenizer=tok, device="cuda")
+    exp = tmp_path / "cut"
+    a = _train(data, exp, *RANDOM, *cuda, "train.max_steps=3", tokenizer=tok, device="cuda")
+    b = _train(data, exp, *RANDOM, *cuda, resume=True, device="cuda")
+    assert {**a.losses, **b.losses} == full.losses  # exactly, step by step

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -35,8 +35,8 @@ from wenet_lite.config import DataConfig, FeatureConfig, SpecAugConfig
 from wenet_lite.data.manifest import cut_samples, cut_text
 from wenet_lite.data.tokenizer import Tokenizer
 from wenet_lite.features.audio import AudioError, speed_perturb
-from wenet_lite.features.fbank import compute_fbank
-from wenet_lite.features.specaug import spec_augment
+from wenet_lite.features.fbank import INT16_SCALE, compute_fbank, num_frames
+from wenet_lite.features.specaug import apply_masks, draw_masks
 from wenet_lite.model.subsampling import Layers, min_input_frames, output_length
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "ctc_min_frames",
     "filter_cuts",
     "load_features",
+    "load_samples",
     "load_stored_fbank",
     "merge_counts",
     "spec_augment_batch",
@@ -93,6 +94,11 @@ class Batch(NamedTuple):
     ids: List[str]
     texts: List[str]
     skipped: Dict[str, int]
+    samples: Optional[torch.Tensor] = None
+    """(B, N) speed-perturbed, dithered samples in [-1, 1], zero-padded, when the fbank is left
+    to the training device (``feats`` is then (B, 0, F) and ``feats_lens`` the frames the fbank
+    will give)"""
+    sample_lens: Optional[torch.Tensor] = None  # (B,)
 
 
 def merge_counts(total: Dict[str, int], new: Dict[str, int]) -> Dict[str, int]:
@@ -158,6 +164,37 @@ def load_features(
     ``seed`` (see :func:`utterance_seed`) drives the speed choice and the dither noise.
     Raises SkipUtterance for unusable audio, or for fewer than 1 frame.
     """
+    samples, rng = _perturbed_samples(cut, features, speed_factors, seed)
+    feats = compute_fbank(samples, features.sample_rate, features, dither=dither, rng=rng)
+    if feats.size(0) == 0:
+        raise SkipUtterance("too_short")
+    return feats  # (T_in, F)
+
+
+def load_samples(
+    cut: Cut,
+    features: FeatureConfig,
+    speed_factors: Sequence[float] = (1.0,),
+    dither: float = 0.0,
+    seed: Optional[int] = None,
+) -> np.ndarray:
+    """(N,) float32 samples of one cut for a fbank computed elsewhere (the training device):
+    the speed factor and the dither noise of :func:`load_features` with the same seed, the
+    noise scaled back from the int16 range. Raises SkipUtterance as load_features does."""
+    samples, rng = _perturbed_samples(cut, features, speed_factors, seed)
+    if num_frames(samples.size, features) == 0:
+        raise SkipUtterance("too_short")
+    if dither > 0:
+        noise = np.float32(dither) * rng.standard_normal(samples.size, np.float32)
+        samples = samples + noise / np.float32(INT16_SCALE)
+    return samples.astype(np.float32, copy=False)
+
+
+def _perturbed_samples(
+    cut: Cut, features: FeatureConfig, speed_factors: Sequence[float], seed: Optional[int]
+) -> Tuple[np.ndarray, np.random.Generator]:
+    """(N,) samples at the features' rate, speed-perturbed, and the generator that drew the
+    factor (its next draws are the dither noise)."""
     try:
         samples = cut_samples(cut, features.sample_rate)  # (N,)
     except AudioError as e:
@@ -170,10 +207,7 @@ def load_features(
     factor = _draw_speed(rng, speed_factors)
     if factor != 1.0:
         samples = speed_perturb(samples, features.sample_rate, factor)
-    feats = compute_fbank(samples, features.sample_rate, features, dither=dither, rng=rng)
-    if feats.size(0) == 0:
-        raise SkipUtterance("too_short")
-    return feats  # (T_in, F)
+    return samples, rng
 
 
 def _draw_speed(rng: np.random.Generator, speed_factors: Sequence[float]) -> float:
@@ -198,7 +232,9 @@ class ASRDataset(torch.utils.data.Dataset):
     runs later in the trainer (:func:`spec_augment_batch`) because it starts at an optimizer
     step that a DataLoader worker cannot know. ``stored_fbank`` (training only) loads a cut's
     stored fbank (`wenet-lite compute-fbank`) instead of its audio when the epoch's speed factor
-    is 1.0; the caller checks that the arrays were made with ``features``.
+    is 1.0; the caller checks that the arrays were made with ``features``. ``fbank_on_device``
+    (training only) returns samples instead of fbank (:attr:`Batch.samples`), for the trainer
+    to compute the whole batch's fbank on its device; stored fbank is then not used.
     """
 
     def __init__(
@@ -210,6 +246,7 @@ class ASRDataset(torch.utils.data.Dataset):
         seed: int,
         train: bool,
         stored_fbank: bool = False,
+        fbank_on_device: bool = False,
     ) -> None:
         self.features = features
         self.speed_factors = tuple(data.speed_perturb) if train else (1.0,)
@@ -218,7 +255,8 @@ class ASRDataset(torch.utils.data.Dataset):
         self.layers = [(int(k), int(s)) for k, s in layers]
         self.min_frames = min_input_frames(self.layers)
         self.seed = seed
-        self.stored_fbank = stored_fbank and train
+        self.on_device = fbank_on_device and train
+        self.stored_fbank = stored_fbank and train and not self.on_device
 
     def __getitem__(self, request: Tuple[int, CutSet]) -> Batch:
         epoch, cuts = request
@@ -228,9 +266,12 @@ class ASRDataset(torch.utils.data.Dataset):
                 items.append(self._utterance(cut, epoch))
             except SkipUtterance as e:
                 skipped[e.reason] += 1
+        if self.on_device:
+            return _collate_samples(items, self.features, dict(skipped))
         return _collate(items, self.features.num_mel_bins, dict(skipped))
 
-    def _utterance(self, cut: Cut, epoch: int) -> Tuple[str, str, torch.Tensor, List[int]]:
+    def _utterance(self, cut: Cut, epoch: int) -> Tuple[str, str, Any, List[int]]:
+        """(id, text, (T_in, F) fbank or (N,) samples when on_device, token ids)."""
         text = cut_text(cut)
         if not text.strip():
             raise SkipUtterance("empty_text")
@@ -238,16 +279,23 @@ class ASRDataset(torch.utils.data.Dataset):
         if not self.tokenizer.has_known_pieces(ids):
             raise SkipUtterance("no_known_pieces")
         seed = utterance_seed(self.seed, epoch, cut.id, "audio")
+        if self.on_device:
+            samples = load_samples(cut, self.features, self.speed_factors, self.dither, seed)
+            self._check_length(num_frames(samples.size, self.features), ids)
+            return cut.id, text, samples, ids
         feats = None
         if self.stored_fbank and _draw_speed(np.random.default_rng(seed), self.speed_factors) == 1:
             feats = load_stored_fbank(cut)  # (T_in, F)
         if feats is None:
             feats = load_features(cut, self.features, self.speed_factors, self.dither, seed)
-        if feats.size(0) < self.min_frames:
-            raise SkipUtterance("too_short")
-        if output_length(feats.size(0), self.layers) < ctc_min_frames(ids):
-            raise SkipUtterance("too_short_for_text")
+        self._check_length(feats.size(0), ids)
         return cut.id, text, feats, ids
+
+    def _check_length(self, frames: int, ids: List[int]) -> None:
+        if frames < self.min_frames:
+            raise SkipUtterance("too_short")
+        if output_length(frames, self.layers) < ctc_min_frames(ids):
+            raise SkipUtterance("too_short_for_text")
 
 
 def _collate(
@@ -268,17 +316,47 @@ def _collate(
     return Batch(feats, feats_lens, targets, target_lens, ids, texts, skipped)
 
 
-def spec_augment_batch(batch: Batch, cfg: SpecAugConfig, seed: int, epoch: int) -> Batch:
-    """SpecAugment each utterance with masks drawn from ``(seed, epoch, cut id)``."""
-    feats = batch.feats.clone()  # (B, T_in, F)
-    for i, (cut_id, n) in enumerate(zip(batch.ids, batch.feats_lens.tolist())):
+def _collate_samples(
+    items: List[Tuple[str, str, np.ndarray, List[int]]],
+    features: FeatureConfig,
+    skipped: Dict[str, int],
+) -> Batch:
+    """A Batch whose ``samples`` the trainer turns into fbank; ``feats_lens`` the frame counts."""
+    empty = [(u, x, torch.zeros(0, features.num_mel_bins), t) for u, x, _, t in items]
+    batch = _collate(empty, features.num_mel_bins, skipped)
+    frames = [num_frames(a.size, features) for _, _, a, _ in items]
+    sample_lens = torch.tensor([a.size for _, _, a, _ in items], dtype=torch.long)  # (B,)
+    samples = torch.zeros(len(items), int(sample_lens.max()) if items else 0)  # (B, N)
+    for i, (_, _, a, _) in enumerate(items):
+        samples[i, : a.size] = torch.from_numpy(a)
+    return batch._replace(
+        feats_lens=torch.tensor(frames, dtype=torch.long), samples=samples, sample_lens=sample_lens
+    )
+
+
+def spec_augment_batch(
+    feats: torch.Tensor,
+    lens: torch.Tensor,
+    ids: Sequence[str],
+    cfg: SpecAugConfig,
+    seed: int,
+    epoch: int,
+) -> torch.Tensor:
+    """SpecAugment each utterance of (B, T_in, F) ``feats`` (any device; (B,) valid ``lens``)
+    with masks drawn on the CPU from ``(seed, epoch, cut id)``, applied in one operation."""
+    masks = []
+    for cut_id, n in zip(ids, lens.tolist()):
         gen = torch.Generator().manual_seed(utterance_seed(seed, epoch, cut_id, "specaug"))
-        feats[i, :n] = spec_augment(
-            batch.feats[i, :n],
-            gen,
-            cfg.num_freq_masks,
-            cfg.max_freq_width,
-            cfg.num_time_masks,
-            cfg.max_time_width,
+        masks.append(
+            draw_masks(
+                torch.tensor([n]),
+                feats.size(1),
+                feats.size(2),
+                gen,
+                cfg.num_freq_masks,
+                cfg.max_freq_width,
+                cfg.num_time_masks,
+                cfg.max_time_width,
+            )  # fmt: skip
         )
-    return batch._replace(feats=feats)
+    return apply_masks(feats, torch.cat(masks), lens)  # (B, T_in, F)

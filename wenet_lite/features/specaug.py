@@ -19,7 +19,7 @@ from typing import Optional
 
 import torch
 
-__all__ = ["spec_augment"]
+__all__ = ["apply_masks", "draw_masks", "spec_augment"]
 
 
 def spec_augment(
@@ -65,16 +65,43 @@ def spec_augment(
     x = feats if feats.dim() == 3 else feats.unsqueeze(0)  # (B, T_in, F)
     batch, frames, bins = x.shape
     lens = _check_lengths(lengths, batch, frames)  # (B,) on CPU
+    masked = draw_masks(
+        lens, frames, bins, generator, num_freq_masks, max_freq_width, num_time_masks,
+        max_time_width, max_time_ratio,
+    )  # fmt: skip
+    out = apply_masks(x, masked, lens)
+    return out if feats.dim() == 3 else out.squeeze(0)
 
+
+def draw_masks(
+    lens: torch.Tensor,
+    frames: int,
+    bins: int,
+    generator: torch.Generator,
+    num_freq_masks: int,
+    max_freq_width: int,
+    num_time_masks: int,
+    max_time_width: int,
+    max_time_ratio: float = 0.2,
+) -> torch.Tensor:
+    """(B, T_in, F) bool on the CPU: which values of a padded batch with (B,) valid frames
+    ``lens`` to mask; padding frames never are. The draws depend on the lengths and the
+    generator only, not on ``frames`` (the padded length)."""
+    batch = lens.shape[0]
     freq_cap = torch.full((batch,), min(max_freq_width, bins), dtype=torch.long)
     freq_mask = _band_mask(num_freq_masks, freq_cap, torch.full_like(lens, bins), bins, generator)
     time_cap = torch.minimum((lens * max_time_ratio).floor().long(), torch.tensor(max_time_width))
     time_mask = _band_mask(num_time_masks, time_cap, lens, frames, generator)
-
     valid = torch.arange(frames).unsqueeze(0) < lens.unsqueeze(1)  # (B, T_in)
-    masked = (time_mask.unsqueeze(2) | freq_mask.unsqueeze(1)) & valid.unsqueeze(2)  # (B, T_in, F)
-    out = torch.where(masked.to(x.device), _utterance_mean(x, valid, lens), x)  # new (B, T_in, F)
-    return out if feats.dim() == 3 else out.squeeze(0)
+    return (time_mask.unsqueeze(2) | freq_mask.unsqueeze(1)) & valid.unsqueeze(2)
+
+
+def apply_masks(x: torch.Tensor, masked: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
+    """A new (B, T_in, F) tensor: ``x`` with its ``masked`` values (from :func:`draw_masks`)
+    set to their utterance's per-bin mean over its (B,) ``lens`` valid frames, on x's device."""
+    valid = torch.arange(x.size(1)).unsqueeze(0) < lens.cpu().unsqueeze(1)  # (B, T_in)
+    masked = masked.to(x.device, non_blocking=True)
+    return torch.where(masked, _utterance_mean(x, valid, lens.cpu()), x)
 
 
 def _utterance_mean(x: torch.Tensor, valid: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:

@@ -78,6 +78,24 @@ class ASRModel(nn.Module):
         return self.ctc(out), lens
 
 
+def compile_for_training(model: ASRModel) -> None:
+    """``train.compile``: compile the encoder in place (its parameters and state_dict keys stay
+    the model's) with dynamic shapes, so batches of new lengths reuse the compiled code: a few
+    compilations per run (full context, chunks with and without a left limit; eval mode).
+
+    The convolutions stay eager: inductor's convolution backward fixes the frame count it was
+    compiled for, which would compile again for every batch length. The CTC loss stays eager
+    too (its output shape depends on the targets' values).
+    """
+    from wenet_lite.model.convolution import ConvModule
+    from wenet_lite.model.subsampling import Conv2dSubsampling
+
+    for module in model.encoder.modules():
+        if isinstance(module, (ConvModule, Conv2dSubsampling)):
+            module.forward = torch.compiler.disable(module.forward)
+    model.encoder.compile(dynamic=True)
+
+
 def build_model(cfg: ExperimentConfig, vocab_size: int) -> ASRModel:
     """The only place that reads the config to construct layers."""
     enc = cfg.encoder

@@ -28,9 +28,10 @@ __all__ = ["RelPositionAttention", "position_scores"]
 
 
 def _eager() -> bool:
-    """Not scripted or traced: eager-only shortcuts apply; exported graphs keep the general
-    path (whose inputs and ops the exporters and runtimes are tested with)."""
-    return not torch.jit.is_scripting() and not torch.jit.is_tracing()
+    """Not scripted, traced or compiled: eager-only shortcuts apply; exported and compiled
+    graphs keep the general path (whose inputs and ops the exporters, runtimes and
+    ``torch.compile`` with dynamic shapes are tested with)."""
+    return not (torch.jit.is_scripting() or torch.jit.is_tracing() or torch.compiler.is_compiling())
 
 
 def _rel_shift(x: torch.Tensor, num_keys: int) -> torch.Tensor:

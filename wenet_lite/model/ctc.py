@@ -23,15 +23,16 @@ def ctc_loss_sum(
     Alignments that cannot exist (too few frames) count 0 rather than inf.
     """
     # cuDNN/CPU CTC want (T, B, V) and float32 log-probs even under autocast.
-    return F.ctc_loss(
-        log_probs.float().transpose(0, 1),  # (T, B, V)
-        targets,
-        lens,
-        target_lens,
-        blank=0,
-        reduction="sum",
-        zero_infinity=True,
-    )
+    x = log_probs.float().transpose(0, 1)  # (T, B, V)
+    if x.is_cuda and torch.are_deterministic_algorithms_enabled():
+        # CUDA's CTC backward adds into the gradient with atomics, in no fixed order; the CPU's
+        # is deterministic. The gradient flows back to the device through the copy.
+        loss = F.ctc_loss(
+            x.cpu(), targets.cpu(), lens.cpu(), target_lens.cpu(), blank=0, reduction="sum",
+            zero_infinity=True,
+        )  # fmt: skip
+        return loss.to(log_probs.device)
+    return F.ctc_loss(x, targets, lens, target_lens, blank=0, reduction="sum", zero_infinity=True)
 
 
 class CTCHead(nn.Module):

@@ -90,21 +90,25 @@ class TrainParts:
     writer: Optional[Any]
     save: Callable[[Trainer, bool], None]
     progress_bar: bool = True
+    fbank: Optional[nn.Module] = None
+    """the fbank of batches that carry samples (``data.fbank: device``), on the device"""
 
 
 @dataclass
 class _Window:
-    """Sums over the steps since the last log line."""
+    """What the steps since the last log line add up to. The step's numbers stay on the
+    device until :meth:`Trainer._read_back` (every ``log_interval`` steps and before a
+    checkpoint): reading a CUDA tensor makes the host wait for the GPU."""
 
-    loss: float = 0.0
-    steps: float = 0.0
-    """steps with a finite loss"""
-    ctc: float = 0.0
-    attention: float = 0.0
-    parts: float = 0.0
-    """forward passes (micro-batches) with finite loss parts"""
+    sums: torch.Tensor
+    """(5,) float64 on the device: loss of the steps with a finite loss, those steps, CTC and
+    attention loss of the forward passes with finite parts, those passes"""
     audio_seconds: float = 0.0
     start: float = field(default_factory=time.time)
+    pending: List[Tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]] = field(
+        default_factory=list
+    )
+    """(step, loss, skipped, gradient norm) of the steps not yet read back"""
 
 
 class Trainer:
@@ -112,7 +116,10 @@ class Trainer:
         self.p = parts
         self.state = progress
         self.cfg = parts.cfg
-        self._window = _Window()
+        self._window = self._new_window()
+
+    def _new_window(self) -> _Window:
+        return _Window(torch.zeros(5, dtype=torch.float64, device=self.p.dist.device))
 
     def run(self) -> Progress:
         """Train until ``train.max_epochs`` or ``train.max_steps``; returns the progress."""
@@ -122,6 +129,7 @@ class Trainer:
                 break
             if self._train_epoch():
                 self._end_epoch()
+        self._read_back()
         return self.state
 
     def _train_epoch(self) -> bool:
@@ -138,7 +146,7 @@ class Trainer:
             disable=not (p.progress_bar and p.dist.is_main),
             dynamic_ncols=True,
         )
-        losses: List[float] = []
+        losses: List[torch.Tensor] = []
         with bar:
             for batch in p.train_loader:
                 st.batches_done += 1
@@ -147,7 +155,7 @@ class Trainer:
                 losses.append(self._forward_backward(batch, sync, accum))
                 bar.update(1)
                 if sync:
-                    self._optimizer_step(sum(losses) / len(losses), bar)
+                    self._optimizer_step(torch.stack(losses).mean(), bar)
                     losses = []
                     if self._stop_mid_epoch(last):
                         return False
@@ -159,8 +167,12 @@ class Trainer:
         if stop:
             self._score_dev()  # the final weights get a dev score even when no epoch ends here
         if stop or (interval and self.state.step % interval == 0 and not last):
-            self.p.save(self, False)
+            self._save(False)
         return stop
+
+    def _save(self, end_of_epoch: bool) -> None:
+        self._read_back()  # the checkpoint's progress counts every step taken
+        self.p.save(self, end_of_epoch)
 
     def _end_epoch(self) -> None:
         st, p = self.state, self.p
@@ -171,7 +183,7 @@ class Trainer:
         st.batches_done = 0
         st.load_skips = {}
         p.sampler.set_epoch(st.epoch)
-        p.save(self, True)
+        self._save(True)
 
     def _score_dev(self) -> None:
         p = self.p
@@ -179,7 +191,9 @@ class Trainer:
             dev = self._validate()
             self._record_skips("dev", merge_counts(dict(p.dev_filtered), dev.skipped))
 
-    def _forward_backward(self, batch: Batch, sync: bool, accum: int) -> float:
+    def _forward_backward(self, batch: Batch, sync: bool, accum: int) -> torch.Tensor:
+        """Forward and backward of one micro-batch; its loss per utterance, a device scalar
+        (NaN for a batch whose utterances were all skipped)."""
         st, p = self.state, self.p
         merge_counts(st.load_skips, batch.skipped)
         chunk_size, left = sample_chunk(self.cfg.encoder.chunk, p.chunk_gen)
@@ -189,18 +203,21 @@ class Trainer:
         if empty:
             st.empty_batches += 1
             batch = p.dummy
-        elif self.cfg.specaug.enabled and st.step >= self.cfg.specaug.start_step:
-            batch = spec_augment_batch(batch, self.cfg.specaug, self.cfg.train.seed, st.epoch)
+        feats, feats_lens = self._features(batch)  # (B, T_in, F), (B,) on the device
+        if not empty and self.cfg.specaug.enabled and st.step >= self.cfg.specaug.start_step:
+            feats = spec_augment_batch(
+                feats, batch.feats_lens, batch.ids, self.cfg.specaug, self.cfg.train.seed, st.epoch
+            )
         dev = p.dist.device
         no_sync = getattr(p.wrapped, "no_sync", None)
         ctx = no_sync() if (no_sync is not None and not sync) else contextlib.nullcontext()
         with ctx:
             with self.autocast():
                 loss, _, parts = p.wrapped(
-                    batch.feats.to(dev),
-                    batch.feats_lens.to(dev),
-                    batch.targets.to(dev),
-                    batch.target_lens.to(dev),
+                    feats,
+                    feats_lens,
+                    batch.targets.to(dev, non_blocking=True),
+                    batch.target_lens.to(dev, non_blocking=True),
                     chunk_size,
                     left,
                 )
@@ -209,13 +226,23 @@ class Trainer:
             scaled = loss / accum
             (p.scaler.scale(scaled) if p.scaler is not None else scaled).backward()
         if empty:
-            return float("nan")
-        ctc, attention = parts.tolist()
-        if math.isfinite(ctc) and math.isfinite(attention):
-            self._window.ctc += ctc
-            self._window.attention += attention
-            self._window.parts += 1
-        return float(loss.detach())
+            return torch.full((), math.nan, dtype=torch.float64, device=dev)
+        parts = parts.detach().double()  # (2,) CTC, attention
+        finite = torch.isfinite(parts).all()
+        self._window.sums[2:4] += torch.where(finite, parts, 0.0)
+        self._window.sums[4] += finite
+        return loss.detach().double()
+
+    def _features(self, batch: Batch) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(B, T_in, F) fbank and (B,) lengths on the device: copied from the workers' batch,
+        or computed here from its samples (``data.fbank: device``)."""
+        dev = self.p.dist.device
+        lens = batch.feats_lens.to(dev, non_blocking=True)
+        if batch.samples is None:
+            return batch.feats.to(dev, non_blocking=True), lens
+        samples = batch.samples.to(dev, non_blocking=True)
+        feats, _ = self.p.fbank(samples, batch.sample_lens.to(dev, non_blocking=True))
+        return feats, lens
 
     def autocast(self) -> ContextManager:
         precision, dev = self.cfg.train.precision, self.p.dist.device
@@ -224,40 +251,58 @@ class Trainer:
         dtype = torch.bfloat16 if precision == "bf16" else torch.float16
         return torch.autocast("cuda", dtype=dtype)
 
-    def _optimizer_step(self, loss: float, bar: tqdm) -> None:
+    def _optimizer_step(self, loss: torch.Tensor, bar: tqdm) -> None:
+        """Clip, step (skipped on the device when the gradient norm is not finite), schedule.
+        Nothing here waits for the device; the numbers are read every ``log_interval``."""
         st, p = self.state, self.p
         if p.scaler is not None:
             p.scaler.unscale_(p.optimizer)
-        norm = float(nn.utils.clip_grad_norm_(p.model.parameters(), self.cfg.train.grad_clip))
-        if math.isfinite(norm):
-            (p.scaler.step if p.scaler is not None else lambda o: o.step())(p.optimizer)
-        else:
-            st.nonfinite_steps += 1
-            _log.warning("step %d: non-finite gradient norm, step skipped", st.step + 1)
+        norm = nn.utils.clip_grad_norm_(p.model.parameters(), self.cfg.train.grad_clip)
+        skipped = ~torch.isfinite(norm)
         if p.scaler is not None:
+            p.scaler.step(p.optimizer)  # skips the step itself on inf/NaN gradients
             p.scaler.update()
+        else:
+            p.optimizer.found_inf = skipped.float()  # the fused step does nothing when 1
+            p.optimizer.step()
         p.optimizer.zero_grad(set_to_none=True)
         lr = p.optimizer.param_groups[0]["lr"]
         p.scheduler.step()
         st.step += 1
-        st.losses[st.step] = loss
-        if math.isfinite(loss):
-            self._window.loss += loss
-            self._window.steps += 1
-        bar.set_postfix(loss=f"{loss:.3g}", refresh=False)
+        w = self._window
+        finite = torch.isfinite(loss)
+        w.sums[0] += torch.where(finite, loss, 0.0)
+        w.sums[1] += finite
+        w.pending.append((st.step, loss, skipped, norm))
         if st.step % self.cfg.train.log_interval == 0:
-            self._log_window(lr, norm, bar)
+            self._log_window(lr, self._read_back(), bar)
+
+    def _read_back(self) -> float:
+        """Bring the pending steps' numbers to the host: per-step losses, skipped steps (each
+        logged). Returns the last step's gradient norm (NaN when none is pending)."""
+        pending, st = self._window.pending, self.state
+        if not pending:
+            return math.nan
+        rows = [torch.stack([x, skip.double(), n.double()]) for _, x, skip, n in pending]
+        values = torch.stack(rows).tolist()
+        for (step, *_), (loss, skipped, _) in zip(pending, values):
+            st.losses[step] = loss
+            if skipped:
+                st.nonfinite_steps += 1
+                _log.warning("step %d: non-finite gradient norm, step skipped", step)
+        pending.clear()
+        return values[-1][2]
 
     def _log_window(self, lr: float, norm: float, bar: tqdm) -> None:
         """Average over the last interval and all ranks (a collective on every rank)."""
         w = self._window
-        sums = [w.loss, w.steps, w.audio_seconds, w.ctc, w.attention, w.parts]
-        totals = all_reduce_sum(torch.tensor(sums, dtype=torch.float64).to(self.p.dist.device))
-        loss_sum, steps, seconds, ctc_sum, att_sum, parts = totals.tolist()
+        seconds_now = torch.tensor([w.audio_seconds], dtype=torch.float64, device=w.sums.device)
+        totals = all_reduce_sum(torch.cat([w.sums, seconds_now]))
+        loss_sum, steps, ctc_sum, att_sum, parts, seconds = totals.tolist()
         # Audio seconds of all ranks per wall second; NaN loss when every step was non-finite.
         speed = seconds / max(time.time() - w.start, 1e-9)
         loss = loss_sum / steps if steps else float("nan")
-        self._window = _Window()
+        self._window = self._new_window()
         st = self.state
         bar.set_postfix(loss=f"{loss:.3g}", audio_s_per_s=f"{speed:.1f}")
         joint = self.p.model.decoder is not None and parts > 0

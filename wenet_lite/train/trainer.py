@@ -24,6 +24,7 @@ settings may change (e.g. a larger ``train.max_steps``).
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -45,7 +46,9 @@ from wenet_lite.data.sampler import BucketingSampler
 from wenet_lite.data.store_fbank import stored_fbank_usable
 from wenet_lite.data.tokenizer import Tokenizer
 from wenet_lite.features.cmvn import load_cmvn
+from wenet_lite.features.torch_fbank import TorchFbank
 from wenet_lite.model import ASRModel, build_model
+from wenet_lite.model.asr import compile_for_training
 from wenet_lite.model.subsampling import min_input_frames
 from wenet_lite.train.dist import DistInfo, cleanup_distributed, init_distributed
 from wenet_lite.train.loop import Progress, Trainer, TrainParts
@@ -104,8 +107,11 @@ def train(opts: TrainOptions) -> TrainResult:
     package_log = logging.getLogger("wenet_lite")
     level = package_log.level
     parts: Optional[TrainParts] = None
+    deterministic = torch.are_deterministic_algorithms_enabled()
     try:
         cfg, resumed = _config_and_checkpoint(opts)
+        if cfg.train.deterministic:
+            _use_deterministic_algorithms()
         if info.is_main:
             handler = _start_exp_dir(opts.exp, cfg)
         else:
@@ -130,8 +136,18 @@ def train(opts: TrainOptions) -> TrainResult:
             package_log.removeHandler(handler)
             handler.close()
         package_log.setLevel(level)
+        torch.use_deterministic_algorithms(deterministic)
         if owns_group:
             cleanup_distributed()
+
+
+def _use_deterministic_algorithms() -> None:
+    """``train.deterministic``: every kernel deterministic, or an error naming the one that
+    is not. cuBLAS needs a fixed workspace for that (read when CUDA starts: the CLI sets it
+    before; a caller that already used CUDA sets CUBLAS_WORKSPACE_CONFIG itself)."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
 
 
 def _config_and_checkpoint(
@@ -264,8 +280,12 @@ def _loaders(
     _log_filtered("train", len(train_cuts), filtered)
     out: Dict[str, Any] = {"train_filtered": filtered, "dev_filtered": {}, "dev_loader": None}
     out["sampler"] = _sampler(cfg, kept, True, info)
-    stored = stored_fbank_usable(kept, cfg.features)
-    out["train_loader"] = _loader(cfg, tokenizer, layers, out["sampler"], True, info, stored)
+    on_device = fbank_on_device(cfg, info.device)
+    stored = not on_device and stored_fbank_usable(kept, cfg.features)
+    out["train_loader"] = _loader(
+        cfg, tokenizer, layers, out["sampler"], True, info, stored, on_device
+    )
+    _log.info("training fbank computed %s", f"on {info.device}" if on_device else "in workers")
     if dev_cuts is not None:
         dev_kept, out["dev_filtered"] = filter_cuts(dev_cuts, tokenizer, cfg.data)
         _log_filtered("dev", len(dev_cuts), out["dev_filtered"])
@@ -308,9 +328,10 @@ def _loader(
     train: bool,
     info: DistInfo,
     stored_fbank: bool = False,
+    on_device: bool = False,
 ) -> torch.utils.data.DataLoader:
     dataset = ASRDataset(
-        cfg.features, cfg.data, tokenizer, layers, cfg.train.seed, train, stored_fbank
+        cfg.features, cfg.data, tokenizer, layers, cfg.train.seed, train, stored_fbank, on_device
     )
     return torch.utils.data.DataLoader(
         dataset,
@@ -323,6 +344,11 @@ def _loader(
         # state (dropout) a resumed run restores exactly.
         generator=torch.Generator().manual_seed(cfg.train.seed),
     )
+
+
+def fbank_on_device(cfg: ExperimentConfig, device: torch.device) -> bool:
+    """Whether training batches carry samples whose fbank the trainer computes on ``device``."""
+    return cfg.data.fbank == "device" or (cfg.data.fbank == "auto" and device.type == "cuda")
 
 
 def _dummy_batch(cfg: ExperimentConfig, layers: List[Tuple[int, int]]) -> Batch:
@@ -350,12 +376,19 @@ def _train_parts(
 ) -> TrainParts:
     tc = cfg.train
     optim_cls = torch.optim.AdamW if tc.optimizer == "adamw" else torch.optim.Adam
-    optimizer = optim_cls(model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay)
+    # Fused: one kernel for all parameters, and a step skipped on the device (``found_inf``)
+    # when the gradient norm is not finite, without reading the norm back every step.
+    optimizer = optim_cls(model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay, fused=True)
     use_scaler = info.device.type == "cuda" and tc.precision == "fp16"
+    if tc.compile:
+        compile_for_training(model)
     wrapped: torch.nn.Module = model
     if info.world_size > 1:
         ids = [info.device.index] if info.device.type == "cuda" else None
         wrapped = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+    fbank = None
+    if fbank_on_device(cfg, info.device):
+        fbank = TorchFbank(cfg.features).to(info.device)
     writer = None
     if info.is_main:
         from torch.utils.tensorboard import SummaryWriter
@@ -380,6 +413,7 @@ def _train_parts(
         dev_filtered=loaders["dev_filtered"],
         chunk_gen=torch.Generator().manual_seed(tc.seed),
         dummy=_dummy_batch(cfg, layers),
+        fbank=fbank,
         writer=writer,
         save=save_training_checkpoint,
         progress_bar=opts.progress_bar,
