@@ -1,17 +1,26 @@
 #!/usr/bin/env python3
-"""Training throughput benchmark: audio seconds trained per wall second, and peak memory.
+"""Training throughput, side by side in one run: the loader alone, the bare step (eager and
+compiled), and the whole trainer, in audio seconds per second, with peak memory.
 
 Usage:
-    python tools/bench_train.py --config conf/conformer_u2.yaml --data data [--steps 5]
-        [--warmup 2] [--threads 2] [--train-part train-clean-100] [--set KEY=VALUE ...]
+    python tools/bench_train.py --config conf/conformer_u2.yaml --data data
+        [--device cpu|cuda|cuda:N] [--steps 12] [--warmup 4] [--threads 2] [--no-compile]
+        [--train-part train-clean-100] [--set KEY=VALUE ...]
 
-Runs the real trainer (``wenet_lite.train.trainer.train``, what `wenet-lite train` calls) for
-``--steps`` optimizer steps into a temporary exp dir, without dev scoring, logging every step.
-Throughput is the audio of the steps after the first ``--warmup`` divided by their wall time,
-both from train.log's per-step lines (the warm-up steps include DataLoader start-up,
-first-touch allocations and oneDNN kernel set-up for new shapes); audio seconds are those fed
-to the model (after speed perturbation). Peak memory is ru_maxrss of this process and of its
-largest DataLoader worker. Needs prepared data and DATA/cmvn.json.
+Rows (each over the same number of batches of the config's sampler, after ``--warmup``):
+
+- ``loader``: the trainer's DataLoader alone (its workers, speed perturbation, fbank where
+  ``data.fbank`` puts it: in the workers, or here on the device), no model;
+- ``bare step``: forward + CTC (+ attention decoder) + backward + clip + Adam on batches made
+  beforehand and already on the device (autocast as ``train.precision`` says), nothing else;
+- ``bare step, compiled``: the same with ``train.compile`` (compilation in the warm-up steps);
+- ``trainer``: `wenet-lite train` itself (``wenet_lite.train.trainer.train``) for
+  ``--warmup + --steps`` steps, logging every ``--warmup`` steps; its rate is that of the
+  windows after the first, from train.log.
+
+``x bare`` is a row's rate over the eager bare step's: the trainer's share of what the model
+can do. Peak memory is the device's allocator peak per row on CUDA, and the process's peak RSS
+(with its largest DataLoader worker) on the CPU. Needs prepared data and DATA/cmvn.json.
 """
 
 from __future__ import annotations
@@ -23,10 +32,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable, List, Tuple
 
 import torch
 
-_SPEED = re.compile(r"step (\d+): .* audio ([\d.]+) s/s \(([\d.]+) s\)")
+_WINDOW = re.compile(r"step (\d+): .* audio ([\d.]+) s/s \(([\d.]+) s\)")
 
 
 def main() -> int:
@@ -34,46 +44,181 @@ def main() -> int:
     ap.add_argument("--config", required=True)
     ap.add_argument("--data", required=True, type=Path)
     ap.add_argument("--train-part", default="train-clean-100")
-    ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--warmup", type=int, default=2, help="first steps left out of the mean")
+    ap.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda if any)")
+    ap.add_argument("--steps", type=int, default=12, help="timed steps per row")
+    ap.add_argument("--warmup", type=int, default=4, help="untimed steps before them")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--no-compile", action="store_true", help="leave out the compiled row")
     ap.add_argument("--set", action="append", default=[], dest="overrides")
     args = ap.parse_args()
+    if args.steps % args.warmup:
+        ap.error(f"--steps ({args.steps}) must be a multiple of --warmup ({args.warmup})")
     torch.set_num_threads(args.threads)
 
-    from wenet_lite.train.trainer import TrainOptions, train
+    from wenet_lite.config import load_config
+    from wenet_lite.train.dist import choose_device
 
-    overrides = (*args.overrides, f"train.max_steps={args.steps}", "train.log_interval=1")
+    device = choose_device(args.device, 1, 0)
+    overrides = tuple(args.overrides)
+    cfg = load_config(args.config, overrides)
+    rows: List[Tuple[str, float, float, int]] = []  # name, audio s/s, peak MiB, steps
     with tempfile.TemporaryDirectory() as tmp:
         exp = Path(tmp) / "exp"
-        start = time.time()
-        result = train(
-            TrainOptions(
-                Path(args.config), args.data, exp, overrides, (args.train_part,), (),
-                progress_bar=False,
-            )
-        )  # fmt: skip
-        wall = time.time() - start
-        log = (exp / "train.log").read_text()
-        steps = [(float(m.group(3)), float(m.group(2))) for m in _SPEED.finditer(log)]
-    timed = steps[args.warmup :]  # (audio seconds, audio seconds per second) per step
-    if not timed:
-        print(f"need more than --warmup {args.warmup} steps", file=sys.stderr)
-        return 1
-    audio = sum(a for a, _ in timed)
-    seconds = sum(a / r for a, r in timed)
-    rates = [r for _, r in timed]
-    params = sum(p.numel() for p in result.model.parameters()) / 1e6 if result.model else 0
-    main_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    worker_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(
-        f"{args.config}: {params:.1f} M params, {args.threads} threads, {result.step} steps in "
-        f"{wall:.0f} s (with setup); steps {args.warmup + 1}..{len(steps)}: {audio:.0f} s of "
-        f"audio in {seconds:.1f} s = {audio / seconds:.1f} audio s/s (per step {min(rates):.1f} "
-        f"to {max(rates):.1f}); "
-        f"peak RSS main {main_mb:.0f} MiB, largest worker {worker_mb:.0f} MiB"
-    )
+        rate, peak = _trainer(args, overrides, exp, device)
+        tokenizer_path = exp / "tokenizer.model"
+        batches, loader_rate, loader_peak = _loader(args, cfg, tokenizer_path, device)
+        rows.append(("loader", loader_rate, loader_peak, args.steps))
+        bare, bare_peak = _bare(args, cfg, tokenizer_path, batches, device, False)
+        rows.append(("bare step", bare, bare_peak, args.steps))
+        if not args.no_compile:
+            compiled, compiled_peak = _bare(args, cfg, tokenizer_path, batches, device, True)
+            rows.append(("bare step, compiled", compiled, compiled_peak, args.steps))
+        rows.append(("trainer", rate, peak, args.steps))
+    _print(args, cfg, device, rows, bare)
     return 0
+
+
+def _trainer(
+    args: argparse.Namespace, overrides: Tuple[str, ...], exp: Path, device: torch.device
+) -> Tuple[float, float]:
+    from wenet_lite.train.trainer import TrainOptions, train
+
+    _reset_peak(device)
+    steps = args.warmup + args.steps
+    # noam: a cosine schedule would need max_steps beyond its warm-up; speed is the same.
+    sets = (*overrides, f"train.max_steps={steps}", f"train.log_interval={args.warmup}",
+            "train.schedule=noam")  # fmt: skip
+    train(
+        TrainOptions(
+            Path(args.config), args.data, exp, sets, (args.train_part,), (),
+            progress_bar=False, device=str(device),
+        )
+    )  # fmt: skip
+    windows = [(float(m.group(3)), float(m.group(2))) for m in _WINDOW.finditer(
+        (exp / "train.log").read_text())][1:]  # fmt: skip
+    audio = sum(a for a, _ in windows)
+    seconds = sum(a / r for a, r in windows)
+    return audio / seconds, _peak(device)
+
+
+def _loader(
+    args: argparse.Namespace, cfg, tokenizer_path: Path, device: torch.device
+) -> Tuple[list, float, float]:
+    """Iterate the trainer's DataLoader; returns the batches (features on the device), the
+    rate and peak memory."""
+    from wenet_lite.data.tokenizer import Tokenizer
+    from wenet_lite.features.torch_fbank import TorchFbank
+    from wenet_lite.model.subsampling import subsampling_layers
+    from wenet_lite.train.dist import DistInfo
+    from wenet_lite.train.trainer import build_loaders, load_parts
+
+    tokenizer = Tokenizer.load(tokenizer_path)
+    cuts = load_parts(args.data, (args.train_part,))
+    layers = subsampling_layers(cfg.encoder.subsampling_rate)
+    loaders = build_loaders(cfg, tokenizer, layers, cuts, None, DistInfo(0, 1, 0, device))
+    loaders["sampler"].set_epoch(1)
+    fbank = TorchFbank(cfg.features).to(device)
+    _reset_peak(device)
+    batches, audio, start = [], 0.0, 0.0
+    for i, batch in enumerate(loaders["train_loader"]):
+        if i == args.warmup:
+            _sync(device)
+            audio, start = 0.0, time.perf_counter()
+        if batch.samples is not None:
+            feats, _ = fbank(batch.samples.to(device), batch.sample_lens.to(device))
+        else:
+            feats = batch.feats.to(device)
+        batches.append((feats, batch))
+        audio += float(batch.feats_lens.sum()) * cfg.features.frame_shift_ms / 1000
+        if i + 1 == args.warmup + args.steps:
+            break
+    _sync(device)
+    if len(batches) < args.warmup + args.steps:
+        raise SystemExit(f"{args.train_part}: fewer than {args.warmup + args.steps} batches")
+    return batches, audio / (time.perf_counter() - start), _peak(device)
+
+
+def _bare(
+    args: argparse.Namespace, cfg, tokenizer_path: Path, batches: list, device: torch.device,
+    compiled: bool,
+) -> Tuple[float, float]:  # fmt: skip
+    """Forward, backward and optimizer step alone over ``batches``."""
+    from wenet_lite.data.tokenizer import Tokenizer
+    from wenet_lite.model import build_model
+    from wenet_lite.model.asr import compile_for_training
+    from wenet_lite.model.mask import sample_chunk
+
+    torch.manual_seed(cfg.train.seed)
+    model = build_model(cfg, Tokenizer.load(tokenizer_path).vocab_size).to(device).train()
+    if compiled:
+        compile_for_training(model)
+    tc = cfg.train
+    optim_cls = torch.optim.AdamW if tc.optimizer == "adamw" else torch.optim.Adam
+    optimizer = optim_cls(model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay, fused=True)
+    autocast = _autocast(cfg, device)
+    chunk_gen = torch.Generator().manual_seed(tc.seed)
+    moved = [
+        (feats, b.feats_lens.to(device), b.targets.to(device), b.target_lens.to(device))
+        for feats, b in batches
+    ]
+    _reset_peak(device)
+    audio, start = 0.0, 0.0
+    for i, (feats, lens, targets, target_lens) in enumerate(moved):
+        if i == args.warmup:
+            _sync(device)
+            audio, start = 0.0, time.perf_counter()
+        chunk, left = sample_chunk(cfg.encoder.chunk, chunk_gen)
+        with autocast():
+            loss, _, _ = model(feats, lens, targets, target_lens, chunk, left)
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
+        optimizer.found_inf = (~torch.isfinite(norm)).float()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        audio += float(batches[i][1].feats_lens.sum()) * cfg.features.frame_shift_ms / 1000
+    _sync(device)
+    return audio / (time.perf_counter() - start), _peak(device)
+
+
+def _autocast(cfg, device: torch.device) -> Callable:
+    import contextlib
+
+    if device.type != "cuda" or cfg.train.precision == "fp32":
+        return contextlib.nullcontext
+    dtype = torch.bfloat16 if cfg.train.precision == "bf16" else torch.float16
+    return lambda: torch.autocast("cuda", dtype=dtype)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _reset_peak(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def _peak(device: torch.device) -> float:
+    """MiB: the device allocator's peak on CUDA, else the process's (and workers') peak RSS."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return own + resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def _print(args, cfg, device: torch.device, rows, bare: float) -> None:
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    print(
+        f"{args.config} on {device} ({name}, {args.threads} threads), precision "
+        f"{cfg.train.precision if device.type == 'cuda' else 'fp32'}, data.fbank "
+        f"{cfg.data.fbank}, {cfg.data.num_workers} workers, speed perturbation "
+        f"{list(cfg.data.speed_perturb)}; {args.steps} steps a row after {args.warmup}"
+    )
+    memory = "peak GPU MiB" if device.type == "cuda" else "peak RSS MiB (with workers)"
+    print(f"\n| | audio s/s | x bare step | {memory} |\n|---|---|---|---|")
+    for row, rate, peak, _ in rows:
+        print(f"| {row} | {rate:.1f} | {rate / bare:.2f}x | {peak:.0f} |")
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ from wenet_lite.train.loop import Progress, Trainer, TrainParts
 from wenet_lite.train.resume import restore_training_state, save_training_checkpoint
 from wenet_lite.train.scheduler import WarmupLR
 
-__all__ = ["TrainOptions", "TrainResult", "train"]
+__all__ = ["TrainOptions", "TrainResult", "build_loaders", "fbank_on_device", "load_parts", "train"]
 
 _log = logging.getLogger("wenet_lite.train")
 
@@ -183,7 +183,7 @@ def _start_exp_dir(exp: Path, cfg: ExperimentConfig) -> logging.Handler:
     return handler
 
 
-def _load_parts(data: Path, parts: Sequence[str]) -> CutSet:
+def load_parts(data: Path, parts: Sequence[str]) -> CutSet:
     cuts: List = []
     for part in parts:
         if not (data / part).is_dir():
@@ -243,8 +243,8 @@ def _build(
     info: DistInfo,
 ) -> Tuple[TrainParts, Progress]:
     payload = resumed[1] if resumed is not None else None
-    train_cuts = _load_parts(opts.data, opts.train_parts)
-    dev_cuts = _load_parts(opts.data, opts.dev_parts) if opts.dev_parts else None
+    train_cuts = load_parts(opts.data, opts.train_parts)
+    dev_cuts = load_parts(opts.data, opts.dev_parts) if opts.dev_parts else None
     if payload is not None:  # the checkpoint holds CMVN (model buffers) and tokenizer
         tokenizer = Tokenizer.from_bytes(payload["tokenizer"])
     else:
@@ -260,7 +260,7 @@ def _build(
     model.to(info.device).train()
     torch.manual_seed(cfg.train.seed + info.rank)  # dropout differs per rank
     layers = model.encoder.subsampling.layers
-    loaders = _loaders(cfg, tokenizer, layers, train_cuts, dev_cuts, info)
+    loaders = build_loaders(cfg, tokenizer, layers, train_cuts, dev_cuts, info)
     parts = _train_parts(opts, cfg, model, tokenizer, loaders, layers, info)
     progress = Progress()
     if resumed is not None:
@@ -268,7 +268,7 @@ def _build(
     return parts, progress
 
 
-def _loaders(
+def build_loaders(
     cfg: ExperimentConfig,
     tokenizer: Tokenizer,
     layers: List[Tuple[int, int]],

@@ -1,0 +1,27 @@
+"""tools/bench_train.py: one run gives the loader, the bare step and the trainer side by side."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_table_has_every_row_with_a_rate(synthetic_corpus) -> None:
+    cmd = [sys.executable, str(REPO / "tools" / "bench_train.py"), "--config",
+           str(REPO / "conf" / "tiny_test.yaml"), "--data", str(synthetic_corpus.data),
+           "--device", "cpu", "--steps", "2", "--warmup", "1", "--no-compile",
+           "--set", "data.fbank=device"]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = dict(re.findall(r"^\| (loader|bare step|trainer) \| ([\d.]+) \|", proc.stdout, re.M))
+    assert sorted(rows) == ["bare step", "loader", "trainer"], proc.stdout
+    assert all(float(rate) > 0 for rate in rows.values())
+    assert "| bare step | " in proc.stdout and "| 1.00x |" in proc.stdout
+    assert "data.fbank device" in proc.stdout
+    odd = [*cmd[:6], "--steps", "3", "--warmup", "2"]
+    bad = subprocess.run(odd, capture_output=True, text=True, cwd=REPO)
+    assert bad.returncode == 2 and "must be a multiple of --warmup" in bad.stderr
