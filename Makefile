@@ -18,7 +18,7 @@ setup:
 	@PYTHON="$(PYTHON)" bash tools/setup.sh
 
 test: setup
-	$(WITH_ENV) $(PY) -m pytest -q
+	$(WITH_ENV) $(PY) -m pytest -q -n auto
 
 # Generate a synthetic LibriSpeech-layout corpus, train, decode, stream, export, print results
 # (recipes/synthetic/run.sh; 15-25 min measured on 2 CPU cores). Extra recipe flags: make demo ARGS="--stage 5".
