@@ -180,6 +180,9 @@ fi
 if run_stage 3; then
   args=(train --config "$config" --data "$data" --exp "$exp" --train-part "$train_set"
         --dev-part "$dev_set" --resume --no-progress "${set_args[@]}")
+  # Stored fbank is read by the DataLoader workers; on a GPU the fbank is otherwise computed
+  # there from the audio (data.fbank: auto), which would leave the stored arrays unused.
+  if [ "$store_fbank" = true ]; then args+=(--set data.fbank=workers); fi
   if [ "$ngpu" -gt 0 ]; then
     log 3 "train with torchrun, $ngpu processes (one per GPU) -> $exp"
     torchrun --standalone --nproc_per_node "$ngpu" -m wenet_lite "${args[@]}" --device cuda
