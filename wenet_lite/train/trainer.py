@@ -3,7 +3,9 @@
 Inputs: ``data/<part>/cuts.jsonl.gz`` for the train parts (concatenated) and the dev parts,
 and global CMVN statistics (default ``data/cmvn.json``, from `wenet-lite compute-cmvn`).
 Training cuts with stored fbank (`wenet-lite compute-fbank`, made with this features config)
-load it instead of their audio at speed 1.0.
+load it instead of their audio at speed 1.0, when the workers compute the fbank
+(``data.fbank``: ``workers``, or ``auto`` on CPU); with ``device`` (``auto`` on CUDA) the workers
+deliver samples and the loop computes the batch's fbank on the device.
 The tokenizer is trained on the training transcripts at the start of a fresh run (rank 0,
 then broadcast) unless ``tokenizer`` names an existing model; it is written to
 ``exp_dir/tokenizer.model`` and travels in every checkpoint.
