@@ -106,8 +106,8 @@ def apply_masks(x: torch.Tensor, masked: torch.Tensor, lens: torch.Tensor) -> to
 
 def _utterance_mean(x: torch.Tensor, valid: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
     """Per-bin mean over each utterance's valid frames: (B, T_in, F) -> (B, 1, F)."""
-    keep = valid.to(x.device, x.dtype).unsqueeze(2)  # (B, T_in, 1)
-    count = lens.clamp(min=1).to(x.device, x.dtype).view(-1, 1, 1)  # (B, 1, 1)
+    keep = valid.to(x.device, x.dtype, non_blocking=True).unsqueeze(2)  # (B, T_in, 1)
+    count = lens.clamp(min=1).to(x.device, x.dtype, non_blocking=True).view(-1, 1, 1)  # (B, 1, 1)
     return (x * keep).sum(dim=1, keepdim=True) / count  # (B, 1, F)
 
 

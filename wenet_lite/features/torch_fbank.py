@@ -17,7 +17,7 @@ Shapes: the legend in ``wenet_lite`` (N samples, T_in frames, F mel bins; K samp
 from __future__ import annotations
 
 import math
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 from torch import nn
@@ -78,13 +78,18 @@ class TorchFbank(nn.Module):
 
     @torch.no_grad()
     def forward(
-        self, samples: torch.Tensor, lens: torch.Tensor
+        self, samples: torch.Tensor, lens: torch.Tensor, max_frames: Optional[int] = None
     ) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Args: samples (B, N) float in [-1, 1], zero-padded; lens (B,) valid samples.
+        """Args: samples (B, N) float in [-1, 1], zero-padded; lens (B,) valid samples;
+        max_frames: the longest utterance's frames when the caller knows it (reading it from
+        ``lens`` on a GPU makes the host wait for the device).
         Returns: (B, T_in, F) features (zeros past each utterance's frames) and T_in per
         utterance (B,)."""
         frames_per = self.num_frames(lens)  # (B,)
-        t_max = int(frames_per.max()) if frames_per.numel() else 0
+        if max_frames is not None:
+            t_max = max_frames
+        else:
+            t_max = int(frames_per.max()) if frames_per.numel() else 0
         device = samples.device
         t = torch.arange(t_max, device=device).view(1, -1, 1)  # (1, T_in, 1)
         k = torch.arange(self.length, device=device).view(1, 1, -1)  # (1, 1, K)

@@ -241,7 +241,8 @@ class Trainer:
         if batch.samples is None:
             return batch.feats.to(dev, non_blocking=True), lens
         samples = batch.samples.to(dev, non_blocking=True)
-        feats, _ = self.p.fbank(samples, batch.sample_lens.to(dev, non_blocking=True))
+        sample_lens = batch.sample_lens.to(dev, non_blocking=True)
+        feats, _ = self.p.fbank(samples, sample_lens, int(batch.feats_lens.max()))
         return feats, lens
 
     def autocast(self) -> ContextManager:
