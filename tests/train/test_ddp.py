@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from lhotse import CutSet
 
 from wenet_lite.checkpoint import list_checkpoints, load_checkpoint
@@ -18,7 +19,14 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).with_name("ddp_train.py")
 
 
-def test_two_cpu_ranks_train_in_lockstep(synthetic_corpus, salted_cuts, make_data, tmp_path):
+GPU_PATH = ("train.compile=true", "data.fbank=device")
+"""What a GPU run uses (compiled encoder, fbank in the loop), here on gloo ranks."""
+
+
+@pytest.mark.parametrize(
+    "extra", [(), pytest.param(GPU_PATH, marks=pytest.mark.slow, id="compiled-device-fbank")]
+)
+def test_two_cpu_ranks_train_in_lockstep(synthetic_corpus, salted_cuts, make_data, tmp_path, extra):
     bad, expected = salted_cuts
     train = load_cuts(synthetic_corpus.data / "train-clean-100")
     good = sorted(train, key=lambda c: c.duration)[:8]  # all < 2 s
@@ -31,8 +39,8 @@ def test_two_cpu_ranks_train_in_lockstep(synthetic_corpus, salted_cuts, make_dat
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
     cmd += [str(SCRIPT), str(data), str(exp), str(out), str(synthetic_corpus.tokenizer)]
     cmd += ["train.max_epochs=2", "data.max_batch_seconds=9", "data.max_duration=9"]
-    cmd += ["train.checkpoint_interval=3"]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    cmd += ["train.checkpoint_interval=3", *extra]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
 
     ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
