@@ -19,8 +19,8 @@ Rows (each over the same number of batches of the config's sampler, after ``--wa
   windows after the first, from train.log.
 
 ``x bare`` is a row's rate over the eager bare step's: the trainer's share of what the model
-can do. Peak memory is the device's allocator peak per row on CUDA, and the process's peak RSS
-(with its largest DataLoader worker) on the CPU. Needs prepared data and DATA/cmvn.json.
+can do. Peak memory is the device's allocator peak per row on CUDA; on the CPU, the trainer's
+peak RSS (with its largest DataLoader worker; it runs first, and RSS peaks only grow). Needs prepared data and DATA/cmvn.json.
 """
 
 from __future__ import annotations
@@ -215,10 +215,13 @@ def _print(args, cfg, device: torch.device, rows, bare: float) -> None:
         f"{cfg.data.fbank}, {cfg.data.num_workers} workers, speed perturbation "
         f"{list(cfg.data.speed_perturb)}; {args.steps} steps a row after {args.warmup}"
     )
-    memory = "peak GPU MiB" if device.type == "cuda" else "peak RSS MiB (with workers)"
+    cuda = device.type == "cuda"
+    # A process's peak RSS only grows: on the CPU it is the trainer's (run first), alone.
+    memory = "peak GPU MiB" if cuda else "peak RSS MiB (with workers)"
     print(f"\n| | audio s/s | x bare step | {memory} |\n|---|---|---|---|")
     for row, rate, peak, _ in rows:
-        print(f"| {row} | {rate:.1f} | {rate / bare:.2f}x | {peak:.0f} |")
+        shown = f"{peak:.0f}" if cuda or row == "trainer" else "-"
+        print(f"| {row} | {rate:.1f} | {rate / bare:.2f}x | {shown} |")
 
 
 if __name__ == "__main__":
