@@ -20,7 +20,8 @@ Rows (each over the same number of batches of the config's sampler, after ``--wa
 
 ``x bare`` is a row's rate over the eager bare step's: the trainer's share of what the model
 can do. Peak memory is the device's allocator peak per row on CUDA; on the CPU, the trainer's
-peak RSS (with its largest DataLoader worker; it runs first, and RSS peaks only grow). Needs prepared data and DATA/cmvn.json.
+peak RSS (with its largest DataLoader worker; it runs first, and RSS peaks only grow).
+Needs prepared data and DATA/cmvn.json.
 """
 
 from __future__ import annotations
