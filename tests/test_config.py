@@ -33,6 +33,9 @@ def _write(tmp_path: Path, text: str) -> Path:
         ("encoder:\n  causal_conv: 1\n", "encoder.causal_conv", "true or false"),
         ("train:\n  lr: fast\n", "train.lr", "must be a number"),
         ("encoder:\n  chunk:\n    mode: sometimes\n", "encoder.chunk.mode", "must be one of"),
+        ("data:\n  fbank: gpu\n", "data.fbank", "must be one of"),
+        ("train:\n  compile: maybe\n", "train.compile", "true or false"),
+        ("train:\n  deterministic: 1\n", "train.deterministic", "true or false"),
         ("encoder:\n  chunk:\n    size: 0\n", "encoder.chunk.size", "positive"),
         (
             "encoder:\n  causal_conv: false\n  chunk:\n    mode: dynamic\n",

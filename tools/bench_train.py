@@ -56,12 +56,15 @@ def main() -> int:
         ap.error(f"--steps ({args.steps}) must be a multiple of --warmup ({args.warmup})")
     torch.set_num_threads(args.threads)
 
-    from wenet_lite.config import load_config
-    from wenet_lite.train.dist import choose_device
+    from wenet_lite.config import ConfigError, load_config
+    from wenet_lite.train.dist import DeviceError, choose_device
 
-    device = choose_device(args.device, 1, 0)
     overrides = tuple(args.overrides)
-    cfg = load_config(args.config, overrides)
+    try:
+        device = choose_device(args.device, 1, 0)
+        cfg = load_config(args.config, overrides)
+    except (DeviceError, ConfigError, FileNotFoundError) as e:
+        ap.error(str(e))
     rows: List[Tuple[str, float, float, int]] = []  # name, audio s/s, peak MiB, steps
     with tempfile.TemporaryDirectory() as tmp:
         exp = Path(tmp) / "exp"

@@ -25,3 +25,6 @@ def test_the_table_has_every_row_with_a_rate(synthetic_corpus) -> None:
     odd = [*cmd[:6], "--steps", "3", "--warmup", "2"]
     bad = subprocess.run(odd, capture_output=True, text=True, cwd=REPO)
     assert bad.returncode == 2 and "must be a multiple of --warmup" in bad.stderr
+    gone = subprocess.run([*cmd[:6], "--device", "cuda:7"], capture_output=True, text=True,
+                          cwd=REPO)  # fmt: skip
+    assert gone.returncode == 2 and "cuda:7" in gone.stderr and "Traceback" not in gone.stderr
