@@ -88,6 +88,14 @@ def test_one_chunk_matches_torch_and_each_row_equals_it_alone(tiny, programs, qu
             assert torch.equal(alone_state.att_cache[:, 0], got_state.att_cache[:, i])
     if quantize == "int8":  # the quantized program is the smaller one
         assert len(programs["int8"]) < 0.8 * len(programs[None])
+    # One stream runs the fixed-shape method (the rows alone above), and it is the batched
+    # method's computation: the same numbers for the same single-stream call.
+    assert et._single is not None
+    feats, lens, state = random_chunk_call(tiny.model, CHUNKING, 1, gen)
+    inputs = [feats.float(), lens, state.att_cache, state.conv_cache, state.cache_len]
+    single = [t.clone() for t in et._single.execute(inputs)]
+    batched = [t.clone() for t in et._method.execute(inputs)]
+    assert all(torch.equal(a, b) for a, b in zip(single, batched))
 
 
 def test_batches_beyond_the_programs_bound_run_in_pieces(tiny, programs) -> None:

@@ -220,7 +220,11 @@ class ExecuTorchEngine(Engine):
                 program if isinstance(program, bytes) else Path(program)
             )
             self._method = loaded.load_method("forward")
-            self._program = loaded  # the method reads the program's memory: keep it alive
+            # One stream: the fixed-shape method, when the program has it (programs made before
+            # it have only the batched one).
+            names = loaded.method_names
+            self._single = loaded.load_method("forward_one") if "forward_one" in names else None
+            self._program = loaded  # the methods read the program's memory: keep it alive
         except (RuntimeError, ValueError) as e:
             raise ValueError(
                 f"{source} is not an ExecuTorch program this runtime loads: {e}"
@@ -248,8 +252,9 @@ class ExecuTorchEngine(Engine):
             inputs = [feats[part].float().contiguous(), lens[part].contiguous(),
                       state.att_cache[:, part].contiguous(), state.conv_cache[:, part].contiguous(),
                       state.cache_len[part].contiguous()]  # fmt: skip
+            method = self._single if inputs[0].size(0) == 1 and self._single else self._method
             # Outputs live in the program's planned memory until the next call: copy them.
-            pieces.append([t.clone() for t in self._method.execute(inputs)])
+            pieces.append([t.clone() for t in method.execute(inputs)])
         if len(pieces) == 1:
             logits, att, conv, cache_len, out = pieces[0]
         else:
