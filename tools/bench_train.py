@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, List, Tuple
+from typing import List, Tuple
 
 import torch
 
@@ -151,6 +151,7 @@ def _bare(
     from wenet_lite.model import build_model
     from wenet_lite.model.asr import compile_for_training
     from wenet_lite.model.mask import sample_chunk
+    from wenet_lite.train.loop import autocast_for
 
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg, Tokenizer.load(tokenizer_path).vocab_size).to(device).train()
@@ -159,7 +160,6 @@ def _bare(
     tc = cfg.train
     optim_cls = torch.optim.AdamW if tc.optimizer == "adamw" else torch.optim.Adam
     optimizer = optim_cls(model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay, fused=True)
-    autocast = _autocast(cfg, device)
     chunk_gen = torch.Generator().manual_seed(tc.seed)
     moved = [
         (feats, b.feats_lens.to(device), b.targets.to(device), b.target_lens.to(device))
@@ -172,7 +172,7 @@ def _bare(
             _sync(device)
             audio, start = 0.0, time.perf_counter()
         chunk, left = sample_chunk(cfg.encoder.chunk, chunk_gen)
-        with autocast():
+        with autocast_for(tc.precision, device):
             loss, _, _ = model(feats, lens, targets, target_lens, chunk, left)
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
@@ -182,15 +182,6 @@ def _bare(
         audio += float(batches[i][1].feats_lens.sum()) * cfg.features.frame_shift_ms / 1000
     _sync(device)
     return audio / (time.perf_counter() - start), _peak(device)
-
-
-def _autocast(cfg, device: torch.device) -> Callable:
-    import contextlib
-
-    if device.type != "cuda" or cfg.train.precision == "fp32":
-        return contextlib.nullcontext
-    dtype = torch.bfloat16 if cfg.train.precision == "bf16" else torch.float16
-    return lambda: torch.autocast("cuda", dtype=dtype)
 
 
 def _sync(device: torch.device) -> None:

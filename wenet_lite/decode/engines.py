@@ -44,6 +44,7 @@ ENGINES = ("torch", "onnxruntime", "executorch")
 BATCHED_INPUTS = ("x", "x_lens", "att_cache", "conv_cache", "cache_len")
 BATCHED_OUTPUTS = ("log_probs", "new_att_cache", "new_conv_cache", "new_cache_len")
 ENCODER_OUT = "encoder_out"  # the batched graph's fifth output, fetched for attention rescoring
+SINGLE_METHOD = "forward_one"  # export/executorch.py's SINGLE: the program's one-stream method
 
 
 class Engine:
@@ -222,8 +223,8 @@ class ExecuTorchEngine(Engine):
             self._method = loaded.load_method("forward")
             # One stream: the fixed-shape method, when the program has it (programs made before
             # it have only the batched one).
-            names = loaded.method_names
-            self._single = loaded.load_method("forward_one") if "forward_one" in names else None
+            has_single = SINGLE_METHOD in loaded.method_names
+            self._single = loaded.load_method(SINGLE_METHOD) if has_single else None
             self._program = loaded  # the methods read the program's memory: keep it alive
         except (RuntimeError, ValueError) as e:
             raise ValueError(

@@ -38,7 +38,7 @@ from wenet_lite.model.mask import sample_chunk
 from wenet_lite.train.dist import DistInfo, all_reduce_sum
 from wenet_lite.train.evaluate import DevResult, eval_settings, evaluate
 
-__all__ = ["Progress", "TrainParts", "Trainer"]
+__all__ = ["Progress", "TrainParts", "Trainer", "autocast_for"]
 
 _log = logging.getLogger("wenet_lite.train")
 
@@ -109,6 +109,14 @@ class _Window:
         default_factory=list
     )
     """(step, loss, skipped, gradient norm) of the steps not yet read back"""
+
+
+def autocast_for(precision: str, device: torch.device) -> ContextManager:
+    """The autocast of ``train.precision`` on CUDA; CPU always trains in fp32."""
+    if device.type != "cuda" or precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast("cuda", dtype=dtype)
 
 
 class Trainer:
@@ -246,11 +254,7 @@ class Trainer:
         return feats, lens
 
     def autocast(self) -> ContextManager:
-        precision, dev = self.cfg.train.precision, self.p.dist.device
-        if dev.type != "cuda" or precision == "fp32":
-            return contextlib.nullcontext()
-        dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-        return torch.autocast("cuda", dtype=dtype)
+        return autocast_for(self.cfg.train.precision, self.p.dist.device)
 
     def _optimizer_step(self, loss: torch.Tensor, bar: tqdm) -> None:
         """Clip, step (skipped on the device when the gradient norm is not finite), schedule.
