@@ -10,7 +10,9 @@ Writes OUT/unseen.txt: every word of the test transcripts that never occurs in t
 transcripts (the words a model trained on them cannot have learnt to spell), one a line; and
 OUT/unrelated.txt: as many words that do not occur in the test transcripts, drawn (seeded) from
 the words of the LM text (or, without one, of the training text) that the training transcripts
-do not have either, so both lists are rare words and only their relevance differs. Prints the
+do not have either, so both lists are rare words and only their relevance differs. When the
+LM text has too few such words (a large corpus whose training text covers its vocabulary), the
+rest are the rarest training words outside the test, and the tool says how many. Prints the
 two counts.
 """
 
@@ -18,18 +20,20 @@ from __future__ import annotations
 
 import argparse
 import random
+from collections import Counter
 from pathlib import Path
-from typing import List, Optional, Set
+from typing import List, Optional
 
 from wenet_lite.data.manifest import cut_text, load_cuts
 from wenet_lite.data.tokenizer import normalize_text
 from wenet_lite.fileio import open_text, write_text_atomic
 
 
-def _words(parts: List[Path]) -> Set[str]:
-    return {
+def _words(parts: List[Path]) -> Counter:
+    """How often each word occurs in the transcripts of ``parts``."""
+    return Counter(
         w for part in parts for c in load_cuts(part) for w in normalize_text(cut_text(c)).split()
-    }
+    )
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -42,17 +46,31 @@ def main(argv: Optional[List[str]] = None) -> None:
     p.add_argument("--out-dir", type=Path, required=True)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    train, test = _words(args.train_data), _words([args.test])
-    unseen = sorted(test - train)
+    train, test = _words(args.train_data), set(_words([args.test]))
+    unseen = sorted(test - set(train))
     if args.lm_text is not None:
         with open_text(args.lm_text) as f:
             pool = {w for line in f for w in normalize_text(line).split()}
+        candidates = sorted(pool - test - set(train))
     else:
-        pool = set(train)
-    candidates = sorted(pool - test - (train if args.lm_text is not None else set()))
-    if len(candidates) < len(unseen):
-        raise SystemExit(f"error: only {len(candidates)} words to draw {len(unseen)} from")
-    unrelated = sorted(random.Random(args.seed).sample(candidates, len(unseen)))
+        candidates = sorted(set(train) - test)
+    rng = random.Random(args.seed)
+    unrelated = rng.sample(candidates, min(len(candidates), len(unseen)))
+    short = len(unseen) - len(unrelated)
+    if short > 0 and args.lm_text is not None:
+        rarest = sorted((w for w in train if w not in test), key=lambda w: (train[w], w))
+        unrelated += rarest[:short]
+        print(
+            f"{args.lm_text}: only {len(candidates)} words outside the training and test "
+            f"transcripts; the other {min(short, len(rarest))} unrelated words are the rarest "
+            "training words"
+        )
+    if len(unrelated) < len(unseen):
+        raise SystemExit(
+            f"error: only {len(unrelated)} words outside {args.test}'s transcripts to draw "
+            f"{len(unseen)} unrelated hotwords from"
+        )
+    unrelated.sort()
     write_text_atomic(args.out_dir / "unseen.txt", "".join(w + "\n" for w in unseen))
     write_text_atomic(args.out_dir / "unrelated.txt", "".join(w + "\n" for w in unrelated))
     print(f"{args.out_dir}/unseen.txt: {len(unseen)} words; unrelated.txt: {len(unrelated)}")
