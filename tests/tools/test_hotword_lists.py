@@ -48,4 +48,4 @@ def test_an_lm_text_without_rare_words_fills_the_list_with_the_rarest_training_w
     assert len(unrelated) == len(unseen) > 0
     assert set(unrelated) <= set(counts) and not set(unrelated) & test
     others = [counts[w] for w in counts if w not in test and w not in unrelated]
-    assert max(counts[w] for w in unrelated) <= min(others)
+    assert others and max(counts[w] for w in unrelated) <= min(others)
