@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from wenet_lite.data.manifest import cut_text, load_cuts
 from wenet_lite.data.tokenizer import normalize_text
 
@@ -49,3 +51,20 @@ def test_an_lm_text_without_rare_words_fills_the_list_with_the_rarest_training_w
     assert set(unrelated) <= set(counts) and not set(unrelated) & test
     others = [counts[w] for w in counts if w not in test and w not in unrelated]
     assert others and max(counts[w] for w in unrelated) <= min(others)
+
+
+def test_too_few_words_anywhere_is_one_line_naming_the_test_part(
+    load_tool, tmp_path: Path, monkeypatch
+) -> None:
+    tool = load_tool("hotword_lists")
+    words = {"train": Counter({"ALPHA": 2}), "test": Counter({"BETA": 1, "GAMMA": 1})}
+    monkeypatch.setattr(tool, "_words", lambda parts: words[parts[0].name])
+    lm_text = tmp_path / "lm.txt"
+    lm_text.write_text("alpha beta\n")
+    args = ["--train-data", "train", "--test", "test", "--lm-text", str(lm_text)]
+    with pytest.raises(SystemExit) as e:
+        tool.main([*args, "--out-dir", str(tmp_path / "out")])
+    assert str(e.value) == (
+        "error: only 1 words outside test's transcripts to draw 2 unrelated hotwords from"
+    )
+    assert not (tmp_path / "out").exists()  # nothing half-written
