@@ -42,7 +42,7 @@ def add_options(p: argparse.ArgumentParser, cls: type, skip: Sequence[str] = ())
             extra.setdefault("choices", typing.get_args(kind))
             kind = str
         default = f.default
-        help_text = f.metadata["help"] + ("" if default is None else f" ({default})")
+        help_text = f.metadata["help"] + ("" if default in (None, "") else f" ({default})")
         p.add_argument(
             f.metadata["flag"], dest=f.name, type=kind, default=default, help=help_text, **extra
         )

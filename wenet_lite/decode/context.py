@@ -255,11 +255,26 @@ def _normalizer():
     return normalize_text
 
 
+_WARN_LINES = 3
+"""skipped lines named in the warning; the rest are counted"""
+_WARN_CHARS = 160
+"""each named line is cut to this many characters"""
+
+
 def _warn(skipped: Sequence[str]) -> None:
+    """One warning for every skipped line: how many, and the first few, cut short (a client's
+    list of a thousand bad lines is one short log line, not a megabyte)."""
     import logging
 
-    for line in skipped:
-        logging.getLogger(__name__).warning("%s", line)
+    if not skipped:
+        return
+    shown = [line if len(line) <= _WARN_CHARS else line[:_WARN_CHARS] + "..." for line in
+             skipped[:_WARN_LINES]]  # fmt: skip
+    more = len(skipped) - len(shown)
+    logging.getLogger(__name__).warning(
+        "%d hotword line(s) skipped: %s%s", len(skipped), "; ".join(shown),
+        f"; and {more} more" if more else "",
+    )  # fmt: skip
 
 
 def read_hotwords(

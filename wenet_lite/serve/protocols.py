@@ -25,6 +25,7 @@ hotwords, added to the server's (WeNet's server ignores keys it does not know). 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Optional, Tuple, Union
 
@@ -34,7 +35,7 @@ from wenet_lite.decode.result import Result
 
 __all__ = [
     "ProtocolError", "WenetStart", "close_reason", "decode_float32", "decode_int16",
-    "empty_result", "parse_wenet_text", "sherpa_result", "wenet_failed", "wenet_final",
+    "empty_result", "json_depth", "parse_wenet_text", "sherpa_result", "wenet_failed", "wenet_final",
     "wenet_partial", "SHERPA_DONE", "SHERPA_END", "WENET_READY", "WENET_SPEECH_END",
 ]  # fmt: skip
 
@@ -44,6 +45,13 @@ SHERPA_DONE = "Done!"
 """text message of the server after a sherpa-onnx stream's last result"""
 MAX_SESSION_HOTWORDS = 1000
 """hotword lines a WeNet client may give in its start signal"""
+MAX_HOTWORD_CHARS = 200
+"""characters in one of a WeNet client's hotword lines (bounds the graph a session builds)"""
+MAX_JSON_DEPTH = 8
+"""nesting of a WeNet text message (a start signal nests 2 deep)"""
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_OPENERS = np.frombuffer(b"[{", np.uint8)
+_CLOSERS = np.frombuffer(b"]}", np.uint8)
 WENET_READY = json.dumps({"status": "ok", "type": "server_ready"})
 WENET_SPEECH_END = json.dumps({"status": "ok", "type": "speech_end"})
 
@@ -114,12 +122,26 @@ class WenetStart:
     """our extension: this session's hotword lines (``PHRASE`` or ``PHRASE :SCORE``)"""
 
 
+def json_depth(text: str) -> int:
+    """How deeply the arrays and objects of a JSON text nest (brackets inside strings do not
+    count), found without parsing: a vectorised scan, so a megabyte costs milliseconds."""
+    bare = _JSON_STRING.sub('""', text).encode("utf-8", errors="replace")
+    b = np.frombuffer(bare, np.uint8)
+    steps = np.isin(b, _OPENERS).astype(np.int32) - np.isin(b, _CLOSERS).astype(np.int32)
+    return int(np.cumsum(steps).max(initial=0))
+
+
 def parse_wenet_text(text: str) -> Union[WenetStart, str]:
     """A WeNet text message: a :class:`WenetStart`, or ``"end"``. Anything else raises
     :class:`ProtocolError` with WeNet's reason."""
+    depth = json_depth(text)
+    if depth > MAX_JSON_DEPTH:
+        raise ProtocolError(
+            f"Wrong protocol: JSON nested {depth} deep; at most {MAX_JSON_DEPTH} levels"
+        )
     try:
         message = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise ProtocolError(f"Wrong protocol: not JSON: {text[:60]!r}") from None
     if not isinstance(message, dict):
         raise ProtocolError(f"Wrong protocol: not a JSON object: {text[:60]!r}")
@@ -144,6 +166,12 @@ def parse_wenet_text(text: str) -> Union[WenetStart, str]:
     if len(hotwords) > MAX_SESSION_HOTWORDS:
         raise ProtocolError(
             f"{len(hotwords)} hotwords in the start signal; at most {MAX_SESSION_HOTWORDS}"
+        )
+    long = next((i for i, h in enumerate(hotwords) if len(h) > MAX_HOTWORD_CHARS), None)
+    if long is not None:
+        raise ProtocolError(
+            f"hotword {long} is {len(hotwords[long])} characters long; at most "
+            f"{MAX_HOTWORD_CHARS} a line"
         )
     return WenetStart(nbest, continuous, tuple(hotwords))
 

@@ -2,20 +2,30 @@
 
 Two threads share the work. The asyncio event loop (``websockets``) receives messages, checks
 them and queues each client's samples in its inbox; it never touches a stream. One decode
-thread owns every stream: each step it moves the queued samples into the streams (online
-fbank), decodes one chunk of every ready stream of every connection in ONE batched encoder call
-(``StreamingRecognizer.decode_streams``, at most ``max_batch_size`` streams, the longest-waiting
-first) and writes the results as protocol messages, which the event loop sends. While the
-decode thread works, audio keeps arriving; the next step takes all of it. A stream's results
-are those of `wenet-lite stream` on the same audio: streaming is exact whatever sizes the audio
-arrives in and whichever streams share a batch.
+thread owns every stream: each step it moves queued samples into the streams that need audio
+(at most ``_FEED_S`` seconds each), decodes one chunk of every ready stream of every connection
+in ONE batched encoder call (``StreamingRecognizer.decode_streams``, at most ``max_batch_size``
+streams, the longest-waiting first) and writes the results as protocol messages, which the
+event loop sends. A stream's results are those of `wenet-lite stream` on the same audio:
+streaming is exact whatever sizes the audio arrives in and whichever streams share a batch.
 
-Operations: ``/health`` (JSON counters), ``max_connections`` (a client beyond it gets HTTP 503
-with the reason), ``max_message_size`` (close 1009), ``idle_timeout`` (a client silent that long
-has its input ended: it gets its final results and a close reason), graceful shutdown on SIGTERM
-or Ctrl-C (open streams are finished and get their final results, then close 1001), one log line
-per connection and one every ``log_interval`` seconds. A bad message closes only its own
-connection, with the reason (protocols.py); every error is counted.
+No client can hurt another:
+- **Backpressure.** When ``max_queued_audio`` seconds of a connection's audio wait to be
+  decoded, the loop stops reading that socket until the decoder catches up; websockets' own
+  buffer (``max_queue`` frames) fills and TCP pushes back on the sender.
+- **Isolation.** Any exception while taking, decoding or rendering one connection's stream
+  closes that connection (1011, counted as ``failed``); a batched step that fails is retried
+  stream by stream, so the others go on.
+- **Bounded output.** Results and pongs a client does not read count against ``max_unsent``;
+  beyond it the client is closed (1008, counted as ``unread``).
+- **Idle clients.** A client that falls ``idle_timeout`` seconds behind real time in the audio
+  it sends has its input ended (tiny messages do not keep a slot); one that never started its
+  protocol is closed.
+
+Operations: ``/health`` (the whole server's counters and status, workers.py),
+``max_connections`` and ``max_connections_per_peer`` (HTTP 503 with the reason), origins, a
+token and TLS (gate.py), graceful shutdown on SIGTERM or Ctrl-C (open streams get their final
+results, then close 1001), one log line per connection and one every ``log_interval`` seconds.
 """
 
 from __future__ import annotations
@@ -25,21 +35,20 @@ import collections
 import concurrent.futures
 import dataclasses
 import http
-import json
 import logging
-import multiprocessing
 import os
 import signal
 import socket
 import time
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
 
 from wenet_lite.decode.streaming import Stream, StreamingRecognizer
+from wenet_lite.serve.gate import WEBSOCKET_PATHS, Gate, read_token, tls_context
+from wenet_lite.serve.options import ServerOptions
 from wenet_lite.serve.protocols import (
     SHERPA_DONE,
     SHERPA_END,
@@ -57,68 +66,60 @@ from wenet_lite.serve.protocols import (
     wenet_final,
     wenet_partial,
 )
+from wenet_lite.serve.workers import Board, peer_host, supervise
 
-__all__ = ["Server", "ServerOptions", "serve"]
+__all__ = ["Secrets", "Server", "ServerOptions", "serve"]
 
 _log = logging.getLogger("wenet_lite.serve")
-_STATIC = {  # HTTP path -> (file in wenet_lite/serve/static, content type)
-    "/": ("index.html", "text/html; charset=utf-8"),
-    "/index.html": ("index.html", "text/html; charset=utf-8"),
-    "/app.js": ("app.js", "text/javascript; charset=utf-8"),
-    "/capture-worklet.js": ("capture-worklet.js", "text/javascript; charset=utf-8"),
-}
-_WEBSOCKET_PATHS = {"/": "sherpa", "/sherpa": "sherpa", "/wenet": "wenet"}
 _SHUTDOWN_GRACE_S = 30.0
+_FEED_S = 1.0
+"""seconds of audio a step moves into one stream at most (and only while it is not ready)"""
+_WATCH_S = 0.25
+"""how often unsent bytes are checked and this worker's counters published"""
+_MAX_QUEUE = 4
+"""websocket frames websockets buffers per connection before it stops reading the socket"""
+_WRITE_LIMIT = 1 << 16
+"""bytes in a connection's write buffer above which sending a result waits"""
 
 
 @dataclass(frozen=True)
-class ServerOptions:
-    """How `wenet-lite serve` listens and batches (the recognizer has its own options)."""
+class Secrets:
+    """The TLS context and the token of :class:`ServerOptions`, read once (before forking)."""
 
-    host: str = "127.0.0.1"
-    port: int = 6006
-    """0: any free port (the log line 'listening on ...' names it)"""
-    max_connections: int = 1000
-    max_batch_size: int = 256
-    """streams decoded in one encoder call; more ready streams wait for the next step"""
-    max_wait_ms: float = 0.0
-    """before a step, wait this long for more audio to fill the batch (0: decode at once)"""
-    max_message_size: int = 1 << 20
-    """bytes; a larger message closes its connection (1009)"""
-    idle_timeout: float = 30.0
-    """seconds without a message before a client's input is ended"""
-    log_interval: float = 10.0
-    """seconds between the periodic load lines (0: none)"""
-    workers: int = 1
-    """processes serving the one port, each with its own decode thread and batches
-    (``max_connections`` counts the connections of all)"""
+    tls: Any = None
+    token: Optional[str] = None
 
-    def __post_init__(self) -> None:
-        for name in ("max_connections", "max_batch_size", "max_message_size", "workers"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("max_wait_ms", "idle_timeout", "log_interval"):
-            if not getattr(self, name) >= 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if not 0 <= self.port <= 65535:
-            raise ValueError(f"port must be in 0..65535, got {self.port}")
+    @classmethod
+    def load(cls, options: ServerOptions) -> Secrets:
+        tls = None
+        if options.certfile is not None and options.keyfile is not None:
+            tls = tls_context(options.certfile, options.keyfile)
+        token = read_token(options.token_file) if options.token_file else None
+        return cls(tls, token)
 
 
 class _Client:
     """One connection: its stream, and what passes between the event loop and the decode
-    thread (the loop writes ``inbox``, ``finished`` and ``gone``; the thread owns ``stream``)."""
+    thread (the loop writes ``inbox``, ``received``, ``finished`` and ``gone``; the thread owns
+    ``stream`` and writes ``taken``, ``failure`` and ``eof``)."""
 
     def __init__(self, cid: str, protocol: str, ws: Any, stream: Stream) -> None:
         self.id, self.protocol, self.ws, self.stream = cid, protocol, ws, stream
+        self.peer = peer_host(ws.remote_address)
         self.inbox: Deque[np.ndarray] = collections.deque()
+        self.received = 0  # samples received
+        self.taken = 0  # samples moved into the stream
+        self.room = asyncio.Event()  # set: the loop may read more audio
+        self.room.set()
         self.finished = False  # no more audio will come
         self.gone = False  # the connection is over: the decode thread forgets the stream
-        self.eof = False  # (decode thread) the last result is written
+        self.eof = False  # the last result is written
+        self.failure: Optional[str] = None  # (decode thread) why the stream was dropped
         self.outbox: asyncio.Queue = asyncio.Queue()  # messages; None: close
+        self.unsent = 0  # characters in outbox
         self.sent_finals = 0
         self.last_step = -1  # the step that last decoded this stream (fairness)
         self.wenet: Optional[WenetStart] = None
-        self.samples = 0
         self.opened = time.monotonic()
         self.outcome = "open"
         self.close_code, self.close_reason = 1000, ""
@@ -129,17 +130,38 @@ class _Client:
         where = f"{peer[0]}:{peer[1]}" if peer else "?"
         return f"connection {self.id} ({self.protocol}, {where})"
 
+    @property
+    def started(self) -> bool:
+        """Whether its protocol started (WeNet's needs the start signal)."""
+        return self.protocol != "wenet" or self.wenet is not None
+
+    @property
+    def queued(self) -> int:
+        """Samples received and not yet moved into the stream."""
+        return self.received - self.taken
+
 
 @dataclass
 class _Counters:
     connections: int = 0
     refused: int = 0
     errors: int = 0
+    """protocol errors: a client's fault"""
+    failed: int = 0
+    """connections closed for an exception of the server's while serving them"""
     vanished: int = 0
     idle: int = 0
+    unread: int = 0
+    """clients closed for not reading their results or pongs"""
+    throttled: int = 0
+    """times reading a connection paused for its queued audio"""
     steps: int = 0
     batched: int = 0
+    step_failures: int = 0
     decode_s: float = 0.0
+
+
+COUNTERS = tuple(f.name for f in dataclasses.fields(_Counters))
 
 
 class Server:
@@ -151,15 +173,21 @@ class Server:
         options: ServerOptions,
         sock: Optional[socket.socket] = None,
         worker: int = 0,
-        open_count: Any = None,
+        board: Optional[Board] = None,
+        secrets: Optional[Secrets] = None,
     ) -> None:
         self.rec, self.opts = recognizer, options
         self._sock, self.worker = sock, worker
-        self._open_count = open_count  # the workers' shared count of open connections
+        self.board = board if board is not None else Board(1, COUNTERS)
+        self._secrets = secrets if secrets is not None else Secrets.load(options)
+        self.gate = Gate(options.origins, self._secrets.token, worker, options.workers)
         self.sample_rate = recognizer.cfg.features.sample_rate
+        self._queue_limit = max(1, int(options.max_queued_audio * self.sample_rate))
+        self._feed_limit = int(_FEED_S * self.sample_rate)
         self.counters = _Counters()
         self._clients: Dict[str, _Client] = {}
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="decode")
+        self._hotwords = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="hotwords")
         self._step_index = 0
         self._stopping = False
         self._wake: Optional[asyncio.Event] = None
@@ -179,34 +207,45 @@ class Server:
                 loop.add_signal_handler(sig, self.stop)
             except (NotImplementedError, RuntimeError):  # not the main thread, or Windows
                 pass
+        self._publish(alive=1)
         await loop.run_in_executor(self._pool, self._warm_up)
-        decoder = asyncio.create_task(self._decode_loop())
-        ticker = asyncio.create_task(self._log_loop())
+        tasks = [asyncio.create_task(t) for t in (self._decode_loop(), self._log_loop(),
+                                                  self._watch_loop())]  # fmt: skip
         sock = self._sock if self._sock is not None else listen(self.opts.host, self.opts.port)
         async with ws_serve(
-            self._handle, sock=sock, process_request=self._http,
-            max_size=self.opts.max_message_size, compression=None,
+            self._handle, sock=sock, process_request=self._http, ssl=self._secrets.tls,
+            max_size=self.opts.max_message_size, max_queue=_MAX_QUEUE,
+            write_limit=_WRITE_LIMIT, compression=None, server_header=None,
         ) as server:  # fmt: skip
             self.port = sock.getsockname()[1]
+            s, host = self.opts.scheme, self.opts.host
             _log.info(
-                "%slistening on ws://%s:%d (sherpa-onnx protocol on /, WeNet's on /wenet; page "
-                "http://%s:%d/)", self._who, self.opts.host, self.port, self.opts.host, self.port,
+                "%slistening on ws%s://%s:%d (sherpa-onnx protocol on /, WeNet's on /wenet; page "
+                "http%s://%s:%d/)", self._who, s, host, self.port, s, host, self.port,
             )  # fmt: skip
             if ready is not None:
                 ready.set()
             await self._stop.wait()
             _log.info("%sshutting down: finishing %d open stream(s)", self._who, len(self._clients))
             server.close(close_connections=False)  # no new connections
-            for c in list(self._clients.values()):
-                self._end_input(c, 1001, "server shutting down")
-            deadline = time.monotonic() + _SHUTDOWN_GRACE_S
-            while self._clients and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
-        decoder.cancel()
-        ticker.cancel()
+            await self._finish_streams()
+        for t in tasks:
+            t.cancel()
         self._pool.shutdown(wait=True)
+        self._hotwords.shutdown(wait=False, cancel_futures=True)
         _ignore_late_sigterm(loop)
         _log.info("%sstopped: %s", self._who, self._totals())
+
+    async def _finish_streams(self) -> None:
+        for c in list(self._clients.values()):
+            self._end_input(c, 1001, "server shutting down")
+        deadline = time.monotonic() + _SHUTDOWN_GRACE_S
+        while self._clients and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        for c in list(self._clients.values()):  # past the grace: drop what is left
+            _log.warning("%s: not finished %g s after shutdown began: dropped", c.name,
+                         _SHUTDOWN_GRACE_S)  # fmt: skip
+            c.ws.transport.abort()
 
     @property
     def _who(self) -> str:
@@ -222,55 +261,54 @@ class Server:
         """Plain HTTP (the page, /health) and the admission of websocket clients."""
         path = request.path.split("?", 1)[0]
         if request.headers.get("Upgrade", "").lower() != "websocket":
-            if path == "/health":
-                response = connection.respond(http.HTTPStatus.OK, json.dumps(self.health()))
-                return _typed(response, "application/json")
-            if path not in _STATIC:
-                return connection.respond(http.HTTPStatus.NOT_FOUND, f"no page at {path}\n")
-            name, mime = _STATIC[path]
-            text = resources.files("wenet_lite.serve").joinpath("static", name).read_text("utf-8")
-            return _typed(connection.respond(http.HTTPStatus.OK, text), mime)
-        if path not in _WEBSOCKET_PATHS:
+            return self.gate.page(connection, request.method, path, self.health())
+        if path not in WEBSOCKET_PATHS:
             return connection.respond(
                 http.HTTPStatus.NOT_FOUND,
-                f"no websocket endpoint at {path}: / speaks sherpa-onnx's protocol, /wenet "
-                "WeNet's\n",
+                "no websocket endpoint here: / speaks sherpa-onnx's protocol, /wenet WeNet's\n",
             )
-        if self._stopping or self._open_connections() >= self.opts.max_connections:
+        peer = peer_host(connection.remote_address)
+        refusal = self.gate.refusal(connection, request)
+        why = None if refusal is None else f"HTTP {refusal.status_code}"
+        if refusal is None:
+            why = self._full(peer)
+            if why is not None:
+                refusal = connection.respond(
+                    http.HTTPStatus.SERVICE_UNAVAILABLE, f"{why}; retry later\n"
+                )
+        if refusal is not None:
             self.counters.refused += 1
-            why = (
-                "the server is shutting down"
-                if self._stopping
-                else f"the server is at its limit of {self.opts.max_connections} connections"
-            )
-            _log.info("refused a connection from %s: %s", connection.remote_address, why)
-            return connection.respond(http.HTTPStatus.SERVICE_UNAVAILABLE, f"{why}; retry later\n")
+            _log.info("%srefused a connection from %s: %s", self._who, peer, why)
+        return refusal
+
+    def _full(self, peer: str) -> Optional[str]:
+        """Why a new connection from ``peer`` cannot be taken now, or None."""
+        if self._stopping:
+            return "the server is shutting down"
+        if self.board.open_connections() >= self.opts.max_connections:
+            return f"the server is at its limit of {self.opts.max_connections} connections"
+        most = self.opts.max_connections_per_peer
+        if most and self.board.peer_connections(peer) >= most:
+            return f"{peer} has {most} connection(s) open, the most one address may"
         return None
 
-    def _open_connections(self) -> int:
-        if self._open_count is None:
-            return len(self._clients)
-        return int(self._open_count.value)
-
-    def _count_open(self, step: int) -> None:
-        if self._open_count is not None:
-            with self._open_count.get_lock():
-                self._open_count.value += step
-
     def health(self) -> Dict[str, Any]:
-        status = "stopping" if self._stopping else "ok"
-        return {"status": status, "worker": self.worker, "workers": self.opts.workers,
-                "open_streams": len(self._clients),
-                **dataclasses.asdict(self.counters)}  # fmt: skip
+        """The whole server's health (every worker's row; this worker's is refreshed)."""
+        self._publish()
+        return self.board.health(self.worker, self._stopping)
+
+    def _publish(self, **values: float) -> None:
+        row = {"pid": os.getpid(), "heartbeat": time.time(), "open_streams": len(self._clients)}
+        self.board.publish(self.worker, {**row, **dataclasses.asdict(self.counters), **values})
 
     async def _handle(self, ws: Any) -> None:
         self.counters.connections += 1
-        protocol = _WEBSOCKET_PATHS[ws.request.path.split("?", 1)[0]]
+        protocol = WEBSOCKET_PATHS[ws.request.path.split("?", 1)[0]]
         n = self.counters.connections
         cid = f"{self.worker}.{n}" if self.opts.workers > 1 else str(n)
         c = _Client(cid, protocol, ws, self.rec.create_stream())
         self._clients[c.id] = c
-        self._count_open(1)
+        self.board.count(self.worker, c.peer, 1)
         sender = asyncio.create_task(self._send_loop(c))
         try:
             await self._receive(c)
@@ -280,39 +318,53 @@ class Server:
         except ProtocolError as e:
             self.counters.errors += 1
             c.outcome = f"error: {e}"
-            if c.protocol == "wenet":
-                c.outbox.put_nowait(wenet_failed(str(e)))
-            c.close_code, c.close_reason = e.code, close_reason(str(e))
-            c.outbox.put_nowait(None)
-            c.gone = True
+            self._close(c, e.code, str(e))
             await asyncio.wait([sender], timeout=5)
         except Exception as e:  # noqa: BLE001 - the client vanished (ConnectionClosed) or worse
-            if not c.eof:
+            if c.outcome == "open" and not c.eof:
                 self.counters.vanished += 1
                 c.outcome = f"client left mid-stream ({type(e).__name__})"
         finally:
             c.gone = True
+            c.room.set()
             sender.cancel()
             self._clients.pop(c.id, None)
-            self._count_open(-1)
+            self.board.count(self.worker, c.peer, -1)
             _log.info(
                 "%s: %.2f s open, %.2f s of audio, %d segment(s), %s", c.name,
-                time.monotonic() - c.opened, c.samples / self.sample_rate, c.sent_finals,
+                time.monotonic() - c.opened, c.received / self.sample_rate, c.sent_finals,
                 c.outcome,
             )  # fmt: skip
 
     async def _receive(self, c: _Client) -> None:
-        """Read messages until the input ends (or the client goes: ConnectionClosed)."""
+        """Read messages until the input ends (or the client goes: ConnectionClosed). The idle
+        clock: a client may fall ``idle_timeout`` s behind real time in the audio it sends;
+        credit for audio sent ahead is capped at that, and paused reading does not count."""
+        idle = self.opts.idle_timeout
+        deadline = time.monotonic() + idle
         while not c.finished:
+            if c.queued >= self._queue_limit:  # backpressure: stop reading this socket
+                self.counters.throttled += 1
+                c.room.clear()
+                paused = time.monotonic()
+                await c.room.wait()
+                deadline += time.monotonic() - paused
+                continue
+            timeout = max(0.0, deadline - time.monotonic()) if idle else None
             try:
-                message = await asyncio.wait_for(c.ws.recv(), self.opts.idle_timeout or None)
+                message = await asyncio.wait_for(c.ws.recv(), timeout)
             except asyncio.TimeoutError:
                 self.counters.idle += 1
-                c.outcome = f"idle for {self.opts.idle_timeout:g} s: input ended"
-                self._end_input(c, 1000, c.outcome)
+                if c.started:
+                    c.outcome = f"idle for {idle:g} s: input ended"
+                    self._end_input(c, 1000, c.outcome)
+                else:
+                    c.outcome = f"no start signal within {idle:g} s"
+                    self._end_input(c, 1008, c.outcome)
                 return
             if isinstance(message, bytes):
-                self._take_audio(c, message)
+                n = self._take_audio(c, message)
+                deadline = min(deadline + n / self.sample_rate, time.monotonic() + idle)
             elif c.protocol == "sherpa":
                 if message != SHERPA_END:
                     raise ProtocolError(
@@ -321,24 +373,30 @@ class Server:
                     )
                 self._end_input(c)
             else:
-                signal_ = parse_wenet_text(message)
-                if isinstance(signal_, WenetStart):
-                    if c.wenet is not None:
-                        raise ProtocolError("a second start signal in one session")
-                    if signal_.hotwords:
-                        try:
-                            graph = self.rec.hotwords_graph(signal_.hotwords, f"{c.name}: hotwords")
-                        except ValueError as e:
-                            raise ProtocolError(str(e)) from None
-                        c.stream = self.rec.create_stream(graph)  # it has had no audio yet
-                    c.wenet = signal_
-                    c.outbox.put_nowait(WENET_READY)
-                elif c.wenet is None:
-                    raise ProtocolError("end signal before the start signal", 1008)
-                else:
-                    self._end_input(c)
+                await self._wenet_signal(c, parse_wenet_text(message))
 
-    def _take_audio(self, c: _Client, data: bytes) -> None:
+    async def _wenet_signal(self, c: _Client, signal_: Any) -> None:
+        if not isinstance(signal_, WenetStart):
+            if c.wenet is None:
+                raise ProtocolError("end signal before the start signal", 1008)
+            self._end_input(c)
+            return
+        if c.wenet is not None:
+            raise ProtocolError("a second start signal in one session")
+        if signal_.hotwords:  # built off the event loop: a long list takes a while
+            loop = asyncio.get_running_loop()
+            build = self.rec.hotwords_graph
+            try:
+                graph = await loop.run_in_executor(
+                    self._hotwords, build, signal_.hotwords, f"{c.name}: hotwords"
+                )
+            except ValueError as e:
+                raise ProtocolError(str(e)) from None
+            c.stream = self.rec.create_stream(graph)  # it has had no audio yet
+        c.wenet = signal_
+        self._send(c, WENET_READY)
+
+    def _take_audio(self, c: _Client, data: bytes) -> int:
         if c.protocol == "wenet":
             if c.wenet is None:
                 raise ProtocolError("Start signal is expected before binary data", 1008)
@@ -347,16 +405,50 @@ class Server:
             samples = decode_float32(data)
         if samples.size:
             c.inbox.append(samples)
-            c.samples += samples.size
+            c.received += samples.size
             assert self._wake is not None
             self._wake.set()
+        return samples.size
 
     def _end_input(self, c: _Client, code: int = 1000, reason: str = "") -> None:
-        if not c.finished:
-            c.finished = True
-            c.close_code, c.close_reason = code, close_reason(reason)
-            assert self._wake is not None
-            self._wake.set()
+        if c.finished:
+            return
+        c.finished = True
+        c.room.set()
+        if not c.started:  # nothing to decode: close at once
+            if c.outcome == "open":
+                c.outcome = "ended before the start signal"
+            c.eof = True
+            self._close(c, code, reason)
+            return
+        c.close_code, c.close_reason = code, close_reason(reason)
+        assert self._wake is not None
+        self._wake.set()
+
+    def _close(self, c: _Client, code: int, reason: str) -> None:
+        """Close ``c`` after what it was sent (WeNet's clients get the reason as a message)."""
+        if c.protocol == "wenet" and code not in (1000, 1001):
+            self._send(c, wenet_failed(reason))
+        c.close_code, c.close_reason = code, close_reason(reason)
+        c.outbox.put_nowait(None)
+        c.gone = True
+        c.room.set()
+
+    def _send(self, c: _Client, message: str) -> None:
+        c.outbox.put_nowait(message)
+        c.unsent += len(message)
+        self._check_unsent(c)
+
+    def _check_unsent(self, c: _Client) -> None:
+        transport = c.ws.transport
+        buffered = transport.get_write_buffer_size() if transport is not None else 0
+        if c.unsent + buffered <= self.opts.max_unsent or c.outcome.startswith("not reading"):
+            return
+        self.counters.unread += 1
+        c.outcome = f"not reading: {c.unsent + buffered} bytes unsent"
+        c.gone = True
+        c.room.set()
+        asyncio.get_running_loop().create_task(_abort(c.ws, 1008, c.outcome))
 
     async def _send_loop(self, c: _Client) -> None:
         while True:
@@ -364,6 +456,7 @@ class Server:
             if message is None:
                 break
             await c.ws.send(message)
+            c.unsent -= len(message)
         await c.ws.close(c.close_code, c.close_reason)
 
     async def _decode_loop(self) -> None:
@@ -379,18 +472,39 @@ class Server:
             clients = list(self._clients.values())
             try:
                 results, more = await loop.run_in_executor(self._pool, self._step, clients)
-            except Exception:  # a bug, not a client's fault: keep serving the others
-                _log.exception("decode step failed")
+            except Exception:  # a bug outside any one stream: keep serving
+                _log.exception("%sdecode step failed", self._who)
                 results, more = [], False
+            for c in clients:
+                if not c.room.is_set() and c.queued < self._queue_limit:
+                    c.room.set()
             for c, messages, eof in results:
-                if c.gone:
-                    continue
-                for m in messages:
-                    c.outbox.put_nowait(m)
-                if eof:
-                    if c.protocol == "sherpa":
-                        c.outbox.put_nowait(SHERPA_DONE)
-                    c.outbox.put_nowait(None)
+                self._deliver(c, messages, eof)
+
+    def _deliver(self, c: _Client, messages: List[str], eof: bool) -> None:
+        if c.gone:
+            return
+        if c.failure is not None:
+            self.counters.failed += 1
+            c.outcome = c.failure
+            self._close(c, 1011, c.failure)
+            return
+        for m in messages:
+            self._send(c, m)
+        if eof and not c.gone:
+            if c.protocol == "sherpa":
+                self._send(c, SHERPA_DONE)
+            c.outbox.put_nowait(None)
+
+    async def _watch_loop(self) -> None:
+        """Publish this worker's counters; close clients that let unsent bytes pile up
+        (pongs to a client that never reads are written without our knowing)."""
+        while True:
+            self._publish(alive=1)
+            for c in list(self._clients.values()):
+                if not c.gone:
+                    self._check_unsent(c)
+            await asyncio.sleep(_WATCH_S)
 
     async def _log_loop(self) -> None:
         if not self.opts.log_interval:
@@ -414,7 +528,8 @@ class Server:
         n = self.counters
         return (
             f"{n.connections} connection(s) in all, {n.refused} refused, {n.errors} protocol "
-            f"error(s), {n.vanished} left mid-stream, {n.idle} idle"
+            f"error(s), {n.failed} failed, {n.vanished} left mid-stream, {n.idle} idle, "
+            f"{n.unread} not reading"
         )
 
     # --- the decode thread -----------------------------------------------------------------
@@ -427,39 +542,77 @@ class Server:
         self.rec.decode_until_done([s])
 
     def _step(self, clients: List[_Client]) -> Tuple[List[Tuple[_Client, List[str], bool]], bool]:
-        """Take queued audio, decode one chunk of up to max_batch_size ready streams; return
-        each touched client's messages and whether they end its stream, and whether more
-        chunks are ready."""
-        live = [c for c in clients if not c.gone and not c.eof]
-        for c in live:
-            finished = c.finished  # read before draining: no audio follows it
-            while c.inbox:
-                c.stream.accept_waveform(self.sample_rate, c.inbox.popleft())
-            if finished:
-                c.stream.input_finished()
+        """Feed queued audio, decode one chunk of up to max_batch_size ready streams; return
+        each touched client's messages and whether they end its stream, and whether more work
+        is waiting. A failure in one client's stream marks that client only (``failure``)."""
+        streams = [c for c in clients if c.started and not (c.gone or c.eof or c.failure)]
+        for c in streams:
+            self._guard(c, "taking its audio", self._feed, c)
+        live = [c for c in streams if c.failure is None]
         ready = sorted((c for c in live if c.stream.is_ready), key=lambda c: c.last_step)
-        batch = ready[: self.opts.max_batch_size]
         self._step_index += 1
-        if batch:
-            self._decode(batch)
-            self.counters.steps += 1
-            self.counters.batched += len(batch)
-        # A stream whose input ended has at most two chunks left: decode them now, so that its
-        # final result does not wait for further steps.
-        ending = [c for c in live if c.finished and c.stream.is_ready]
+        self._decode(ready[: self.opts.max_batch_size])
+        # A stream whose input ended has at most a few chunks left: decode them now, so that
+        # its final result does not wait for further steps.
+        ending = [c for c in live if c.finished and not c.inbox and c.stream.is_ready]
         while ending:
             self._decode(ending)
-            ending = [c for c in ending if c.stream.is_ready]
+            ending = [c for c in ending if c.failure is None and c.stream.is_ready]
         touched = [c for c in live if c.last_step == self._step_index or c.stream.done]
-        results = [(c, *self._messages(c)) for c in touched]
-        more = any(c.stream.is_ready for c in ready)
+        results = []
+        for c in touched:
+            messages = self._guard(c, "writing its results", self._messages, c)
+            results.append((c, *(messages or ([], True))))
+        results += [(c, [], True) for c in streams if c.failure is not None and c not in touched]
+        more = any(c.failure is None and (c.stream.is_ready or c.inbox) for c in live)
         return results, more
 
+    def _guard(self, c: _Client, what: str, fn: Any, *args: Any) -> Any:
+        """``fn(*args)``; an exception marks ``c`` failed (logged with its traceback)."""
+        try:
+            return fn(*args)
+        except Exception as e:  # noqa: BLE001 - whatever it is, it is this connection's
+            c.failure = f"server error while {what}: {type(e).__name__}"
+            _log.exception("%s: %s; closing it", c.name, c.failure)
+            return None
+
+    def _feed(self, c: _Client) -> None:
+        """Move queued audio into a stream that cannot decode a chunk yet, at most ``_FEED_S``
+        seconds a step: one client's backlog never makes a step long."""
+        finished = c.finished  # read before draining: no audio follows it
+        budget = self._feed_limit
+        while c.inbox and budget > 0 and not c.stream.is_ready:
+            piece = c.inbox.popleft()
+            if piece.size > budget:
+                c.inbox.appendleft(piece[budget:])
+                piece = piece[:budget]
+            c.stream.accept_waveform(self.sample_rate, piece)
+            c.taken += piece.size
+            budget -= piece.size
+        if finished and not c.inbox:
+            c.stream.input_finished()
+
     def _decode(self, clients: List[_Client]) -> None:
-        """One batched chunk of these clients' streams, timed, marked as this step's."""
+        """One batched chunk of these clients' streams, timed, marked as this step's. If the
+        batch fails, each stream is decoded alone, and those that fail again are marked."""
+        if not clients:
+            return
         start = time.perf_counter()
-        self.rec.decode_streams([c.stream for c in clients])
-        self.counters.decode_s += time.perf_counter() - start
+        self.board.publish(self.worker, {"busy_since": time.time()})
+        try:
+            self.rec.decode_streams([c.stream for c in clients])
+            self.counters.steps += 1
+            self.counters.batched += len(clients)
+        except Exception:  # noqa: BLE001 - find the stream(s) at fault, keep the others
+            self.counters.step_failures += 1
+            self.board.publish(self.worker, {"failed_at": time.time()})
+            _log.exception("%sa step of %d stream(s) failed; decoding each alone", self._who,
+                           len(clients))  # fmt: skip
+            for c in clients:
+                self._guard(c, "decoding", self.rec.decode_streams, [c.stream])
+        finally:
+            self.counters.decode_s += time.perf_counter() - start
+            self.board.publish(self.worker, {"busy_since": 0})
         for c in clients:
             c.last_step = self._step_index
 
@@ -479,7 +632,7 @@ class Server:
             elif not eof:
                 messages.append(sherpa_result(s.partial_result(False), n, False, False))
         else:
-            assert c.wenet is not None, "no audio is taken before the start signal"
+            assert c.wenet is not None, "only started streams are decoded"
             for r in finals:
                 messages.append(wenet_final(r))
                 c.sent_finals += 1
@@ -496,10 +649,15 @@ class Server:
         return messages, eof
 
 
-def _typed(response: Any, mime: str) -> Any:
-    del response.headers["Content-Type"]
-    response.headers["Content-Type"] = mime
-    return response
+async def _abort(ws: Any, code: int, reason: str) -> None:
+    """Close a connection that does not read: the close frame may never get through, so the
+    socket is dropped after a second."""
+    try:
+        await asyncio.wait_for(ws.close(code, close_reason(reason)), 1.0)
+    except Exception:  # noqa: BLE001 - timed out or already closed: drop it either way
+        pass
+    if ws.transport is not None:
+        ws.transport.abort()
 
 
 def _ignore_late_sigterm(loop: asyncio.AbstractEventLoop) -> None:
@@ -528,53 +686,47 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(recognizer: StreamingRecognizer, options: ServerOptions, threads: int = 1) -> int:
+def serve(
+    recognizer: StreamingRecognizer,
+    options: ServerOptions,
+    threads: int = 1,
+    secrets: Optional[Secrets] = None,
+) -> int:
     """Serve until SIGTERM or Ctrl-C; returns the exit code.
 
     With ``options.workers`` > 1 the process forks that many workers after the model is loaded
     (they share its memory) and before any inference; they accept connections from one
     listening socket, each running its own event loop and decode thread: one Python process
     runs one decode thread's Python at a time (the GIL), so on a machine with several cores
-    workers serve more streams. This process forwards SIGTERM and SIGINT to them and waits.
+    workers serve more streams. This process supervises them (workers.py): a worker that dies
+    is logged and restarted; SIGTERM and SIGINT are passed on and waited for.
     """
     logging.getLogger("websockets").setLevel(logging.WARNING)  # a line per connection is ours
+    secrets = secrets if secrets is not None else Secrets.load(options)
+    board = Board(options.workers, COUNTERS)
+    sock = listen(options.host, options.port)
     if options.workers == 1:
         torch.set_num_threads(threads)
-        asyncio.run(Server(recognizer, options).run())
+        asyncio.run(Server(recognizer, options, sock, 0, board, secrets).run())
         return 0
-    sock = listen(options.host, options.port)
-    open_count = multiprocessing.get_context("fork").Value("i", 0)
-    children = []
-    for i in range(options.workers):
+
+    def start(i: int) -> int:
         pid = os.fork()
-        if pid == 0:  # the worker
-            code = 1
-            try:
-                signal.signal(signal.SIGINT, signal.SIG_DFL)
-                torch.set_num_threads(threads)
-                asyncio.run(Server(recognizer, options, sock, i, open_count).run())
-                code = 0
-            finally:
-                os._exit(code)
-        children.append(pid)
-    sock.close()
-    forward = lambda sig, _frame: [_kill(pid, sig) for pid in children]  # noqa: E731
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
-    worst = 0
-    for pid in children:
-        _, status = os.waitpid(pid, 0)
-        code = os.waitstatus_to_exitcode(status)
-        if code:
-            _log.error("worker %d exited with %d", children.index(pid), code)
-            worst = max(worst, 1)
-            for other in children:
-                _kill(other, signal.SIGTERM)
-    return worst
+        if pid:
+            return pid
+        code = 1  # the worker
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            torch.set_num_threads(threads)
+            asyncio.run(Server(recognizer, options, sock, i, board, secrets).run())
+            code = 0
+        except BaseException:  # noqa: BLE001 - logged; the parent restarts the worker
+            _log.exception("worker %d failed", i)
+        finally:
+            os._exit(code)
 
-
-def _kill(pid: int, sig: int) -> None:
     try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
+        return supervise(start, board)
+    finally:
+        sock.close()

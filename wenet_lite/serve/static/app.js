@@ -61,7 +61,10 @@ function onMessage(message, onReady) {
 function openSession(onReady) {
   resetView();
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-  const ws = new WebSocket(`${scheme}//${location.host}/wenet`);
+  // A server started with --token-file is opened as http://HOST:PORT/?token=TOKEN: pass it on.
+  const token = new URLSearchParams(location.search).get("token");
+  const query = token ? `?token=${encodeURIComponent(token)}` : "";
+  const ws = new WebSocket(`${scheme}//${location.host}/wenet${query}`);
   ws.binaryType = "arraybuffer";
   ws.onopen = () => ws.send(JSON.stringify({ signal: "start", nbest: 1, continuous_decoding: true }));
   ws.onmessage = (event) => onMessage(JSON.parse(event.data), onReady);

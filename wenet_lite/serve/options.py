@@ -1,0 +1,123 @@
+"""How `wenet-lite serve` listens, batches and bounds each client: one frozen object that the
+CLI fills (each field declares its flag) and :class:`~wenet_lite.serve.server.Server` takes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Tuple
+
+from wenet_lite.decode.options import flag
+
+__all__ = ["ServerOptions"]
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """How `wenet-lite serve` listens, batches and bounds its clients (the recognizer has its
+    own options)."""
+
+    host: str = field(default="127.0.0.1", metadata=flag("--host", "address to listen on"))
+    port: int = field(default=6006, metadata=flag("--port", "0: any free port"))
+    max_connections: int = field(
+        default=1000,
+        metadata=flag("--max-connections", "more are refused with HTTP 503 and the reason"),
+    )
+    max_connections_per_peer: int = field(
+        default=0,
+        metadata=flag(
+            "--max-connections-per-peer",
+            "connections one client address may hold open, more get HTTP 503 (0: no limit)",
+        ),
+    )
+    max_batch_size: int = field(
+        default=256, metadata=flag("--max-batch-size", "streams decoded in one encoder call")
+    )
+    max_wait_ms: float = field(
+        default=0.0,
+        metadata=flag("--max-wait-ms", "wait this long for more audio before each decode step"),
+    )
+    max_message_size: int = field(
+        default=1 << 20,
+        metadata=flag("--max-message-size", "bytes; a larger message closes its connection"),
+    )
+    max_queued_audio: float = field(
+        default=5.0,
+        metadata=flag(
+            "--max-queued-audio",
+            "seconds of a connection's audio received but not yet decoded; at this much the "
+            "server stops reading that connection until the decoder catches up",
+        ),
+    )
+    max_unsent: int = field(
+        default=1 << 20,
+        metadata=flag(
+            "--max-unsent",
+            "bytes of results and pongs waiting for a client to read them; beyond, the "
+            "client is closed (1008)",
+        ),
+    )
+    idle_timeout: float = field(
+        default=30.0,
+        metadata=flag(
+            "--idle-timeout",
+            "s a client may fall behind real time in the audio it sends before its input is "
+            "ended (0: never)",
+        ),
+    )
+    log_interval: float = field(
+        default=10.0, metadata=flag("--log-interval", "s between load lines (0: none)")
+    )
+    workers: int = field(
+        default=1,
+        metadata=flag(
+            "--workers",
+            "processes serving the port, each with its own decode thread; a worker that dies "
+            "is restarted",
+        ),
+    )
+    certfile: Optional[str] = field(
+        default=None,
+        metadata=flag("--certfile", "TLS certificate (PEM): serve wss:// and https://"),
+    )
+    keyfile: Optional[str] = field(
+        default=None, metadata=flag("--keyfile", "TLS private key (PEM) of --certfile")
+    )
+    allowed_origins: str = field(
+        default="",
+        metadata=flag(
+            "--allowed-origins",
+            "comma-separated origins whose pages may open a websocket, or '*' (default: "
+            "this server's own pages and pages on localhost)",
+        ),
+    )
+    token_file: Optional[str] = field(
+        default=None,
+        metadata=flag(
+            "--token-file",
+            "file holding a token that every websocket must give ('Authorization: Bearer "
+            "TOKEN' or ?token=TOKEN); others get HTTP 401",
+        ),
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("max_connections", "max_batch_size", "max_message_size", "workers",
+                     "max_unsent"):  # fmt: skip
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("max_wait_ms", "idle_timeout", "log_interval", "max_connections_per_peer"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not self.max_queued_audio > 0:
+            raise ValueError(f"max_queued_audio must be > 0 s, got {self.max_queued_audio}")
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be in 0..65535, got {self.port}")
+        if (self.certfile is None) != (self.keyfile is None):
+            raise ValueError("certfile and keyfile go together: give both or neither")
+
+    @property
+    def origins(self) -> Tuple[str, ...]:
+        return tuple(o.strip().rstrip("/") for o in self.allowed_origins.split(",") if o.strip())
+
+    @property
+    def scheme(self) -> str:
+        return "s" if self.certfile else ""
