@@ -19,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
-apt_packages=(espeak-ng flite libsndfile1 fortunes-min fortunes sox wget chromium chromium-driver)
+apt_packages=(espeak-ng flite libsndfile1 fortunes-min fortunes sox wget chromium chromium-driver openssl)
 torch_spec=${TORCH:-torch==2.13.0}
 torch_index=${TORCH_INDEX:-https://download.pytorch.org/whl/cpu}
 say() { echo "setup: $*"; }

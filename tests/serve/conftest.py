@@ -22,7 +22,7 @@ import pytest
 
 from tests.decode.conftest import corpus, test_audio, tiny, tiny_u2  # noqa: F401 - shared fixtures
 
-_LISTENING = re.compile(r"listening on ws://[\d.]+:(\d+)")
+_LISTENING = re.compile(r"listening on wss?://[\d.]+:(\d+)")
 
 
 @dataclass
@@ -113,13 +113,14 @@ class Session:
 
 
 async def sherpa_session(
-    url: str, audio: np.ndarray, seed: int = 0, pace: float = 0.0, end: bool = True
+    url: str, audio: np.ndarray, seed: int = 0, pace: float = 0.0, end: bool = True, **connect_args
 ) -> Session:
-    """sherpa-onnx's protocol: float32 pieces, 'Done', results until 'Done!' and the close."""
+    """sherpa-onnx's protocol: float32 pieces, 'Done', results until 'Done!' and the close
+    (``connect_args``: websockets' ``connect``, e.g. ``ssl`` and ``additional_headers``)."""
     from websockets.asyncio.client import connect
     from websockets.exceptions import ConnectionClosed
 
-    async with connect(url, max_size=None) as ws:
+    async with connect(url, max_size=None, **connect_args) as ws:
         for piece in pieces(audio, seed):
             await ws.send(piece.astype("<f4").tobytes())
             if pace:
@@ -142,12 +143,14 @@ async def wenet_session(
     continuous: bool = True,
     pace: float = 0.0,
     hotwords: Sequence[str] = (),
+    **connect_args,
 ) -> Session:
     """WeNet's protocol: start, int16 pieces, end; every message until the close."""
     from websockets.asyncio.client import connect
     from websockets.exceptions import ConnectionClosed
 
-    async with connect(url + "/wenet") as ws:
+    base, _, query = url.partition("?")
+    async with connect(base + "/wenet" + (f"?{query}" if query else ""), **connect_args) as ws:
         start = {"signal": "start", "nbest": 1, "continuous_decoding": continuous}
         await ws.send(json.dumps({**start, **({"hotwords": list(hotwords)} if hotwords else {})}))
         assert json.loads(await ws.recv()) == {"status": "ok", "type": "server_ready"}
@@ -184,3 +187,74 @@ def wenet_finals(messages: Sequence[object]) -> List[dict]:
             if best["sentence"]:
                 found.append(best)
     return found
+
+
+class RawClient:
+    """A websocket client on a bare socket, for the fault tests: it sends the frames it is told
+    to (masked, as a client must) and reads only when asked, so it can flood, drip or never
+    read. ``status`` is the HTTP status of the upgrade (101 when it was accepted)."""
+
+    def __init__(self, port: int, path: str = "/", headers: Sequence[str] = (),
+                 rcvbuf: int = 0) -> None:  # fmt: skip
+        import base64
+        import socket
+
+        self.sock = socket.socket()
+        if rcvbuf:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.connect(("127.0.0.1", port))
+        key = base64.b64encode(os.urandom(16)).decode()
+        lines = [f"GET {path} HTTP/1.1", f"Host: 127.0.0.1:{port}", "Upgrade: websocket",
+                 "Connection: Upgrade", f"Sec-WebSocket-Key: {key}",
+                 "Sec-WebSocket-Version: 13", *headers]  # fmt: skip
+        self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            got = self.sock.recv(1)
+            if not got:
+                break
+            head += got
+        self.response = head.decode("latin-1")
+        self.status = int(self.response.split()[1]) if self.response else 0
+
+    def frame(self, opcode: int, payload: bytes) -> bytes:
+        n = len(payload)
+        if n < 126:
+            size = bytes([0x80 | n])
+        elif n < 1 << 16:
+            size = bytes([0x80 | 126]) + n.to_bytes(2, "big")
+        else:
+            size = bytes([0x80 | 127]) + n.to_bytes(8, "big")
+        mask = os.urandom(4)
+        data = np.frombuffer(payload, np.uint8) ^ np.resize(np.frombuffer(mask, np.uint8), n)
+        return bytes([0x80 | opcode]) + size + mask + data.tobytes()
+
+    def send(self, opcode: int, payload: bytes) -> None:
+        self.sock.sendall(self.frame(opcode, payload))
+
+    def read_close(self, timeout: float = 10) -> Optional[int]:
+        """Read until the server's close frame (its code) or the end of the connection (None)."""
+        self.sock.settimeout(timeout)
+        data = b""
+        try:
+            while True:
+                got = self.sock.recv(65536)
+                if not got:
+                    return None
+                data += got
+                while len(data) >= 2:
+                    n, start = data[1] & 0x7F, 2
+                    if n == 126:
+                        n, start = int.from_bytes(data[2:4], "big"), 4
+                    elif n == 127:
+                        n, start = int.from_bytes(data[2:10], "big"), 10
+                    if len(data) < start + n:
+                        break
+                    if data[0] & 0x0F == 8:
+                        return int.from_bytes(data[start : start + 2], "big")
+                    data = data[start + n :]
+        except OSError:
+            return None
+
+    def close(self) -> None:
+        self.sock.close()

@@ -48,7 +48,8 @@ class Gate:
             r = connection.respond(http.HTTPStatus.METHOD_NOT_ALLOWED, "only GET and HEAD\n")
             r.headers["Allow"] = "GET, HEAD"
         elif path == "/health":
-            r = _typed(connection.respond(http.HTTPStatus.OK, json.dumps(health)), "application/json")
+            r = connection.respond(http.HTTPStatus.OK, json.dumps(health))
+            r = _typed(r, "application/json")
         elif path in _STATIC:
             name, mime = _STATIC[path]
             text = resources.files("wenet_lite.serve").joinpath("static", name).read_text("utf-8")

@@ -35,8 +35,8 @@ from wenet_lite.decode.result import Result
 
 __all__ = [
     "ProtocolError", "WenetStart", "close_reason", "decode_float32", "decode_int16",
-    "empty_result", "json_depth", "parse_wenet_text", "sherpa_result", "wenet_failed", "wenet_final",
-    "wenet_partial", "SHERPA_DONE", "SHERPA_END", "WENET_READY", "WENET_SPEECH_END",
+    "empty_result", "json_depth", "parse_wenet_text", "sherpa_result", "wenet_failed",
+    "wenet_final", "wenet_partial", "SHERPA_DONE", "SHERPA_END", "WENET_READY", "WENET_SPEECH_END",
 ]  # fmt: skip
 
 SHERPA_END = "Done"

@@ -94,14 +94,15 @@ class Board:
         now = time.time()
         rows, problems = self.rows(), []
         for w, row in enumerate(rows):
+            silent, busy, failed = (now - row[k] for k in ("heartbeat", "busy_since", "failed_at"))
             if not row["alive"]:
                 problems.append(f"worker {w} is not running (being restarted)")
-            elif now - row["heartbeat"] > STALE_S:
-                problems.append(f"worker {w} has not answered for {now - row['heartbeat']:.0f} s")
-            if row["alive"] and row["busy_since"] and now - row["busy_since"] > STUCK_S:
-                problems.append(f"worker {w}'s decode step has run {now - row['busy_since']:.0f} s")
-            if row["failed_at"] and now - row["failed_at"] < FAILING_S:
-                problems.append(f"worker {w}'s decode step failed {now - row['failed_at']:.0f} s ago")
+            elif silent > STALE_S:
+                problems.append(f"worker {w} has not answered for {silent:.0f} s")
+            if row["alive"] and row["busy_since"] and busy > STUCK_S:
+                problems.append(f"worker {w}'s decode step has run {busy:.0f} s")
+            if row["failed_at"] and failed < FAILING_S:
+                problems.append(f"worker {w}'s decode step failed {failed:.0f} s ago")
         status = "stopping" if stopping else "failing" if problems else "ok"
         totals = {k: sum(r[k] for r in rows) for k in self.fields[len(_STATE) - 1 :]}
         ints = {k: int(v) if float(v).is_integer() else v for k, v in totals.items()}
