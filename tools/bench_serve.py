@@ -4,8 +4,10 @@ N clients on loopback each stream a different test file (looped to --seconds) at
 in 0.1 s messages, then 'Done'. Per N and per server: final latency (last audio sent -> the
 last result; p50 / p95 / max), partial-result lag (a chunk's result received -> the time its
 audio was complete: the k-th chunk result of a stream waits for k * --chunk-seconds of audio),
-errors (refused, dropped, or no result), the server's CPU (cores, from /proc) and how late the
-clients themselves sent (they share this machine). The servers are measured in turns at each N,
+errors (refused, dropped, or no result), the server's CPU (cores, from /proc), how late the
+clients themselves sent (they share this machine) and the server's peak RSS growth (its
+processes, sampled every 0.5 s). ``--flood K`` adds K clients that send as fast as the server
+lets them, beside the real-time ones. The servers are measured in turns at each N,
 so both see the same machine. The last line names each server's largest N whose p95 final
 latency stays under 1 s with no errors.
 
@@ -113,6 +115,55 @@ async def _client(url: str, audio: np.ndarray, delay: float, chunk_s: float) -> 
     return result
 
 
+async def _flood(url: str, audio: np.ndarray, stop: asyncio.Event) -> float:
+    """A client that sends audio as fast as the server lets it (reading its results) until
+    ``stop``, then leaves; returns the seconds of audio it got through."""
+    from websockets.asyncio.client import connect
+
+    sent = 0
+    block = int(0.5 * RATE)
+    async with connect(url, max_size=None, open_timeout=60, ping_interval=None) as ws:
+        reader = asyncio.create_task(_drain(ws))
+        while not stop.is_set():
+            for i in range(0, len(audio), block):
+                await ws.send(audio[i : i + block].tobytes())
+                sent += min(block, len(audio) - i)
+                if stop.is_set():
+                    break
+        reader.cancel()
+    return sent / RATE
+
+
+async def _drain(ws) -> None:
+    async for _ in ws:
+        pass
+
+
+def _rss_mb(pid: Optional[int]) -> Optional[float]:
+    """Resident memory of the process and its children (MB)."""
+    if pid is None:
+        return None
+    total = 0
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            text = status.read_text()
+        except OSError:
+            continue
+        parent = re.search(r"PPid:\s+(\d+)", text)
+        if status.parent.name == str(pid) or (parent and parent.group(1) == str(pid)):
+            found = re.search(r"VmRSS:\s+(\d+)", text)
+            total += int(found.group(1)) if found else 0
+    return total / 1024
+
+
+async def _peak_rss(pid: Optional[int], stop: asyncio.Event, peak: List[float]) -> None:
+    while not stop.is_set():
+        now = _rss_mb(pid)
+        if now is not None:
+            peak[0] = max(peak[0], now)
+        await asyncio.sleep(0.5)
+
+
 def _cpu_seconds(pid: Optional[int]) -> Optional[float]:
     """CPU seconds of the process and its children (the workers of `serve --workers`)."""
     if pid is None:
@@ -133,11 +184,19 @@ async def _round(target: Target, audios: List[np.ndarray], n: int, args) -> Dict
     rng = np.random.default_rng(n)
     clips = [_looped(audios[i % len(audios)], args.seconds) for i in range(n)]
     delays = rng.uniform(0, args.ramp, n)
+    rss0 = _rss_mb(target.pid)
+    stop, peak = asyncio.Event(), [rss0 or 0.0]
+    watch = asyncio.create_task(_peak_rss(target.pid, stop, peak))
+    floods = [asyncio.create_task(_flood(target.url, clips[i % n], stop)) for i in
+              range(args.flood)]  # fmt: skip
     cpu0, wall0 = _cpu_seconds(target.pid), time.perf_counter()
     results = await asyncio.gather(
         *[_client(target.url, clip, d, args.chunk_seconds) for clip, d in zip(clips, delays)]
     )
     cpu1, wall1 = _cpu_seconds(target.pid), time.perf_counter()
+    stop.set()
+    flooded = sum(await asyncio.gather(*floods, return_exceptions=False)) if floods else 0.0
+    await watch
     finals = sorted(r.final_latency for r in results if r.final_latency is not None)
     lags = sorted(x for r in results for x in r.lags)
     errors = [r.error for r in results if r.error]
@@ -148,6 +207,7 @@ async def _round(target: Target, audios: List[np.ndarray], n: int, args) -> Dict
         "cpu": (cpu1 - cpu0) / (wall1 - wall0) if cpu0 is not None and cpu1 is not None else None,
         "late_send": max(r.late_send for r in results),
         "first_error": errors[0] if errors else "",
+        "rss_growth_mb": None if rss0 is None else peak[0] - rss0, "flooded_s": flooded,
     }  # fmt: skip
     return row
 
@@ -164,7 +224,7 @@ def _start_ours(name: str, model: str, flags: str) -> Target:
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     for line in proc.stderr:
-        found = re.search(r"listening on (ws://[\d.]+:\d+)", line)
+        found = re.search(r"listening on (wss?://[\d.]+:\d+)", line)
         if found:
             # Keep draining its log so that the server never blocks on a full pipe.
             import threading
@@ -189,6 +249,12 @@ def main() -> None:
     p.add_argument("--serve-flags", default="--chunk-size 16 --left-chunks 4")
     p.add_argument("--url", action="append", default=[], metavar="NAME=URL[@PID]")
     p.add_argument("--json", help="also write the rows as JSON lines to this file")
+    p.add_argument(
+        "--flood", type=int, default=0,
+        help="clients that send audio as fast as they can beside the real-time ones (their "
+        "latency is not counted; the table gives the server's RSS growth and the audio they "
+        "got through)",
+    )  # fmt: skip
     args = p.parse_args()
     targets: List[Target] = []
     for spec in args.url:
@@ -204,8 +270,10 @@ def main() -> None:
     audios = _load_audio(args.data, 200)
     rows = []
     head = ("| server | N | p50 final s | p95 final s | max final s | partial lag p50/p95 s "
-            "| errors | server CPU cores | clients late by s |")  # fmt: skip
-    print(head + "\n|" + "---|" * 9, flush=True)
+            "| errors | server CPU cores | clients late by s | server RSS growth MB |")  # fmt: skip
+    if args.flood:
+        head += " flood's audio s |"
+    print(head + "\n|" + "---|" * (11 if args.flood else 10), flush=True)
     try:
         for n in [int(x) for x in args.clients.split(",")]:
             for t in targets:
@@ -214,7 +282,9 @@ def main() -> None:
                 print(
                     f"| {t.name} | {n} | {_fmt(row['p50'])} | {_fmt(row['p95'])} | "
                     f"{_fmt(row['max'])} | {_fmt(row['lag_p50'])} / {_fmt(row['lag_p95'])} | "
-                    f"{row['errors']} | {_fmt(row['cpu'])} | {_fmt(row['late_send'])} |"
+                    f"{row['errors']} | {_fmt(row['cpu'])} | {_fmt(row['late_send'])} | "
+                    f"{_fmt(row['rss_growth_mb'], 0)} |"
+                    + (f" {row['flooded_s']:.0f} |" if args.flood else "")
                     + (f" {row['first_error']}" if row["errors"] else ""),
                     flush=True,
                 )  # fmt: skip

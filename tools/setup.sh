@@ -7,7 +7,7 @@
 # The Python: $PYTHON if set, else the active virtual environment ($VIRTUAL_ENV), else .venv in
 # the checkout (created with `python3 -m venv`). Then, only what is missing:
 #   1. Debian packages (the synthetic corpus's voices, libsndfile, sox, wget, chromium and its
-#      driver for the browser test of `serve`'s page; python3-venv when
+#      driver for the browser test of `serve`'s page, openssl for its TLS test; python3-venv when
 #      .venv must be created): installed with apt-get as root or with passwordless sudo;
 #      otherwise it stops before any other work and prints the apt-get line to run.
 #   2. torch, only when none is importable: torch's CPU wheel ($TORCH, default torch==2.13.0,

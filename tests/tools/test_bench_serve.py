@@ -19,13 +19,15 @@ def test_bench_serve_drives_our_server(tiny, corpus) -> None:  # noqa: F811
     cmd = [sys.executable, str(ROOT / "tools" / "bench_serve.py"), "--data",
            str(corpus / "test-clean"), "--clients", "1,3", "--seconds", "1.5", "--ramp", "0.2",
            "--serve", f"tiny={tiny.path}::--chunk-size 4 --left-chunks 2 --workers 2",
-           "--serve-flags", ""]  # fmt: skip
+           "--serve-flags", "", "--flood", "1"]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     rows = [line.split("|") for line in out.stdout.splitlines() if line.startswith("| tiny |")]
     assert [int(r[2]) for r in rows] == [1, 3]
     assert all(int(r[7]) == 0 for r in rows), out.stdout  # no errors
     assert all(float(r[8]) > 0 for r in rows)  # the workers' CPU is counted
+    assert all(float(r[10]) >= 0 for r in rows)  # RSS growth of the server's processes
+    assert all(float(r[11]) > 1.5 for r in rows)  # the flood got more than real time through
     assert "tiny: largest N with p95 final latency < 1 s and no errors: 3" in out.stdout
 
 
