@@ -14,7 +14,7 @@ import hmac
 import http
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 from urllib.parse import parse_qs, urlsplit
 
 __all__ = ["Gate", "WEBSOCKET_PATHS", "read_token", "tls_context"]
@@ -40,15 +40,17 @@ class Gate:
     worker: int = 0
     workers: int = 1
 
-    def page(self, connection: Any, method: str, path: str, health: Dict[str, Any]) -> Any:
-        """The response to a plain HTTP request."""
+    def page(
+        self, connection: Any, method: str, path: str, health: Callable[[], Dict[str, Any]]
+    ) -> Any:
+        """The response to a plain HTTP request (``health()`` gives /health's JSON)."""
         import json
 
         if method not in ("GET", "HEAD"):
             r = connection.respond(http.HTTPStatus.METHOD_NOT_ALLOWED, "only GET and HEAD\n")
             r.headers["Allow"] = "GET, HEAD"
         elif path == "/health":
-            r = connection.respond(http.HTTPStatus.OK, json.dumps(health))
+            r = connection.respond(http.HTTPStatus.OK, json.dumps(health()))
             r = _typed(r, "application/json")
         elif path in _STATIC:
             name, mime = _STATIC[path]

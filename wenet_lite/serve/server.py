@@ -245,7 +245,8 @@ class Server:
         for c in list(self._clients.values()):  # past the grace: drop what is left
             _log.warning("%s: not finished %g s after shutdown began: dropped", c.name,
                          _SHUTDOWN_GRACE_S)  # fmt: skip
-            c.ws.transport.abort()
+            if c.ws.transport is not None:
+                c.ws.transport.abort()
 
     @property
     def _who(self) -> str:
@@ -261,7 +262,7 @@ class Server:
         """Plain HTTP (the page, /health) and the admission of websocket clients."""
         path = request.path.split("?", 1)[0]
         if request.headers.get("Upgrade", "").lower() != "websocket":
-            return self.gate.page(connection, request.method, path, self.health())
+            return self.gate.page(connection, request.method, path, self.health)
         if path not in WEBSOCKET_PATHS:
             return connection.respond(
                 http.HTTPStatus.NOT_FOUND,
