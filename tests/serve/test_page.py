@@ -65,6 +65,7 @@ def test_page_streams_a_file_and_the_microphone(server: ServerProcess, tiny, wav
     driver = _browser(wav)
     try:
         driver.get(f"http://127.0.0.1:{server.port}/")
+        assert driver.find_element(By.ID, "served-by").text == "page served by worker 0 of 1"
         driver.find_element(By.ID, "file").send_keys(str(wav))
         _wait_state(driver, "finished")
         assert driver.find_element(By.ID, "transcript").text == " ".join(
