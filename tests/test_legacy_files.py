@@ -37,7 +37,8 @@ def test_old_torchscript_export_still_runs() -> None:
     for start in range(0, feats.size(1) - window + 1, shift):
         log_probs, state = module.forward_chunk(feats[:, start : start + window], state)
         outs.append(log_probs)
-    assert torch.equal(torch.cat(outs, 1), ref["log_probs"])
+    # Written on another CPU: its kernels may round differently (1e-7), as in the test above.
+    assert (torch.cat(outs, 1) - ref["log_probs"]).abs().max() < 1e-5
 
 
 def test_newer_format_is_refused_naming_the_file(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ CLI fills (each field declares its flag) and :class:`~wenet_lite.serve.server.Se
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
@@ -103,16 +104,19 @@ class ServerOptions:
         for name in ("max_connections", "max_batch_size", "max_message_size", "workers",
                      "max_unsent"):  # fmt: skip
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+                raise ValueError(f"{_named(name)} must be at least 1, got {getattr(self, name)}")
         for name in ("max_wait_ms", "idle_timeout", "log_interval", "max_connections_per_peer"):
             if not getattr(self, name) >= 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+                raise ValueError(f"{_named(name)} must be >= 0, got {getattr(self, name)}")
         if not self.max_queued_audio > 0:
-            raise ValueError(f"max_queued_audio must be > 0 s, got {self.max_queued_audio}")
+            raise ValueError(
+                f"{_named('max_queued_audio')} must be > 0 s, got {self.max_queued_audio}"
+            )
         if not 0 <= self.port <= 65535:
-            raise ValueError(f"port must be in 0..65535, got {self.port}")
+            raise ValueError(f"{_named('port')} must be in 0..65535, got {self.port}")
         if (self.certfile is None) != (self.keyfile is None):
-            raise ValueError("certfile and keyfile go together: give both or neither")
+            raise ValueError("certfile and keyfile go together (--certfile, --keyfile): give "
+                             "both or neither")  # fmt: skip
 
     @property
     def origins(self) -> Tuple[str, ...]:
@@ -121,3 +125,9 @@ class ServerOptions:
     @property
     def scheme(self) -> str:
         return "s" if self.certfile else ""
+
+
+def _named(name: str) -> str:
+    """A field as errors name it: ``max_connections (--max-connections)``."""
+    found = next(f for f in dataclasses.fields(ServerOptions) if f.name == name)
+    return f"{name} ({found.metadata['flag']})"
