@@ -260,8 +260,9 @@ def test_unspellable_hotwords_are_one_short_log_line(tiny, corpus):
 
 
 def test_a_failing_stream_closes_only_its_connection(tiny, files, reference):  # noqa: F811
-    """An exception in one stream's decoding (injected) closes that connection with 1011 and
-    the reason; the batch it shared is decoded stream by stream and the others go on."""
+    """An exception in one stream's decoding, or in handling one connection's messages
+    (injected), closes that connection with 1011 and the reason; the batch it shared is
+    decoded stream by stream and the others go on."""
     from wenet_lite.decode.streaming import StreamingRecognizer
     from wenet_lite.model.chunking import Chunking
     from wenet_lite.serve import Server, ServerOptions
@@ -309,19 +310,35 @@ def test_a_failing_stream_closes_only_its_connection(tiny, files, reference):  #
                 except ConnectionClosed:
                     return ws.close_code, ws.close_reason
 
+        async def start_fails():
+            from websockets.asyncio.client import connect
+            from websockets.exceptions import ConnectionClosed
+
+            async with connect(url + "/wenet") as ws:
+                await ws.send(json.dumps({"signal": "start", "hotwords": ["A"]}))
+                with pytest.raises(ConnectionClosed):
+                    while True:
+                        await ws.recv()
+                return ws.close_code, ws.close_reason
+
+        def hotwords_graph(*args):
+            raise KeyError("injected")
+
         async def run():
             victim = asyncio.create_task(closed_on(files[name]))
             await asyncio.sleep(0.05)
-            return await asyncio.gather(victim, _good(url, files, pace=0.02))
+            return await asyncio.gather(victim, start_fails(), _good(url, files, pace=0.02))
 
-        victim, good = asyncio.run(run())
+        rec.hotwords_graph = hotwords_graph  # fails on the event loop's side
+        victim, handler, good = asyncio.run(run())
         h = server.health()
     finally:
         loop.call_soon_threadsafe(server.stop)
         thread.join(60)
     assert victim[0] == 1011 and "server error while decoding" in victim[1]
+    assert handler == (1011, "server error while handling it: KeyError")
     _check(good, reference)
-    assert h["failed"] == 1 and h["step_failures"] >= 1 and h["status"] == "failing"
+    assert h["failed"] == 2 and h["step_failures"] >= 1 and h["status"] == "failing"
 
 
 @pytest.mark.slow

@@ -45,6 +45,7 @@ from typing import Any, Deque, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
+from websockets.exceptions import ConnectionClosed
 
 from wenet_lite.decode.streaming import Stream, StreamingRecognizer
 from wenet_lite.serve.gate import WEBSOCKET_PATHS, Gate, read_token, tls_context
@@ -321,10 +322,16 @@ class Server:
             c.outcome = f"error: {e}"
             self._close(c, e.code, str(e))
             await asyncio.wait([sender], timeout=5)
-        except Exception as e:  # noqa: BLE001 - the client vanished (ConnectionClosed) or worse
+        except ConnectionClosed as e:
             if c.outcome == "open" and not c.eof:
                 self.counters.vanished += 1
                 c.outcome = f"client left mid-stream ({type(e).__name__})"
+        except Exception as e:  # noqa: BLE001 - the server's fault, on this connection only
+            self.counters.failed += 1
+            c.outcome = f"server error while handling it: {type(e).__name__}"
+            _log.exception("%s: %s; closing it", c.name, c.outcome)
+            self._close(c, 1011, c.outcome)
+            await asyncio.wait([sender], timeout=5)
         finally:
             c.gone = True
             c.room.set()
