@@ -45,9 +45,13 @@ class Tokenizer:
     """A trained sentencepiece model with the blank at id 0 and ``<unk>`` at id 1."""
 
     def __init__(self, model_proto: bytes, source: str = "<bytes>") -> None:
-        self._proto = bytes(model_proto)
-        self._sp = _processor(self._proto, source)
+        self._load(bytes(model_proto), source)
         _check_reserved_ids(self._sp, source)
+
+    def _load(self, proto: bytes, source: str) -> None:
+        self._proto = proto
+        self._sp = _processor(proto, source)
+        self._size = min(self._sp.get_piece_size(), _declared_size(proto))
 
     @classmethod
     def train(cls, texts: Iterable[str], cfg: TokenizerConfig, out_path: Pathlike) -> Tokenizer:
@@ -90,15 +94,18 @@ class Tokenizer:
     @property
     def vocab_size(self) -> int:
         """Number of ids, blank and ``<unk>`` included: the CTC head's output size."""
-        return self._sp.get_piece_size()
+        return self._size
 
     @property
     def unk_id(self) -> int:
         return UNK_ID
 
     def encode(self, text: str) -> List[int]:
-        """Ids of the normalised text; never contains the blank (0). Empty text gives []."""
-        return self._sp.encode(normalize_text(text), out_type=int)
+        """Ids of the normalised text; never contains the blank (0). Empty text gives [].
+        A piece past the vocabulary (kept for segmentation only, see :func:`_declared_size`)
+        is ``<unk>``."""
+        ids = self._sp.encode(normalize_text(text), out_type=int)
+        return [i if i < self._size else UNK_ID for i in ids]
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of ``ids`` (ints or 0-dim tensors); blanks are dropped, ``<unk>`` reads ' ⁇ '."""
@@ -133,8 +140,18 @@ class Tokenizer:
         return {"proto": self._proto}
 
     def __setstate__(self, state: dict) -> None:
-        self._proto = state["proto"]
-        self._sp = _processor(self._proto, "<pickle>")
+        self._load(state["proto"], "<pickle>")
+
+
+def _declared_size(proto: bytes) -> int:
+    """The vocabulary the model declares (``trainer_spec.vocab_size``). A model converted from
+    another toolkit's units (``wenet_lite.wenet_units``) holds, after its vocabulary, the
+    pieces its segmentation needs but the vocabulary lacks; they read as ``<unk>``, as there."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    model = sentencepiece_model_pb2.ModelProto()
+    model.ParseFromString(proto)
+    return model.trainer_spec.vocab_size or len(model.pieces)
 
 
 def _processor(proto: bytes, source: str) -> spm.SentencePieceProcessor:
