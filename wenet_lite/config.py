@@ -64,9 +64,20 @@ class FeatureConfig:
     dither: float = 1.0
     """Gaussian dither on int16-scaled samples, training only (decoding always uses 0)."""
     snip_edges: bool = False
+    high_freq: float = -400.0
+    """Hz, the top edge of the highest mel filter; <= 0 counts from the Nyquist frequency
+    (Kaldi's convention): -400 is 7600 Hz at 16 kHz (sherpa-onnx's features), 0 the whole band
+    (WeNet's)."""
 
     def __post_init__(self) -> None:
         _require(self.sample_rate > 0, "sample_rate", f"must be positive, got {self.sample_rate}")
+        nyquist = self.sample_rate / 2
+        top = self.high_freq if self.high_freq > 0 else nyquist + self.high_freq
+        _require(
+            20.0 < top <= nyquist, "high_freq",
+            f"({self.high_freq}) puts the top mel edge at {top:g} Hz; it must lie above 20 Hz "
+            f"and at most at the Nyquist frequency ({nyquist:g} Hz)",
+        )  # fmt: skip
         _require(
             self.num_mel_bins > 0, "num_mel_bins", f"must be positive, got {self.num_mel_bins}"
         )

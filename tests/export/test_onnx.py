@@ -127,6 +127,7 @@ def test_int8_export(tiny_model_file: ModelFile, tmp_path: Path) -> None:
         ([], 4, -1, "left_chunks must be >= 0"),
         ([], 0, -1, "chunk_size must be > 0"),
         (["features.snip_edges=true"], 4, 2, "snip_edges"),
+        (["features.high_freq=0"], 4, 2, "high_freq is 0 .*stop at -400"),
         (["features.frame_shift_ms=20"], 4, 2, "25/10 ms"),
         (["encoder.subsampling_rate=6"], 4, 2, "hard-codes 4"),
     ],

@@ -178,3 +178,25 @@ def test_compute_fbank_in_blocks_equals_one_pass(dither: float) -> None:
     one.input_finished()
     assert torch.equal(blocks, one.get_frames(0, one.num_frames_ready))
     assert blocks.shape == (F.num_frames(len(x), cfg), cfg.num_mel_bins)
+
+
+def test_high_freq_moves_the_top_mel_edge() -> None:
+    """``features.high_freq``: 0 is the whole band (WeNet's features), the default stops 400 Hz
+    short of Nyquist (sherpa-onnx's); only the upper bins change."""
+    full = FeatureConfig(high_freq=0.0)
+    assert fbank_options(full).mel_opts.high_freq == 0.0
+    x = _speechy(0.5)
+    x += 0.05 * np.random.default_rng(5).standard_normal(len(x)).astype(np.float32)
+    default, whole = compute_fbank(x, 16000, CFG), compute_fbank(x, 16000, full)
+    moved = (default - whole).abs().amax(dim=0)  # (F,)
+    assert moved[-1] > 0.05 and moved[:5].max() < moved[-1]
+    absolute = FeatureConfig(high_freq=7600.0)  # the same edge, given in Hz
+    assert torch.allclose(compute_fbank(x, 16000, absolute), default, atol=1e-5)
+
+
+@pytest.mark.parametrize("high_freq", [-8000.0, 9000.0, 10.0])
+def test_a_high_freq_outside_the_band_names_the_key(high_freq: float) -> None:
+    from wenet_lite.config import ConfigError, config_from_dict
+
+    with pytest.raises(ConfigError, match=r"features\.high_freq: .*top mel edge"):
+        config_from_dict({"features": {"high_freq": high_freq}})

@@ -22,13 +22,15 @@ def _batch(audios):
     return batch, lens
 
 
-@pytest.mark.parametrize("bins", [40, 80])
-def test_batch_equals_kaldi_native_fbank_per_utterance(synthetic_corpus, bins: int) -> None:
+@pytest.mark.parametrize("bins, high_freq", [(40, -400.0), (80, -400.0), (80, 0.0)])
+def test_batch_equals_kaldi_native_fbank_per_utterance(
+    synthetic_corpus, bins: int, high_freq: float
+) -> None:
     files = sorted((synthetic_corpus.root / "LibriSpeech" / "dev-clean").rglob("*.flac"))
     rng = np.random.default_rng(0)
     audios = [load_audio(f, 16000) for f in files]
     audios += [np.zeros(1600, np.float32), rng.uniform(-0.5, 0.5, 401).astype(np.float32)]
-    cfg = FeatureConfig(num_mel_bins=bins)
+    cfg = FeatureConfig(num_mel_bins=bins, high_freq=high_freq)
     feats, lens = TorchFbank(cfg)(*_batch(audios))
     told, _ = TorchFbank(cfg)(*_batch(audios), max_frames=int(lens.max()))  # no device read
     assert torch.equal(told, feats)

@@ -55,6 +55,7 @@ from wenet_lite.export.common import (
     to_torch_linear,
     vocabulary,
 )
+from wenet_lite.features.fbank import HIGH_FREQ_HZ
 from wenet_lite.fileio import atomic_open, temporary_path, write_text_atomic
 from wenet_lite.model import ASRModel
 from wenet_lite.model.conformer import ConformerEncoder
@@ -139,6 +140,11 @@ def check_sherpa_compatible(cfg: ExperimentConfig, chunk_size: int, left_chunks:
     problems = []
     if feats.snip_edges:
         problems.append("features.snip_edges is true (sherpa-onnx always uses false)")
+    if feats.high_freq != HIGH_FREQ_HZ:
+        problems.append(
+            f"features.high_freq is {feats.high_freq:g} (sherpa-onnx's features stop at "
+            f"{HIGH_FREQ_HZ:g}, i.e. Nyquist - 400 Hz)"
+        )
     if feats.frame_shift_ms != 10.0 or feats.frame_length_ms != 25.0:
         problems.append(
             f"frames are {feats.frame_length_ms}/{feats.frame_shift_ms} ms "

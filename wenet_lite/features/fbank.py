@@ -62,7 +62,8 @@ INT16_SCALE = 32768.0
 LOW_FREQ_HZ = 20.0
 """Lowest mel filter edge (sherpa-onnx FeatureExtractorConfig default)."""
 HIGH_FREQ_HZ = -400.0
-"""Highest mel filter edge; negative means offset from Nyquist (sherpa-onnx default)."""
+"""Highest mel filter edge; negative means offset from Nyquist (sherpa-onnx default, and the
+default of ``features.high_freq``)."""
 
 
 def fbank_options(cfg: FeatureConfig) -> knf.FbankOptions:
@@ -79,7 +80,7 @@ def fbank_options(cfg: FeatureConfig) -> knf.FbankOptions:
     opts.frame_opts.round_to_power_of_two = True
     opts.mel_opts.num_bins = cfg.num_mel_bins
     opts.mel_opts.low_freq = LOW_FREQ_HZ
-    opts.mel_opts.high_freq = HIGH_FREQ_HZ
+    opts.mel_opts.high_freq = cfg.high_freq
     opts.mel_opts.is_librosa = False
     return opts
 

@@ -35,9 +35,12 @@ def _mel(freq: torch.Tensor) -> torch.Tensor:
     return 1127.0 * torch.log1p(freq / 700.0)
 
 
-def kaldi_mel_banks(num_bins: int, fft_size: int, rate: float) -> torch.Tensor:
-    """(fft_size // 2, F) triangular filters over the FFT bins below Nyquist, as Kaldi's."""
-    high = HIGH_FREQ_HZ if HIGH_FREQ_HZ > 0 else rate / 2 + HIGH_FREQ_HZ
+def kaldi_mel_banks(
+    num_bins: int, fft_size: int, rate: float, high_freq: float = HIGH_FREQ_HZ
+) -> torch.Tensor:
+    """(fft_size // 2, F) triangular filters over the FFT bins below Nyquist, as Kaldi's
+    (``high_freq`` <= 0: from Nyquist)."""
+    high = high_freq if high_freq > 0 else rate / 2 + high_freq
     low_mel, high_mel = _mel(torch.tensor(float(LOW_FREQ_HZ))), _mel(torch.tensor(float(high)))
     delta = (high_mel - low_mel) / (num_bins + 1)
     b = torch.arange(num_bins, dtype=torch.float64).unsqueeze(0)  # (1, F)
@@ -63,7 +66,9 @@ class TorchFbank(nn.Module):
         n = torch.arange(self.length, dtype=torch.float64)
         povey = (0.5 - 0.5 * torch.cos(2 * math.pi * n / (self.length - 1))) ** 0.85
         self.register_buffer("window", povey.float(), persistent=False)  # (K,)
-        banks = kaldi_mel_banks(cfg.num_mel_bins, self.fft_size, float(cfg.sample_rate))
+        banks = kaldi_mel_banks(
+            cfg.num_mel_bins, self.fft_size, float(cfg.sample_rate), cfg.high_freq
+        )
         self.register_buffer("banks", banks, persistent=False)  # (fft_size // 2, F)
 
     def num_frames(self, lens: torch.Tensor) -> torch.Tensor:
