@@ -163,6 +163,10 @@ class EncoderConfig:
     """clipping radius Z for relative distances (0: no clipping; shaw needs Z > 0)"""
     dropout: float = 0.1
     attention_dropout: float = 0.0
+    final_norm: bool = False
+    """a LayerNorm after the last block (WeNet's ``after_norm``)"""
+    norm_eps: float = 1e-5
+    """epsilon of every LayerNorm of the encoder (WeNet's models from before 2022: 1e-12)"""
     chunk: ChunkConfig = field(default_factory=ChunkConfig)
 
     def __post_init__(self) -> None:
@@ -199,6 +203,7 @@ class EncoderConfig:
             "must be > 0 with pos_enc 'shaw' (the size of its learned table)",
         )
         _require(self.max_rel_dist >= 0, "max_rel_dist", f"must be >= 0, got {self.max_rel_dist}")
+        _require(0 < self.norm_eps < 1, "norm_eps", f"must be in (0, 1), got {self.norm_eps}")
         for name in ("dropout", "attention_dropout"):
             _require(0.0 <= getattr(self, name) < 1.0, name, "must be in [0, 1)")
 
@@ -219,6 +224,10 @@ class DecoderConfig:
     ffn_dim: int = 2048
     dropout: float = 0.1
     attention_dropout: float = 0.0
+    activation: Literal["silu", "relu"] = "silu"
+    """of the feed-forward layers (WeNet's decoders: relu)"""
+    norm_eps: float = 1e-5
+    """epsilon of every LayerNorm of the decoder"""
     detach_encoder: bool = False
     """true: the decoder's loss trains the decoder only, not the encoder it reads (CTC then
     trains the encoder as it would alone; for short budgets, or a decoder added to a trained
@@ -230,6 +239,7 @@ class DecoderConfig:
         _require(self.r2l_num_blocks >= 0, "r2l_num_blocks", "must be >= 0")
         for name in ("dropout", "attention_dropout"):
             _require(0.0 <= getattr(self, name) < 1.0, name, "must be in [0, 1)")
+        _require(0 < self.norm_eps < 1, "norm_eps", f"must be in (0, 1), got {self.norm_eps}")
 
 
 @dataclass(frozen=True)

@@ -146,6 +146,27 @@ def test_config_errors_name_the_key(tmp_path) -> None:
         load_config(TINY, ["decoder.type=lstm"])
     with pytest.raises(ConfigError, match="model.ctc_weight"):
         load_config(TINY, ["model.ctc_weight=1.5"])
+    with pytest.raises(ConfigError, match="decoder.activation"):
+        load_config(TINY, U2 + ["decoder.activation=gelu"])
+    with pytest.raises(ConfigError, match="decoder.norm_eps"):
+        load_config(TINY, U2 + ["decoder.norm_eps=0"])
+
+
+@torch.no_grad()
+def test_relu_feed_forward_and_norm_eps_from_the_config() -> None:
+    """WeNet's decoders: ReLU feed-forward layers, LayerNorm epsilon as trained; the same
+    weights give other scores under each, so the options are really applied."""
+    cfg = load_config(TINY, U2 + ["decoder.activation=relu", "decoder.norm_eps=1e-12"])
+    wenet_like = build_model(cfg, V).decoder.eval()
+    plain = build_model(load_config(TINY, U2), V).decoder.eval()
+    plain.load_state_dict(wenet_like.state_dict())  # same keys: same weights
+    assert isinstance(wenet_like.l2r.blocks[0].ffn[1], torch.nn.ReLU)
+    assert {m.eps for m in wenet_like.modules() if isinstance(m, torch.nn.LayerNorm)} == {1e-12}
+    memory, memory_lens, targets, target_lens = _batch()
+    memory = memory[..., : wenet_like.l2r.d_model]
+    ours = wenet_like(memory, memory_lens, targets, target_lens)[0][0]
+    theirs = plain(memory, memory_lens, targets, target_lens)[0][0]
+    assert (ours - theirs).abs().max() > 1e-3
 
 
 def test_detached_decoder_leaves_the_encoder_to_ctc() -> None:

@@ -66,6 +66,28 @@ def test_batchnorm_conv_streams_exactly() -> None:
     assert _max_valid_diff(full, streamed, out_lens) <= 1e-5
 
 
+def test_final_norm_and_norm_eps_stream_exactly_and_change_the_output() -> None:
+    """WeNet's options (a LayerNorm after the last block, every LayerNorm at eps 1e-12) keep
+    streaming exact and are really applied (the output differs from the default's)."""
+    feats = torch.randn(2, 90, F_DIM, generator=torch.Generator().manual_seed(2))
+    lens = torch.tensor([90, 61])
+    outs = {}
+    for name, kw in {"plain": {}, "final": {"final_norm": True},
+                     "eps": {"final_norm": True, "norm_eps": 1e-12}}.items():  # fmt: skip
+        enc = _encoder(**kw)
+        with torch.no_grad():
+            if kw:  # an affine of its own, as a trained final norm has
+                enc.final_norm.weight.uniform_(0.5, 1.5)
+                enc.final_norm.bias.normal_(0, 0.5, generator=torch.Generator().manual_seed(3))
+            full, out_lens = enc(feats, lens, 4, 1)
+            streamed = enc.forward_chunk_by_chunk(feats, 4, 1, lens)
+        assert _max_valid_diff(full, streamed, out_lens) <= 1e-5, name
+        outs[name] = full
+    assert isinstance(_encoder().final_norm, torch.nn.Identity)  # no new keys by default
+    assert (outs["final"] - outs["plain"]).abs().max() > 0.1
+    assert (outs["final"] - outs["eps"]).abs().max() > 0
+
+
 @pytest.mark.parametrize("rate,channels", [(6, 0), (8, 0), (4, 8)])
 def test_other_subsampling_rates_stream_exactly(rate: int, channels: int) -> None:
     enc = _encoder(subsampling_rate=rate, subsampling_channels=channels)

@@ -114,6 +114,8 @@ def build_model(cfg: ExperimentConfig, vocab_size: int) -> ASRModel:
         max_rel_dist=enc.max_rel_dist,
         dropout=enc.dropout,
         attention_dropout=enc.attention_dropout,
+        final_norm=enc.final_norm,
+        norm_eps=enc.norm_eps,
     )
     decoder = None
     dec = cfg.decoder
@@ -127,6 +129,8 @@ def build_model(cfg: ExperimentConfig, vocab_size: int) -> ASRModel:
             r2l_num_blocks=dec.r2l_num_blocks,
             dropout=dec.dropout,
             attention_dropout=dec.attention_dropout,
+            activation=dec.activation,
+            norm_eps=dec.norm_eps,
         )
     loss = cfg.model
     return ASRModel(

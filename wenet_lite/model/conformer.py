@@ -40,9 +40,16 @@ class GlobalCMVN(nn.Module):
 
 
 class FeedForward(nn.Sequential):
-    def __init__(self, d_model: int, ffn_dim: int, dropout: float) -> None:
+    """Linear, activation (``silu`` or ``relu``), dropout, linear."""
+
+    def __init__(
+        self, d_model: int, ffn_dim: int, dropout: float, activation: str = "silu"
+    ) -> None:
+        if activation not in ("silu", "relu"):
+            raise ValueError(f"activation must be 'silu' or 'relu', got {activation!r}")
+        act = nn.SiLU() if activation == "silu" else nn.ReLU()
         super().__init__(
-            Linear(d_model, ffn_dim), nn.SiLU(), nn.Dropout(dropout), Linear(ffn_dim, d_model)
+            Linear(d_model, ffn_dim), act, nn.Dropout(dropout), Linear(ffn_dim, d_model)
         )
 
 
@@ -61,6 +68,7 @@ class ConformerBlock(nn.Module):
         max_rel_dist: int,
         dropout: float,
         attention_dropout: float,
+        norm_eps: float = 1e-5,
     ) -> None:
         super().__init__()
         self.ff1 = FeedForward(d_model, ffn_dim, dropout)
@@ -71,13 +79,13 @@ class ConformerBlock(nn.Module):
             self.rel_pos = ShawRelPosition(d_model, num_heads, max_rel_dist)
         else:
             raise ValueError(f"pos_enc must be 'xl' or 'shaw', got {pos_enc!r}")
-        self.conv = ConvModule(d_model, conv_kernel, causal_conv, conv_norm)
+        self.conv = ConvModule(d_model, conv_kernel, causal_conv, conv_norm, norm_eps)
         self.ff2 = FeedForward(d_model, ffn_dim, dropout)
-        self.norm_ff1 = nn.LayerNorm(d_model)
-        self.norm_attn = nn.LayerNorm(d_model)
-        self.norm_conv = nn.LayerNorm(d_model)
-        self.norm_ff2 = nn.LayerNorm(d_model)
-        self.norm_out = nn.LayerNorm(d_model)
+        self.norm_ff1 = nn.LayerNorm(d_model, eps=norm_eps)
+        self.norm_attn = nn.LayerNorm(d_model, eps=norm_eps)
+        self.norm_conv = nn.LayerNorm(d_model, eps=norm_eps)
+        self.norm_ff2 = nn.LayerNorm(d_model, eps=norm_eps)
+        self.norm_out = nn.LayerNorm(d_model, eps=norm_eps)
         self.dropout = nn.Dropout(dropout)
 
     def forward(
@@ -120,7 +128,11 @@ class ConformerEncoder(nn.Module):
         max_rel_dist: int = 0,
         dropout: float = 0.1,
         attention_dropout: float = 0.0,
+        final_norm: bool = False,
+        norm_eps: float = 1e-5,
     ) -> None:
+        """``final_norm``: a LayerNorm after the last block (WeNet's ``after_norm``);
+        ``norm_eps``: the epsilon of every LayerNorm (WeNet before 2022: 1e-12)."""
         super().__init__()
         self.d_model = d_model
         self.num_heads = num_heads
@@ -136,11 +148,14 @@ class ConformerEncoder(nn.Module):
             [
                 ConformerBlock(
                     d_model, num_heads, ffn_dim, conv_kernel, causal_conv, conv_norm,
-                    pos_enc, max_rel_dist, dropout, attention_dropout,
+                    pos_enc, max_rel_dist, dropout, attention_dropout, norm_eps,
                 )
                 for _ in range(num_blocks)
             ]
         )  # fmt: skip
+        self.final_norm: nn.Module = (
+            nn.LayerNorm(d_model, eps=norm_eps) if final_norm else nn.Identity()
+        )
 
     def forward(
         self,
@@ -168,7 +183,7 @@ class ConformerEncoder(nn.Module):
         conv_cache = x.new_zeros(b, self.d_model, self._conv_cache_size())
         for i, block in enumerate(self.blocks):
             x, _, _ = block(x, pos[i], mask, valid, att_cache, conv_cache)
-        return x, lens
+        return self.final_norm(x), lens
 
     @torch.jit.export
     def position_tables(self, num_queries: int, num_keys: int) -> List[torch.Tensor]:
@@ -259,7 +274,7 @@ class ConformerEncoder(nn.Module):
             new_att.append(kv if limit < 0 else kv[:, :, kv.size(2) - limit :])
             new_conv.append(cv)
         kept = m + c if limit < 0 else limit
-        return x, EncoderState(
+        return self.final_norm(x), EncoderState(
             att_cache=torch.stack(new_att),  # (L, B, H, M', 2*d_k)
             conv_cache=torch.stack(new_conv),  # (L, B, D, K-1)
             cache_len=torch.clamp(state.cache_len + c, max=kept),

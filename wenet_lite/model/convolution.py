@@ -23,7 +23,9 @@ class ConvModule(nn.Module):
     those previous frames come from a cache, in a full forward from zero padding, so both agree.
     """
 
-    def __init__(self, d_model: int, kernel_size: int, causal: bool, norm: str) -> None:
+    def __init__(
+        self, d_model: int, kernel_size: int, causal: bool, norm: str, norm_eps: float = 1e-5
+    ) -> None:
         super().__init__()
         if norm not in ("layer_norm", "batch_norm"):
             raise ValueError(f"conv norm must be 'layer_norm' or 'batch_norm', got {norm!r}")
@@ -35,7 +37,9 @@ class ConvModule(nn.Module):
         # Pointwise convs are linears on (B, T, D): no transposes around them.
         self.pointwise_in = Linear(d_model, 2 * d_model)
         self.depthwise = nn.Conv1d(d_model, d_model, kernel_size, groups=d_model)
-        self.norm = nn.LayerNorm(d_model) if self.use_layer_norm else nn.BatchNorm1d(d_model)
+        self.norm = (
+            nn.LayerNorm(d_model, eps=norm_eps) if self.use_layer_norm else nn.BatchNorm1d(d_model)
+        )
         self.pointwise_out = Linear(d_model, d_model)
 
     def forward(

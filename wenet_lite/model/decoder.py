@@ -98,15 +98,16 @@ class DecoderBlock(nn.Module):
     """Pre-norm residuals: causal self-attention, cross-attention to the encoder, FFN."""
 
     def __init__(
-        self, d_model: int, num_heads: int, ffn_dim: int, dropout: float, attention_dropout: float
-    ) -> None:
+        self, d_model: int, num_heads: int, ffn_dim: int, dropout: float,
+        attention_dropout: float, activation: str = "silu", norm_eps: float = 1e-5,
+    ) -> None:  # fmt: skip
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, num_heads, attention_dropout)
         self.src_attn = MultiHeadAttention(d_model, num_heads, attention_dropout)
-        self.ffn = FeedForward(d_model, ffn_dim, dropout)
-        self.norm_self = nn.LayerNorm(d_model)
-        self.norm_src = nn.LayerNorm(d_model)
-        self.norm_ffn = nn.LayerNorm(d_model)
+        self.ffn = FeedForward(d_model, ffn_dim, dropout, activation)
+        self.norm_self = nn.LayerNorm(d_model, eps=norm_eps)
+        self.norm_src = nn.LayerNorm(d_model, eps=norm_eps)
+        self.norm_ffn = nn.LayerNorm(d_model, eps=norm_eps)
         self.dropout = nn.Dropout(dropout)
 
     def forward(
@@ -150,15 +151,19 @@ class TransformerDecoder(nn.Module):
         num_blocks: int,
         dropout: float,
         attention_dropout: float,
+        activation: str = "silu",
+        norm_eps: float = 1e-5,
     ) -> None:
         super().__init__()
         self.d_model = d_model
         self.embed = nn.Embedding(vocab_size, d_model)
         self.blocks = nn.ModuleList(
-            DecoderBlock(d_model, num_heads, ffn_dim, dropout, attention_dropout)
+            DecoderBlock(
+                d_model, num_heads, ffn_dim, dropout, attention_dropout, activation, norm_eps
+            )
             for _ in range(num_blocks)
         )
-        self.norm = nn.LayerNorm(d_model)
+        self.norm = nn.LayerNorm(d_model, eps=norm_eps)
         self.out = Linear(d_model, vocab_size)
         self.dropout = nn.Dropout(dropout)
 
@@ -245,15 +250,18 @@ class AttentionDecoder(nn.Module):
         r2l_num_blocks: int,
         dropout: float,
         attention_dropout: float,
+        activation: str = "silu",
+        norm_eps: float = 1e-5,
     ) -> None:
+        """``activation`` of the feed-forward layers (WeNet's decoders: relu); ``norm_eps``:
+        the epsilon of every LayerNorm."""
         super().__init__()
         self.sos_eos = vocab_size
         sizes = (vocab_size + 1, d_model, num_heads, ffn_dim)
-        self.l2r = TransformerDecoder(*sizes, num_blocks, dropout, attention_dropout)
+        rest = (dropout, attention_dropout, activation, norm_eps)
+        self.l2r = TransformerDecoder(*sizes, num_blocks, *rest)
         self.r2l = nn.ModuleList(
-            [TransformerDecoder(*sizes, r2l_num_blocks, dropout, attention_dropout)]
-            if r2l_num_blocks > 0
-            else []
+            [TransformerDecoder(*sizes, r2l_num_blocks, *rest)] if r2l_num_blocks > 0 else []
         )
 
     @property
