@@ -17,7 +17,7 @@ import pickle
 import re
 import shutil
 from pathlib import Path
-from typing import Any, Dict, List, Union
+from typing import Any, Dict, List, Sequence, Union
 
 import torch
 
@@ -148,11 +148,14 @@ def average_state_dicts(states: List[Dict[str, torch.Tensor]]) -> Dict[str, torc
     return avg
 
 
-def check_same_model(saved: Dict[str, Any], now: Dict[str, Any], where: str) -> None:
-    """ConfigError naming the first model-defining key that differs from a checkpoint's.
-    Both are completed with defaults first (a file older than a section has its defaults)."""
+def check_same_model(
+    saved: Dict[str, Any], now: Dict[str, Any], where: str, sections: Sequence[str] = MODEL_SECTIONS
+) -> None:
+    """ConfigError naming the first model-defining key (of ``sections``) that differs from a
+    checkpoint's. Both are completed with defaults first (a file older than a section has its
+    defaults)."""
     saved, now = _completed(saved), _completed(now)
-    for section in MODEL_SECTIONS:
+    for section in sections:
         for key, value in _flatten(now.get(section, {}), section).items():
             old = _flatten(saved.get(section, {}), section).get(key)
             if old != value:

@@ -11,7 +11,8 @@
 #   2  CMVN:           wenet-lite compute-cmvn          -> $data/cmvn.json
 #      features:       wenet-lite compute-fbank         -> $data/train-clean-100/fbank/
 #                      (computed once instead of every epoch: 1.4x faster training on 2 cores)
-#   3  train:          wenet-lite train (trains the tokenizer first; --resume continues)
+#   3  train:          wenet-lite train (trains the tokenizer first; --resume continues;
+#                      --init MODEL.pt fine-tunes that model, with its tokenizer and CMVN)
 #   4  average:        wenet-lite average               -> $exp/avg_$average_num.pt
 #   5  decode test-clean: full context (greedy, and prefix beam with a word bigram LM of the
 #                      corpus's LM text from `wenet-lite train-lm`: the whole train sentence
@@ -46,6 +47,7 @@ seed=${seed:-0}
 nj=${nj:-2}                       # parallel synthesisers / header readers
 config=${config:-conf/synthetic_small.yaml}
 overrides=${overrides:-}          # space-separated KEY=VALUE config overrides for training
+init=${init:-}                    # a model file to fine-tune from (train --init)
 average_num=${average_num:-5}
 chunks=${chunks:-"16 4"}          # decoded chunk sizes (encoder frames of 40 ms)
 stream_chunks=${stream_chunks:-"16 4"}
@@ -99,7 +101,7 @@ while [ $# -gt 0 ]; do
         stage|stop_stage|hours|seed|nj|config|overrides|average_num|chunks|stream_chunks|\
 lm_beam|token_min_logp|lm_weight|word_bonus|oov_penalty|blank_penalty|lm_text|lm_chunk|\
 hotwords|hotwords_score|rescore|rescore_chunk|rescore_lm_ctc_weight|device|export_chunk|\
-export_left|corpus|data|exp)
+export_left|corpus|data|exp|init)
           printf -v "$name" '%s' "$2" ;;
         *) echo "$0: unknown option $1" >&2; exit 2 ;;
       esac
@@ -120,6 +122,8 @@ set_args=()
 for kv in $overrides; do set_args+=(--set "$kv"); done
 device_args=()
 if [ -n "$device" ]; then device_args=(--device "$device"); fi
+init_args=()
+if [ -n "$init" ]; then init_args=(--init "$init"); fi
 
 log() { echo "$(date '+%H:%M:%S') [stage $1] ${*:2}"; }
 run_stage() { [ "$stage" -le "$1" ] && [ "$stop_stage" -ge "$1" ]; }
@@ -172,7 +176,7 @@ if run_stage 3; then
   log 3 "train $config -> $exp ${overrides:+(overrides: $overrides)}"
   wenet-lite train --config "$config" --data "$data" --exp "$exp" \
     --train-part train-clean-100 --dev-part dev-clean --resume --no-progress "${set_args[@]}" \
-    "${device_args[@]}"
+    "${device_args[@]}" "${init_args[@]}"
 fi
 
 if run_stage 4; then

@@ -126,7 +126,8 @@ def add_train(sub: argparse._SubParsersAction) -> None:
         "and --dev-part, and DATA/cmvn.json (see compute-cmvn). Trains the tokenizer on the\n"
         "training transcripts unless --tokenizer is given. Writes EXP/config.yaml, train.log,\n"
         "tensorboard/, tokenizer.model, skipped.json and step_N.pt checkpoints (only rank 0).\n"
-        "--resume continues the newest checkpoint exactly (model, optimizer, sampler, RNG).",
+        "--resume continues the newest checkpoint exactly (model, optimizer, sampler, RNG).\n"
+        "--init MODEL.pt fine-tunes a trained model: its weights, tokenizer and CMVN.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--config", required=True, help="experiment YAML")
@@ -140,6 +141,12 @@ def add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cmvn", help="CMVN JSON (default: DATA/cmvn.json)")
     p.add_argument("--tokenizer", help="use this sentencepiece model instead of training one")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint")
+    p.add_argument(
+        "--init", metavar="MODEL.pt",
+        help="start from this model file's weights (fine-tuning): its tokenizer and CMVN "
+        "unless --tokenizer/--cmvn; a fresh optimizer and schedule; the config must describe "
+        "the same model",
+    )  # fmt: skip
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
         "--device",
@@ -169,6 +176,7 @@ def _run_train(args: argparse.Namespace) -> int:
         cmvn=Path(args.cmvn) if args.cmvn else None,
         tokenizer=Path(args.tokenizer) if args.tokenizer else None,
         resume=args.resume,
+        init=Path(args.init) if args.init else None,
         progress_bar=not args.no_progress,
         device=args.device,
     )

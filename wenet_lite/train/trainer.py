@@ -35,7 +35,12 @@ import torch
 import torch.distributed as dist
 from lhotse import CutSet
 
-from wenet_lite.checkpoint import check_same_model, list_checkpoints, load_checkpoint
+from wenet_lite.checkpoint import (
+    MODEL_SECTIONS,
+    check_same_model,
+    list_checkpoints,
+    load_checkpoint,
+)
 from wenet_lite.config import (
     ExperimentConfig,
     config_to_dict,
@@ -77,6 +82,10 @@ class TrainOptions:
     tokenizer: Optional[Path] = None
     """an existing tokenizer model to use instead of training one"""
     resume: bool = False
+    init: Optional[Path] = None
+    """a model file (checkpoint, averaged or imported) to start from: its weights, and its
+    tokenizer and CMVN unless ``tokenizer``/``cmvn`` are given; the optimizer and schedule
+    start fresh. The config must describe the same model (a differing key fails)."""
     progress_bar: bool = True
     device: Optional[str] = None
     """cpu, cuda (under torchrun: each rank its cuda:LOCAL_RANK) or cuda:N; None: cuda when
@@ -166,6 +175,10 @@ def _config_and_checkpoint(
     if not (opts.resume and found):
         if opts.resume:
             _log.info("--resume: no checkpoint in %s, starting from scratch", opts.exp)
+        if opts.init is not None:  # a new tokenizer may differ from the model's
+            sections = [s for s in MODEL_SECTIONS if s != "tokenizer" or opts.tokenizer is None]
+            saved = load_checkpoint(opts.init)["config"]
+            check_same_model(saved, config_to_dict(cfg), str(opts.init), sections)
         return cfg, None
     payload = load_checkpoint(found[-1])
     check_same_model(payload["config"], config_to_dict(cfg), str(found[-1]))
@@ -247,16 +260,26 @@ def _build(
     payload = resumed[1] if resumed is not None else None
     train_cuts = load_parts(opts.data, opts.train_parts)
     dev_cuts = load_parts(opts.data, opts.dev_parts) if opts.dev_parts else None
+    start = _initial_model(opts) if payload is None and opts.init is not None else None
     if payload is not None:  # the checkpoint holds CMVN (model buffers) and tokenizer
         tokenizer = Tokenizer.from_bytes(payload["tokenizer"])
     else:
-        mean, istd = _read_cmvn(opts.cmvn or opts.data / "cmvn.json", cfg)
-        tokenizer = _tokenizer(opts, cfg, train_cuts, info)
+        if start is not None and opts.cmvn is None:
+            mean, istd = start[0].encoder.cmvn.mean, start[0].encoder.cmvn.istd
+        else:
+            mean, istd = _read_cmvn(opts.cmvn or opts.data / "cmvn.json", cfg)
+        if start is not None and opts.tokenizer is None:
+            tokenizer = start[1]
+            tokenizer.save(opts.exp / "tokenizer.model")
+        else:
+            tokenizer = _tokenizer(opts, cfg, train_cuts, info)
     torch.manual_seed(cfg.train.seed)  # identical initial weights on every rank
     model = build_model(cfg, tokenizer.vocab_size)
     if payload is not None:
         model.load_state_dict(payload["model"])
     else:
+        if start is not None:
+            _load_initial_weights(model, start[0], opts.init)
         model.encoder.cmvn.mean.copy_(mean)
         model.encoder.cmvn.istd.copy_(istd)
     model.to(info.device).train()
@@ -268,6 +291,34 @@ def _build(
     if resumed is not None:
         restore_training_state(parts, progress, *resumed)
     return parts, progress
+
+
+def _initial_model(opts: TrainOptions) -> Tuple[ASRModel, Tokenizer]:
+    from wenet_lite.model_io import load_model
+
+    assert opts.init is not None
+    model, tokenizer, _ = load_model(opts.init)
+    _log.info("starting from the weights of %s (optimizer and schedule start fresh)", opts.init)
+    return model, tokenizer
+
+
+def _load_initial_weights(model: ASRModel, start: ASRModel, path: Optional[Path]) -> None:
+    """``start``'s weights into ``model``; layers whose shape differs (the output layers, for
+    a tokenizer of another size) keep their fresh initialisation and are named."""
+    own = model.state_dict()
+    given = start.state_dict()
+    fresh = sorted(k for k, v in given.items() if k in own and own[k].shape != v.shape)
+    kept = {k: v for k, v in given.items() if k not in fresh}
+    missing, unexpected = model.load_state_dict(kept, strict=False)
+    if unexpected or set(missing) != set(fresh):
+        odd = (missing or unexpected)[:3]
+        raise ValueError(f"{path}: its weights do not fit this model: {odd}")
+    if fresh:
+        _log.warning(
+            "%s: new output layers for the tokenizer's %d pieces (the model had %d): %s start "
+            "from scratch", path, model.ctc.proj.out_features, start.ctc.proj.out_features,
+            ", ".join(fresh),
+        )  # fmt: skip
 
 
 def build_loaders(

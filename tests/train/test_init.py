@@ -1,0 +1,108 @@
+"""`train --init MODEL.pt`: fine-tuning starts from the model's weights, tokenizer and CMVN
+with a fresh optimizer; a config that describes another model fails naming the key; a new
+tokenizer re-initialises only the output layers; the result streams exactly."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from lhotse import CutSet
+
+from tests.decode.test_streaming import _stream
+from wenet_lite import load_model
+from wenet_lite.config import ConfigError
+from wenet_lite.data.manifest import load_cuts, save_cuts
+from wenet_lite.data.tokenizer import Tokenizer
+from wenet_lite.features.audio import load_audio
+from wenet_lite.train.trainer import TrainOptions, train
+
+TINY = Path("conf/tiny_test.yaml")
+FAST = ("train.max_epochs=100", "data.num_buckets=1", "train.lr=0.005", "train.warmup_steps=5")
+
+
+def _train(data: Path, exp: Path, *overrides: str, **kwargs):
+    kwargs.setdefault("device", "cpu")
+    return train(TrainOptions(TINY, data, exp, (*FAST, *overrides), train_parts=("few",),
+                              dev_parts=(), progress_bar=False, **kwargs))  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def few_data(synthetic_corpus, tmp_path_factory) -> Path:
+    cuts = load_cuts(synthetic_corpus.data / "train-clean-100")
+    data = tmp_path_factory.mktemp("few")
+    save_cuts(CutSet.from_cuts(sorted(cuts, key=lambda c: c.duration)[:6]),
+              data / "few" / "cuts.jsonl.gz")  # fmt: skip
+    (data / "cmvn.json").write_bytes((synthetic_corpus.data / "cmvn.json").read_bytes())
+    return data
+
+
+def _first(result) -> float:
+    return sum(result.losses[s] for s in sorted(result.losses)[:3]) / 3
+
+
+def test_fine_tuning_starts_where_the_model_left_off(synthetic_corpus, few_data, tmp_path,
+                                                     caplog) -> None:  # fmt: skip
+    tok = synthetic_corpus.tokenizer
+    base = _train(few_data, tmp_path / "base", "train.max_steps=40", tokenizer=tok)
+    start = tmp_path / "base" / "step_40.pt"
+    (few_data / "cmvn.json").rename(few_data / "moved.json")  # the model brings its CMVN
+    try:
+        tuned = _train(few_data, tmp_path / "tuned", "train.max_steps=20", init=start)
+    finally:
+        (few_data / "moved.json").rename(few_data / "cmvn.json")
+    scratch = _train(few_data, tmp_path / "scratch", "train.max_steps=3", tokenizer=tok)
+    # A fresh optimizer and schedule, but the weights of step 40: the first losses are the
+    # base run's last ones, far below a run from scratch (the negative control).
+    assert sorted(tuned.losses)[0] == 1
+    last_base = sum(base.losses[s] for s in sorted(base.losses)[-3:]) / 3
+    assert _first(tuned) < 0.5 * _first(scratch)
+    assert _first(tuned) < 2 * last_base
+    assert tuned.losses[max(tuned.losses)] < _first(tuned)
+    assert (tmp_path / "tuned" / "tokenizer.model").read_bytes() == Tokenizer.load(tok).to_bytes()
+    model, tokenizer, cfg = load_model(tmp_path / "tuned" / "step_20.pt")
+    original, _, _ = load_model(start)
+    assert torch.equal(model.encoder.cmvn.mean, original.encoder.cmvn.mean)
+    # The fine-tuned model streams exactly: streamed (random piece sizes) == simulated.
+    from wenet_lite.decode.endpoint import EndpointConfig
+    from wenet_lite.decode.options import SearchOptions
+    from wenet_lite.decode.recognize import DecodeOptions, decode_model
+    from wenet_lite.decode.streaming import StreamingRecognizer
+    from wenet_lite.model.chunking import Chunking
+
+    cuts = list(load_cuts(synthetic_corpus.data / "test-clean"))[:4]
+    chunking = Chunking(4, -1)
+    opts = DecodeOptions(SearchOptions(), chunking, simulate_streaming=True, batch_seconds=12)
+    simulated = {r.utt_id: r.hyp.tokens
+                 for r in decode_model(model, tokenizer, cfg, cuts, opts).results}  # fmt: skip
+    rec = StreamingRecognizer.from_model(model, cfg, tokenizer, chunking, SearchOptions(),
+                                         endpoint=EndpointConfig(enabled=False))  # fmt: skip
+    for k, cut in enumerate(cuts):
+        audio = load_audio(cut.recording.sources[0].source, 16000).astype(np.float32)
+        assert _stream(rec, audio, seed=k).token_ids == simulated[cut.id], cut.id
+    assert any(simulated.values())
+
+
+def test_init_refuses_another_model_and_renews_output_layers_for_a_new_tokenizer(
+    synthetic_corpus, few_data, tmp_path, caplog
+) -> None:
+    tok = synthetic_corpus.tokenizer
+    _train(few_data, tmp_path / "base", "train.max_steps=2", tokenizer=tok)
+    start = tmp_path / "base" / "step_2.pt"
+    with pytest.raises(ConfigError, match=r"encoder.num_blocks: is 3 but .*step_2.pt"):
+        _train(few_data, tmp_path / "other", "encoder.num_blocks=3", init=start)
+    # A tokenizer of another size: the model's other weights, new output layers, named.
+    texts = [c.supervisions[0].text for c in load_cuts(synthetic_corpus.data / "train-clean-100")]
+    from wenet_lite.config import TokenizerConfig
+
+    small = Tokenizer.train(texts, TokenizerConfig(vocab_size=30), tmp_path / "small.model")
+    with caplog.at_level(logging.WARNING, logger="wenet_lite.train"):
+        result = _train(few_data, tmp_path / "new", "train.max_steps=2", init=start,
+                        tokenizer=tmp_path / "small.model")  # fmt: skip
+    assert "ctc.proj.weight" in caplog.text and "30 pieces" in caplog.text
+    model, tokenizer, _ = load_model(tmp_path / "new" / "step_2.pt")
+    assert tokenizer.vocab_size == small.vocab_size == model.ctc.proj.out_features
+    assert result.step == 2
