@@ -270,7 +270,8 @@ def _build(
             mean, istd = _read_cmvn(opts.cmvn or opts.data / "cmvn.json", cfg)
         if start is not None and opts.tokenizer is None:
             tokenizer = start[1]
-            tokenizer.save(opts.exp / "tokenizer.model")
+            if info.is_main:
+                tokenizer.save(opts.exp / "tokenizer.model")
         else:
             tokenizer = _tokenizer(opts, cfg, train_cuts, info)
     torch.manual_seed(cfg.train.seed)  # identical initial weights on every rank
