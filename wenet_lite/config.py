@@ -228,6 +228,9 @@ class DecoderConfig:
     """of the feed-forward layers (WeNet's decoders: relu)"""
     norm_eps: float = 1e-5
     """epsilon of every LayerNorm of the decoder"""
+    sos_eos_id: int = -1
+    """-1: start and end of sentence is an extra id after the tokenizer's (the decoder has
+    V + 1 outputs); else that id inside the vocabulary (WeNet's ``<sos/eos>``)"""
     detach_encoder: bool = False
     """true: the decoder's loss trains the decoder only, not the encoder it reads (CTC then
     trains the encoder as it would alone; for short budgets, or a decoder added to a trained
@@ -240,6 +243,10 @@ class DecoderConfig:
         for name in ("dropout", "attention_dropout"):
             _require(0.0 <= getattr(self, name) < 1.0, name, "must be in [0, 1)")
         _require(0 < self.norm_eps < 1, "norm_eps", f"must be in (0, 1), got {self.norm_eps}")
+        _require(
+            self.sos_eos_id == -1 or self.sos_eos_id > 0, "sos_eos_id",
+            f"must be -1 or an id > 0 (0 is the blank), got {self.sos_eos_id}",
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ U2 = ["decoder.type=bitransformer", "decoder.num_blocks=2", "decoder.r2l_num_blo
 V = 23
 
 
-def _decoder(seed: int = 0) -> AttentionDecoder:
+def _decoder(seed: int = 0, sos_eos_id: int = -1) -> AttentionDecoder:
     torch.manual_seed(seed)
-    return AttentionDecoder(V, 32, 4, 64, 2, 2, 0.0, 0.0).eval()
+    return AttentionDecoder(V, 32, 4, 64, 2, 2, 0.0, 0.0, sos_eos_id=sos_eos_id).eval()
 
 
 def _batch(seed: int = 0):
@@ -45,8 +45,12 @@ def _log_prob_of(decoder, net, memory, memory_lens, seq):
 
 
 @torch.no_grad()
-def test_teacher_forced_scores_equal_step_by_step_in_both_directions() -> None:
-    decoder = _decoder()
+@pytest.mark.parametrize("sos_eos_id", [-1, 2])
+def test_teacher_forced_scores_equal_step_by_step_in_both_directions(sos_eos_id: int) -> None:
+    """Also with start/end of sentence inside the vocabulary (WeNet's <sos/eos> at id 2)."""
+    decoder = _decoder(sos_eos_id=sos_eos_id)
+    assert decoder.l2r.out.out_features == (V + 1 if sos_eos_id == -1 else V)
+    assert decoder.sos_eos == (V if sos_eos_id == -1 else 2)
     memory, memory_lens, targets, target_lens = _batch()
     l2r = decoder.score(memory, memory_lens, targets, target_lens, reverse_weight=0.0)
     both = decoder.score(memory, memory_lens, targets, target_lens, reverse_weight=1.0)
@@ -150,6 +154,10 @@ def test_config_errors_name_the_key(tmp_path) -> None:
         load_config(TINY, U2 + ["decoder.activation=gelu"])
     with pytest.raises(ConfigError, match="decoder.norm_eps"):
         load_config(TINY, U2 + ["decoder.norm_eps=0"])
+    with pytest.raises(ConfigError, match="decoder.sos_eos_id: must be -1 or an id > 0"):
+        load_config(TINY, U2 + ["decoder.sos_eos_id=0"])
+    with pytest.raises(ValueError, match=f"sos_eos_id must be -1 or in 1..{V - 1}, got {V}"):
+        _decoder(sos_eos_id=V)
 
 
 @torch.no_grad()
@@ -208,3 +216,13 @@ def test_shared_memory_rows_equal_one_memory_per_hypothesis() -> None:
     shared = decoder.score(memory, memory_lens, hyps, hyp_lens, 0.3, rows)
     copied = decoder.score(memory[rows], memory_lens[rows], hyps, hyp_lens, 0.3)
     torch.testing.assert_close(shared, copied)
+
+
+def test_export_metadata_names_an_in_vocabulary_sos_eos() -> None:
+    from wenet_lite.export.common import export_metadata
+
+    for extra, want in (([], V), (["decoder.sos_eos_id=3"], 3)):
+        cfg = load_config(TINY, U2 + extra)
+        model = build_model(cfg, V)
+        assert model.decoder.sos_eos == want
+        assert export_metadata(cfg, model, 4, 1, "none")["sos_eos_id"] == str(want)

@@ -101,7 +101,9 @@ def export_metadata(
         # The attention decoder (TorchScript: forward_attention_decoder; ONNX: decoder.onnx),
         # its start/end id and the rescoring weights `decode` uses by default.
         "decoder": "none" if model.decoder is None else cfg.decoder.type,
-        "sos_eos_id": model.ctc.proj.out_features,
+        "sos_eos_id": (
+            model.ctc.proj.out_features if model.decoder is None else model.decoder.sos_eos
+        ),
         "rescore_ctc_weight": RESCORE_CTC_WEIGHT,
         "rescore_reverse_weight": RESCORE_REVERSE_WEIGHT,
     }

@@ -131,6 +131,7 @@ def build_model(cfg: ExperimentConfig, vocab_size: int) -> ASRModel:
             attention_dropout=dec.attention_dropout,
             activation=dec.activation,
             norm_eps=dec.norm_eps,
+            sos_eos_id=dec.sos_eos_id,
         )
     loss = cfg.model
     return ASRModel(

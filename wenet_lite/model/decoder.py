@@ -4,7 +4,9 @@ cross-attending to the encoder output, in both reading directions. It is trained
 and rescores the CTC prefix beam's n-best (``decode/rescore.py``); it never streams.
 
 Token ids are the tokenizer's (0, the CTC blank, is never a target) plus one more, V, which is
-both start and end of sentence (``sos_eos``): the decoder's vocabulary is V + 1. The
+both start and end of sentence (``sos_eos``): the decoder's vocabulary is V + 1. A model
+trained elsewhere may keep that symbol inside the vocabulary (WeNet's ``<sos/eos>``):
+``sos_eos_id`` names it, and the vocabulary stays V. The
 right-to-left decoder reads each hypothesis reversed, so its scores judge the end of a
 sentence from what follows, which a left-to-right pass cannot.
 
@@ -252,12 +254,17 @@ class AttentionDecoder(nn.Module):
         attention_dropout: float,
         activation: str = "silu",
         norm_eps: float = 1e-5,
+        sos_eos_id: int = -1,
     ) -> None:
         """``activation`` of the feed-forward layers (WeNet's decoders: relu); ``norm_eps``:
-        the epsilon of every LayerNorm."""
+        the epsilon of every LayerNorm; ``sos_eos_id``: -1 for an extra id V, else the id
+        in the vocabulary that starts and ends a sentence."""
         super().__init__()
-        self.sos_eos = vocab_size
-        sizes = (vocab_size + 1, d_model, num_heads, ffn_dim)
+        if sos_eos_id != -1 and not 0 < sos_eos_id < vocab_size:
+            raise ValueError(f"sos_eos_id must be -1 or in 1..{vocab_size - 1}, got {sos_eos_id}")
+        self.sos_eos = vocab_size if sos_eos_id == -1 else sos_eos_id
+        outputs = vocab_size + 1 if sos_eos_id == -1 else vocab_size
+        sizes = (outputs, d_model, num_heads, ffn_dim)
         rest = (dropout, attention_dropout, activation, norm_eps)
         self.l2r = TransformerDecoder(*sizes, num_blocks, *rest)
         self.r2l = nn.ModuleList(
