@@ -167,6 +167,9 @@ class EncoderConfig:
     """a LayerNorm after the last block (WeNet's ``after_norm``)"""
     norm_eps: float = 1e-5
     """epsilon of every LayerNorm of the encoder (WeNet's models from before 2022: 1e-12)"""
+    conv_pad: Literal["zero", "wenet"] = "zero"
+    """what the causal conv sees before a stream's first frame: zero depthwise inputs, or
+    WeNet's (zero inputs of the block, i.e. the GLU of the first pointwise conv's bias)"""
     chunk: ChunkConfig = field(default_factory=ChunkConfig)
 
     def __post_init__(self) -> None:

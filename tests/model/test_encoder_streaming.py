@@ -88,6 +88,61 @@ def test_final_norm_and_norm_eps_stream_exactly_and_change_the_output() -> None:
     assert (outs["final"] - outs["eps"]).abs().max() > 0
 
 
+def test_wenet_conv_pad_is_zero_block_inputs_before_the_stream() -> None:
+    """``conv_pad: wenet``: the causal conv sees, before the first frame, what zero inputs of
+    the block would give (WeNet pads before the pointwise conv): the conv module on the input
+    with K-1 zero frames in front, minus those frames (the oracle). Zero padding differs (the
+    negative control)."""
+    from wenet_lite.model.convolution import ConvModule
+
+    torch.manual_seed(3)
+    wenet = ConvModule(16, 5, True, "layer_norm", pad="wenet").eval()
+    zero = ConvModule(16, 5, True, "layer_norm").eval()
+    zero.load_state_dict(wenet.state_dict())
+    with torch.no_grad():
+        wenet.pointwise_in.bias.normal_()  # a bias that matters
+        zero.pointwise_in.bias.copy_(wenet.pointwise_in.bias)
+        x = torch.randn(2, 9, 16)
+        valid = torch.ones(2, 9, dtype=torch.bool)
+        cache = torch.zeros(2, 16, 4)
+        nothing = torch.zeros(2, 1, 4, dtype=torch.bool)
+        ours, _ = wenet(x, valid, cache, nothing)
+        padded = torch.cat([torch.zeros(2, 4, 16), x], dim=1)
+        oracle, _ = zero(padded, torch.ones(2, 13, dtype=torch.bool), cache)
+        plain, _ = zero(x, valid, cache)
+    assert (ours - oracle[:, 4:]).abs().max() < 1e-5
+    assert (ours - plain).abs().max() > 1e-2
+
+
+@pytest.mark.parametrize("chunk,left", [(4, -1), (4, 2), (1, 4)])
+def test_wenet_conv_pad_streams_exactly(chunk: int, left: int) -> None:
+    enc = _encoder(conv_pad="wenet")
+    plain = _encoder()
+    with torch.no_grad():
+        for block in enc.blocks:
+            block.conv.pointwise_in.bias.normal_()
+        plain.load_state_dict(enc.state_dict())
+    feats = torch.randn(2, 90, F_DIM, generator=torch.Generator().manual_seed(4))
+    lens = torch.tensor([90, 61])
+    with torch.no_grad():
+        full, out_lens = enc(feats, lens, chunk, left)
+        streamed = enc.forward_chunk_by_chunk(feats, chunk, left, lens)
+        other, _ = plain(feats, lens, chunk, left)
+    assert _max_valid_diff(full, streamed, out_lens) <= 1e-5
+    assert (full - other).abs().max() > 1e-3
+    torch.jit.script(enc)  # the exports script or export this path
+
+
+def test_wenet_conv_pad_needs_k_minus_1_cached_frames() -> None:
+    from wenet_lite.config import load_config
+    from wenet_lite.model.chunking import Chunking, check_chunking
+
+    cfg = load_config("conf/tiny_test.yaml", ["encoder.conv_pad=wenet"]).encoder
+    check_chunking(cfg, Chunking(4, -1), True, "m.pt")
+    with pytest.raises(ValueError, match=r"m.pt pads its convolution as WeNet .* keeps 0"):
+        check_chunking(cfg, Chunking(4, 0), True, "m.pt")
+
+
 @pytest.mark.parametrize("rate,channels", [(6, 0), (8, 0), (4, 8)])
 def test_other_subsampling_rates_stream_exactly(rate: int, channels: int) -> None:
     enc = _encoder(subsampling_rate=rate, subsampling_channels=channels)

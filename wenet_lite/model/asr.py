@@ -116,6 +116,7 @@ def build_model(cfg: ExperimentConfig, vocab_size: int) -> ASRModel:
         attention_dropout=enc.attention_dropout,
         final_norm=enc.final_norm,
         norm_eps=enc.norm_eps,
+        conv_pad=enc.conv_pad,
     )
     decoder = None
     dec = cfg.decoder

@@ -58,6 +58,14 @@ def check_chunking(encoder: EncoderConfig, chunking: Chunking, cached: bool, sou
     """
     if not chunking.streaming:
         return
+    cached = chunking.chunk_size * chunking.left_chunks
+    if encoder.conv_pad == "wenet" and 0 <= cached < encoder.conv_kernel - 1:
+        raise ValueError(
+            f"{source} pads its convolution as WeNet does (encoder.conv_pad: wenet), which "
+            f"needs at least conv_kernel - 1 = {encoder.conv_kernel - 1} cached frames; chunk "
+            f"{chunking.chunk_size} x left {chunking.left_chunks} keeps {cached}: use more "
+            "left chunks (or -1)"
+        )
     if not encoder.causal_conv:
         message = (
             f"{source} was trained full-context (encoder.causal_conv: false): its convolution "

@@ -69,6 +69,7 @@ class ConformerBlock(nn.Module):
         dropout: float,
         attention_dropout: float,
         norm_eps: float = 1e-5,
+        conv_pad: str = "zero",
     ) -> None:
         super().__init__()
         self.ff1 = FeedForward(d_model, ffn_dim, dropout)
@@ -79,7 +80,7 @@ class ConformerBlock(nn.Module):
             self.rel_pos = ShawRelPosition(d_model, num_heads, max_rel_dist)
         else:
             raise ValueError(f"pos_enc must be 'xl' or 'shaw', got {pos_enc!r}")
-        self.conv = ConvModule(d_model, conv_kernel, causal_conv, conv_norm, norm_eps)
+        self.conv = ConvModule(d_model, conv_kernel, causal_conv, conv_norm, norm_eps, conv_pad)
         self.ff2 = FeedForward(d_model, ffn_dim, dropout)
         self.norm_ff1 = nn.LayerNorm(d_model, eps=norm_eps)
         self.norm_attn = nn.LayerNorm(d_model, eps=norm_eps)
@@ -96,14 +97,16 @@ class ConformerBlock(nn.Module):
         valid: torch.Tensor,
         att_cache: torch.Tensor,
         conv_cache: torch.Tensor,
+        conv_real: Optional[torch.Tensor] = None,
     ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Args: x (B, C, D), pos (H, P, d_k), mask (B, C, M+C), valid (B, C),
-        att_cache (B, H, M, 2*d_k), conv_cache (B, D, K-1).
+        att_cache (B, H, M, 2*d_k), conv_cache (B, D, K-1), conv_real: the conv cache's real
+        columns (B, 1, K-1), for the ``wenet`` conv pad.
         Returns: x (B, C, D), keys/values (B, H, M+C, 2*d_k), conv cache (B, D, K-1)."""
         x = x + 0.5 * self.dropout(self.ff1(self.norm_ff1(x)))
         a, kv = self.attn(self.norm_attn(x), pos, mask, att_cache)
         x = x + self.dropout(a)
-        c, new_conv = self.conv(self.norm_conv(x), valid, conv_cache)
+        c, new_conv = self.conv(self.norm_conv(x), valid, conv_cache, conv_real)
         x = x + self.dropout(c)
         x = x + 0.5 * self.dropout(self.ff2(self.norm_ff2(x)))
         return self.norm_out(x), kv, new_conv
@@ -130,9 +133,11 @@ class ConformerEncoder(nn.Module):
         attention_dropout: float = 0.0,
         final_norm: bool = False,
         norm_eps: float = 1e-5,
+        conv_pad: str = "zero",
     ) -> None:
         """``final_norm``: a LayerNorm after the last block (WeNet's ``after_norm``);
-        ``norm_eps``: the epsilon of every LayerNorm (WeNet before 2022: 1e-12)."""
+        ``norm_eps``: the epsilon of every LayerNorm (WeNet before 2022: 1e-12); ``conv_pad``:
+        what the causal conv sees before the first frame (ConvModule)."""
         super().__init__()
         self.d_model = d_model
         self.num_heads = num_heads
@@ -148,7 +153,7 @@ class ConformerEncoder(nn.Module):
             [
                 ConformerBlock(
                     d_model, num_heads, ffn_dim, conv_kernel, causal_conv, conv_norm,
-                    pos_enc, max_rel_dist, dropout, attention_dropout, norm_eps,
+                    pos_enc, max_rel_dist, dropout, attention_dropout, norm_eps, conv_pad,
                 )
                 for _ in range(num_blocks)
             ]
@@ -181,8 +186,9 @@ class ConformerEncoder(nn.Module):
         pos = self.position_tables(t, t)
         att_cache = x.new_zeros(b, self.num_heads, 0, 2 * (self.d_model // self.num_heads))
         conv_cache = x.new_zeros(b, self.d_model, self._conv_cache_size())
+        conv_real = self._conv_real(lens.new_zeros(b))  # nothing before the first frame
         for i, block in enumerate(self.blocks):
-            x, _, _ = block(x, pos[i], mask, valid, att_cache, conv_cache)
+            x, _, _ = block(x, pos[i], mask, valid, att_cache, conv_cache, conv_real)
         return self.final_norm(x), lens
 
     @torch.jit.export
@@ -269,8 +275,11 @@ class ConformerEncoder(nn.Module):
             limit = m if fixed_cache else -1
         new_att: List[torch.Tensor] = []
         new_conv: List[torch.Tensor] = []
+        conv_real = self._conv_real(state.cache_len)
         for i, block in enumerate(self.blocks):
-            x, kv, cv = block(x, pos[i], mask, valid, state.att_cache[i], state.conv_cache[i])
+            x, kv, cv = block(
+                x, pos[i], mask, valid, state.att_cache[i], state.conv_cache[i], conv_real
+            )
             new_att.append(kv if limit < 0 else kv[:, :, kv.size(2) - limit :])
             new_conv.append(cv)
         kept = m + c if limit < 0 else limit
@@ -329,6 +338,14 @@ class ConformerEncoder(nn.Module):
 
     def _conv_cache_size(self) -> int:
         return self.conv_kernel - 1 if self.causal_conv else 0
+
+    def _conv_real(self, cache_len: torch.Tensor) -> torch.Tensor:
+        """Which of the conv cache's K-1 columns hold frames of the stream: the last
+        min(cache_len, K-1), (B, 1, K-1). Exact while the attention cache keeps at least K-1
+        frames (checked in ``check_chunking`` for the ``wenet`` conv pad)."""
+        k = self._conv_cache_size()
+        cols = torch.arange(k, device=cache_len.device)
+        return (cols.unsqueeze(0) >= (k - cache_len.clamp(max=k)).unsqueeze(1)).unsqueeze(1)
 
     def _chunk_mask(
         self, cache_len: torch.Tensor, chunk_lens: torch.Tensor, m: int, c: int
