@@ -157,8 +157,10 @@ class EncoderConfig:
     causal_conv: bool = True
     """left-only depthwise conv; required for chunked (streaming) attention"""
     conv_norm: Literal["layer_norm", "batch_norm"] = "layer_norm"
-    pos_enc: Literal["xl", "shaw"] = "xl"
-    """xl: sinusoid of the signed distance + projection (Transformer-XL); shaw: learned table"""
+    pos_enc: Literal["xl", "shaw", "wenet"] = "xl"
+    """xl: sinusoid of the signed distance + projection (Transformer-XL); shaw: learned table;
+    wenet: the same projection of the keys' absolute positions, no shift (WeNet's term; whole
+    utterances only: streaming such a model is refused)"""
     max_rel_dist: int = 0
     """clipping radius Z for relative distances (0: no clipping; shaw needs Z > 0)"""
     dropout: float = 0.1

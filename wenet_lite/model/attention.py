@@ -82,6 +82,9 @@ class RelPositionAttention(nn.Module):
         self.dropout = dropout
         self.qkv = Linear(d_model, 3 * d_model)
         self.out = Linear(d_model, d_model)
+        self.key_positions = False
+        """``pos`` holds one embedding per key position (WeNet's term) instead of one per
+        distance: the product needs no shift"""
         self.plain_softmax = False
         """attend in plain products instead of SDPA (set on export copies, see
         :meth:`_plain_attention`)"""
@@ -179,4 +182,6 @@ class RelPositionAttention(nn.Module):
         """(q_i + v)·p(i - j) / sqrt(d_k): (B, H, C, num_keys)."""
         # Scaled before the product: (C, d_k) elements scaled instead of (C, M+2C-1).
         q_v = (q + self.pos_bias_v.unsqueeze(1)) * (1.0 / math.sqrt(self.head_dim))
+        if self.key_positions:
+            return torch.matmul(q_v, pos.transpose(1, 2))  # (B, H, C, M+C)
         return position_scores(q_v, pos, num_keys)

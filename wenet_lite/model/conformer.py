@@ -74,12 +74,14 @@ class ConformerBlock(nn.Module):
         super().__init__()
         self.ff1 = FeedForward(d_model, ffn_dim, dropout)
         self.attn = RelPositionAttention(d_model, num_heads, attention_dropout)
-        if pos_enc == "xl":
+        if pos_enc in ("xl", "wenet"):
             self.rel_pos = XLRelPosition(d_model, num_heads, max_rel_dist)
         elif pos_enc == "shaw":
             self.rel_pos = ShawRelPosition(d_model, num_heads, max_rel_dist)
         else:
-            raise ValueError(f"pos_enc must be 'xl' or 'shaw', got {pos_enc!r}")
+            raise ValueError(f"pos_enc must be 'xl', 'shaw' or 'wenet', got {pos_enc!r}")
+        # WeNet's position term: the keys' absolute positions, no relative shift.
+        self.attn.key_positions = pos_enc == "wenet"
         self.conv = ConvModule(d_model, conv_kernel, causal_conv, conv_norm, norm_eps, conv_pad)
         self.ff2 = FeedForward(d_model, ffn_dim, dropout)
         self.norm_ff1 = nn.LayerNorm(d_model, eps=norm_eps)
@@ -158,6 +160,8 @@ class ConformerEncoder(nn.Module):
                 for _ in range(num_blocks)
             ]
         )  # fmt: skip
+        self.key_positions = pos_enc == "wenet"
+        """WeNet's position term (absolute key positions): whole utterances only, so far"""
         self.final_norm: nn.Module = (
             nn.LayerNorm(d_model, eps=norm_eps) if final_norm else nn.Identity()
         )
@@ -198,6 +202,9 @@ class ConformerEncoder(nn.Module):
         They depend only on the window shape, so a caller streaming many chunks of one shape
         computes them once and passes them to :meth:`forward_chunk`.
         """
+        if self.key_positions:  # WeNet's: key j at position j (a stream's first window)
+            positions = torch.arange(num_keys, device=self.cmvn.mean.device)
+            return [block.rel_pos(positions) for block in self.blocks]
         distances = window_distances(num_queries, num_keys, self.cmvn.mean.device)
         return [block.rel_pos(distances) for block in self.blocks]
 
@@ -258,6 +265,12 @@ class ConformerEncoder(nn.Module):
             raise RuntimeError(
                 "forward_chunk needs a causal conv: this encoder's conv sees future frames, "
                 "so chunk-by-chunk output would not match any training condition"
+            )
+        if self.key_positions:
+            raise RuntimeError(
+                "forward_chunk: an encoder with WeNet's absolute key positions (encoder.pos_enc: "
+                "wenet) needs each stream's offset, which streaming does not carry yet; encode "
+                "whole utterances (forward) instead"
             )
         b, w_in, _ = feats_window.size()
         if window_lens is None:
