@@ -141,6 +141,7 @@ def test_wenet_conv_pad_needs_k_minus_1_cached_frames() -> None:
     check_chunking(cfg, Chunking(4, -1), True, "m.pt")
     with pytest.raises(ValueError, match=r"m.pt pads its convolution as WeNet .* keeps 0"):
         check_chunking(cfg, Chunking(4, 0), True, "m.pt")
+    check_chunking(cfg, Chunking(4, 0), False, "m.pt")  # chunk-masked: no cache to need
 
 
 @pytest.mark.parametrize("rate,channels", [(6, 0), (8, 0), (4, 8)])

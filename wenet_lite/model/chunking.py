@@ -58,12 +58,12 @@ def check_chunking(encoder: EncoderConfig, chunking: Chunking, cached: bool, sou
     """
     if not chunking.streaming:
         return
-    cached = chunking.chunk_size * chunking.left_chunks
-    if encoder.conv_pad == "wenet" and 0 <= cached < encoder.conv_kernel - 1:
+    kept = chunking.chunk_size * chunking.left_chunks  # cached frames (< 0: all)
+    if cached and encoder.conv_pad == "wenet" and 0 <= kept < encoder.conv_kernel - 1:
         raise ValueError(
             f"{source} pads its convolution as WeNet does (encoder.conv_pad: wenet), which "
             f"needs at least conv_kernel - 1 = {encoder.conv_kernel - 1} cached frames; chunk "
-            f"{chunking.chunk_size} x left {chunking.left_chunks} keeps {cached}: use more "
+            f"{chunking.chunk_size} x left {chunking.left_chunks} keeps {kept}: use more "
             "left chunks (or -1)"
         )
     if not encoder.causal_conv:
