@@ -161,6 +161,7 @@ class ConformerEncoder(nn.Module):
             ]
         )  # fmt: skip
         self.key_positions = pos_enc == "wenet"
+        self.conv_pad_wenet = conv_pad == "wenet" and causal_conv
         """WeNet's position term (absolute key positions): whole utterances only, so far"""
         self.final_norm: nn.Module = (
             nn.LayerNorm(d_model, eps=norm_eps) if final_norm else nn.Identity()
@@ -190,7 +191,7 @@ class ConformerEncoder(nn.Module):
         pos = self.position_tables(t, t)
         att_cache = x.new_zeros(b, self.num_heads, 0, 2 * (self.d_model // self.num_heads))
         conv_cache = x.new_zeros(b, self.d_model, self._conv_cache_size())
-        conv_real = self._conv_real(lens.new_zeros(b))  # nothing before the first frame
+        conv_real = self._conv_real(lens.new_zeros(b))  # nothing before the first frame (or None)
         for i, block in enumerate(self.blocks):
             x, _, _ = block(x, pos[i], mask, valid, att_cache, conv_cache, conv_real)
         return self.final_norm(x), lens
@@ -352,10 +353,13 @@ class ConformerEncoder(nn.Module):
     def _conv_cache_size(self) -> int:
         return self.conv_kernel - 1 if self.causal_conv else 0
 
-    def _conv_real(self, cache_len: torch.Tensor) -> torch.Tensor:
+    def _conv_real(self, cache_len: torch.Tensor) -> Optional[torch.Tensor]:
         """Which of the conv cache's K-1 columns hold frames of the stream: the last
-        min(cache_len, K-1), (B, 1, K-1). Exact while the attention cache keeps at least K-1
-        frames (checked in ``check_chunking`` for the ``wenet`` conv pad)."""
+        min(cache_len, K-1), (B, 1, K-1); None when no block pads as WeNet (nothing reads it).
+        Exact while the attention cache keeps at least K-1 frames (checked in
+        ``check_chunking`` for the ``wenet`` conv pad)."""
+        if not self.conv_pad_wenet:
+            return None
         k = self._conv_cache_size()
         cols = torch.arange(k, device=cache_len.device)
         return (cols.unsqueeze(0) >= (k - cache_len.clamp(max=k)).unsqueeze(1)).unsqueeze(1)
