@@ -203,6 +203,7 @@ def _outputs(model: torch.nn.Module, units: List[str], out: Path, case: Dict[str
                 golden[f"chunk16_{left}"] = enc(feats, lens, 16, left)[0]
                 one = feats[:1]
                 golden[f"stream16_{left}"] = enc.forward_chunk_by_chunk(one, 16, left)[0]
+            golden["sherpa16_4"] = _sherpa_convention(enc, feats[:1], 16, 4)
         sos = units.index("<sos/eos>")
         hyps = [[3, 4, 5, 6, 7], [8, 9, 10], [5, 5, 11, 12]]
         golden["hyps"] = hyps
@@ -223,6 +224,30 @@ def _outputs(model: torch.nn.Module, units: List[str], out: Path, case: Dict[str
     golden["text"] = SAMPLE_TEXT
     golden["text_ids"] = _wenet_ids(units, out, case)
     return golden
+
+
+def _sherpa_convention(enc: Any, feats: torch.Tensor, chunk: int, left: int) -> torch.Tensor:
+    """WeNet's forward_chunk as its ONNX export and sherpa-onnx call it: a zero cache of C*N
+    frames hidden by the mask, the offset starting at C*N (wenet/bin/export_onnx_cpu.py),
+    over every complete window. (1, T, D)."""
+    cached = chunk * left
+    rate = enc.embed.subsampling_rate
+    window = (chunk - 1) * rate + enc.embed.right_context + 1
+    att = torch.zeros(len(enc.encoders), enc.encoders[0].self_attn.h, cached,
+                      enc._output_size // enc.encoders[0].self_attn.h * 2)  # fmt: skip
+    cnn = torch.zeros(len(enc.encoders), 1, enc._output_size,
+                      enc.encoders[0].conv_module.lorder)  # fmt: skip
+    mask = torch.ones(1, 1, cached + chunk, dtype=torch.bool)
+    mask[:, :, :cached] = False
+    offset, outs, i = cached, [], 0
+    while i * chunk * rate + window <= feats.size(1):
+        mask[:, :, -(chunk * (i + 1)) :] = True
+        xs = feats[:, i * chunk * rate : i * chunk * rate + window]
+        out, att, cnn = enc.forward_chunk(xs, offset, cached, att, cnn, mask)
+        outs.append(out)
+        offset += out.size(1)
+        i += 1
+    return torch.cat(outs, dim=1)
 
 
 def _wenet_ids(units: List[str], out: Path, case: Dict[str, Any]) -> List[List[int]]:

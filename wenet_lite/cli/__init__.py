@@ -14,7 +14,7 @@ import sys
 from typing import Callable, List, NoReturn, Optional
 
 from wenet_lite.cli.decode import add_decode, add_score, add_stream, add_train_lm
-from wenet_lite.cli.export import add_export
+from wenet_lite.cli.export import add_export, add_import_wenet
 from wenet_lite.cli.flags import UsageError
 from wenet_lite.cli.serve import add_serve
 from wenet_lite.cli.train import (
@@ -45,6 +45,7 @@ _SUBCOMMANDS: List[Callable[[argparse._SubParsersAction], None]] = [
     add_score,
     add_train_lm,
     add_export,
+    add_import_wenet,
 ]
 
 

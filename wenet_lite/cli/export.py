@@ -63,3 +63,33 @@ def _run_export(args: argparse.Namespace) -> int:
     for path in written:
         print(path)
     return 0
+
+
+def add_import_wenet(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "import-wenet",
+        help="import a pretrained WeNet U2/U2++ conformer as a model file",
+        description="usage: wenet-lite import-wenet DIR --out MODEL.pt [--norm-eps 1e-12]\n\n"
+        "DIR is a WeNet model directory as WeNet publishes it: final.pt, train.yaml, "
+        "units.txt, global_cmvn and, for English models, bpe.model. MODEL.pt is an ordinary "
+        "model file: decode, stream, serve, export and train --init take it. Its outputs are "
+        "WeNet's own (absolute key positions, WeNet's conv padding, final norm, ReLU decoder, "
+        "features with snip_edges and the whole band).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("model_dir", metavar="DIR", help="WeNet model directory")
+    p.add_argument("--out", type=output_path, required=True, help="model file to write")
+    p.add_argument(
+        "--norm-eps", type=float, default=1e-5,
+        help="LayerNorm epsilon the model was trained with: 1e-5 (WeNet since 2022, default) "
+        "or 1e-12 (checkpoints trained before 2022)",
+    )  # fmt: skip
+    p.add_argument("--bpe", help="the BPE model, when DIR holds none or several *.model files")
+    p.set_defaults(func=_run_import_wenet)
+
+
+def _run_import_wenet(args: argparse.Namespace) -> int:
+    from wenet_lite.wenet_import import import_wenet
+
+    print(import_wenet(args.model_dir, args.out, args.norm_eps, args.bpe))
+    return 0

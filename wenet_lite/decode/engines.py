@@ -42,6 +42,8 @@ __all__ = [
 
 ENGINES = ("torch", "onnxruntime", "executorch")
 BATCHED_INPUTS = ("x", "x_lens", "att_cache", "conv_cache", "cache_len")
+KEY_INPUTS = BATCHED_INPUTS + ("offset",)
+"""a graph of an encoder with WeNet's key positions also takes each stream's offset"""
 BATCHED_OUTPUTS = ("log_probs", "new_att_cache", "new_conv_cache", "new_cache_len")
 ENCODER_OUT = "encoder_out"  # the batched graph's fifth output, fetched for attention rescoring
 SINGLE_METHOD = "forward_one"  # export/executorch.py's SINGLE: the program's one-stream method
@@ -103,7 +105,7 @@ class TorchEngine(Engine):
     def run_encoder(
         self, feats: torch.Tensor, lens: torch.Tensor, state: EncoderState
     ) -> Tuple[torch.Tensor, torch.Tensor, EncoderState]:
-        pos = self._positions.get(state.att_cache.size(3))
+        pos = self._positions.get(state.att_cache.size(3), state.offset)
         with torch.inference_mode():
             out, new_state = self.model.encoder.forward_chunk(feats, state, lens, pos)
             return out, self.model.ctc(out).float().cpu(), new_state  # (B, C, D), (B, C, V)
@@ -138,11 +140,12 @@ class OnnxRuntimeEngine(Engine):
         inputs = self.session.get_inputs()
         source = "the graph" if isinstance(model, bytes) else str(model)
         names = tuple(i.name for i in inputs)
-        if names != BATCHED_INPUTS:
+        if names not in (BATCHED_INPUTS, KEY_INPUTS):
             raise ValueError(
                 f"{source} is not a batched wenet_lite graph: inputs {names}, expected "
                 f"{BATCHED_INPUTS}"
             )
+        self._offsets = names == KEY_INPUTS
         self._att, self._conv = list(inputs[2].shape), list(inputs[3].shape)
         _check_cache(self._att[3], chunking, source)
 
@@ -172,12 +175,15 @@ class OnnxRuntimeEngine(Engine):
             "conv_cache": state.conv_cache.numpy(),
             "cache_len": state.cache_len.numpy(),
         }
+        if self._offsets:
+            feeds["offset"] = state.offset.numpy()
         log_probs, att, conv, cache_len, *out = self.session.run(list(names), feeds)
         new_state = EncoderState(
             att_cache=torch.from_numpy(att),
             conv_cache=torch.from_numpy(conv),
             cache_len=torch.from_numpy(np.asarray(cache_len, dtype=np.int64)),
             cache_limit=state.cache_limit,
+            offset=state.offset + log_probs.shape[1],
         )
         encoded = torch.from_numpy(out[0]) if out else None
         return torch.from_numpy(log_probs), new_state, encoded
@@ -231,7 +237,9 @@ class ExecuTorchEngine(Engine):
                 f"{source} is not an ExecuTorch program this runtime loads: {e}"
             ) from None
         meta = self._method.metadata
-        if meta.num_inputs() != len(BATCHED_INPUTS) or meta.num_outputs() != 5:
+        if meta.num_inputs() not in (len(BATCHED_INPUTS), len(KEY_INPUTS)) or (
+            meta.num_outputs() != 5
+        ):
             raise ValueError(
                 f"{source} is not a batched wenet_lite program: {meta.num_inputs()} inputs and "
                 f"{meta.num_outputs()} outputs, expected {len(BATCHED_INPUTS)} and 5"
@@ -239,6 +247,7 @@ class ExecuTorchEngine(Engine):
         self._att = list(meta.input_tensor_meta(2).sizes())  # (L, B_max, H, M, 2*d_k)
         self._conv = list(meta.input_tensor_meta(3).sizes())  # (L, B_max, D, K-1)
         self.max_batch = self._att[1]
+        self._offsets = meta.num_inputs() == len(KEY_INPUTS)
         _check_cache(self._att[3], chunking, source)
 
     def init_state(self, batch: int) -> EncoderState:
@@ -253,6 +262,8 @@ class ExecuTorchEngine(Engine):
             inputs = [feats[part].float().contiguous(), lens[part].contiguous(),
                       state.att_cache[:, part].contiguous(), state.conv_cache[:, part].contiguous(),
                       state.cache_len[part].contiguous()]  # fmt: skip
+            if self._offsets:
+                inputs.append(state.offset[part].contiguous())
             method = self._single if inputs[0].size(0) == 1 and self._single else self._method
             # Outputs live in the program's planned memory until the next call: copy them.
             pieces.append([t.clone() for t in method.execute(inputs)])
@@ -263,7 +274,9 @@ class ExecuTorchEngine(Engine):
                 torch.cat([p[i] for p in pieces], dim=1 if i in (1, 2) else 0) for i in range(5)
             )
         # The int8 program's quantization passes hand cache_len back as float: exact integers.
-        new_state = EncoderState(att, conv, cache_len.long(), state.cache_limit)
+        new_state = EncoderState(
+            att, conv, cache_len.long(), state.cache_limit, state.offset + logits.size(1)
+        )
         return out, torch.log_softmax(logits, dim=-1), new_state
 
 
@@ -283,6 +296,7 @@ def _zero_state(att: List, conv: List, batch: int) -> EncoderState:
         conv_cache=torch.zeros(conv[0], batch, *conv[2:]),
         cache_len=torch.zeros(batch, dtype=torch.long),
         cache_limit=torch.tensor([att[3]]),
+        offset=torch.zeros(batch, dtype=torch.long),
     )
 
 

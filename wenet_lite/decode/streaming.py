@@ -56,6 +56,7 @@ from wenet_lite.features.fbank import OnlineFbank
 from wenet_lite.malloc import keep_freed_memory
 from wenet_lite.model import ASRModel
 from wenet_lite.model.chunking import Chunking, check_chunking
+from wenet_lite.model.posenc import WENET_MAX_POSITIONS
 from wenet_lite.model.state import EncoderState, StateBatcher
 from wenet_lite.model.subsampling import (
     min_input_frames,
@@ -264,12 +265,21 @@ class Stream:
         self._kept_from = min(self._next_frame, self.fbank.num_frames_ready)
         self.fbank.discard_before(self._kept_from)
         frame_s = rec.subsampling_rate * rec.frame_shift_s
-        if detect_endpoint(
+        ended = detect_endpoint(
             rec.endpoint,
             self._hyp.num_tokens > 0,
             self._trailing_blanks * frame_s,
             self._segment_frames * frame_s,
-        ):
+        )
+        limit = rec.max_segment_frames
+        if not ended and limit and self._segment_frames + rec.chunk_size > limit:
+            _log.info(
+                "a segment reached %d encoder frames (%.0f s) without an endpoint: ended there, "
+                "where the absolute positions of this model (WeNet's) end", self._segment_frames,
+                self._segment_frames * frame_s,
+            )  # fmt: skip
+            ended = 4
+        if ended:
             self._close_segment()
             self._start_segment()
         self._check_done()
@@ -430,6 +440,9 @@ class StreamingRecognizer:
         self.min_window_size: int = min_input_frames(self._layers)
         """input frames that give one encoder frame: a shorter final window gives nothing"""
         self.frame_shift_s: float = cfg.features.frame_shift_ms / 1000
+        self.max_segment_frames: int = WENET_MAX_POSITIONS if cfg.encoder.pos_enc == "wenet" else 0
+        """encoder frames after which a segment ends without an endpoint (0: never); WeNet's
+        absolute positions stop at its table's end"""
         self._batcher = StateBatcher()
         if engine is None:
             assert model is not None, "an engine or a model"

@@ -31,9 +31,18 @@ from wenet_lite.model.conformer import ConformerEncoder
 from wenet_lite.model.ctc import CTCHead
 from wenet_lite.model.state import EncoderState
 
-__all__ = ["BatchedChunk", "batched_example", "export_batched_onnx", "plain_attention"]
+__all__ = [
+    "BatchedChunk",
+    "KeyBatchedChunk",
+    "batched_chunk",
+    "batched_example",
+    "export_batched_onnx",
+    "plain_attention",
+]
 
 INPUTS = ("x", "x_lens", "att_cache", "conv_cache", "cache_len")
+KEY_INPUTS = INPUTS + ("offset",)
+"""inputs of the graph of an encoder with WeNet's key positions: each stream's offset too"""
 OUTPUTS = ("log_probs", "new_att_cache", "new_conv_cache", "new_cache_len", "encoder_out")
 OPSET = 18
 
@@ -54,10 +63,12 @@ class BatchedChunk(nn.Module):
             )
         self.encoder, self.ctc = encoder, ctc
         cached = chunking.chunk_size * chunking.left_chunks
-        with torch.no_grad():
-            tables = torch.stack(
-                encoder.position_tables(chunking.chunk_size, cached + chunking.chunk_size)
-            )
+        tables = torch.zeros(0)
+        if not encoder.key_positions:  # key positions are computed per stream in the graph
+            with torch.no_grad():
+                tables = torch.stack(
+                    encoder.position_tables(chunking.chunk_size, cached + chunking.chunk_size)
+                )
         self.register_buffer("pos_tables", tables)  # (L, H, M+2C-1, d_k)
         self.register_buffer("cache_limit", torch.tensor([cached]))
 
@@ -69,20 +80,47 @@ class BatchedChunk(nn.Module):
         conv_cache: torch.Tensor,
         cache_len: torch.Tensor,
     ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        state = EncoderState(att_cache, conv_cache, cache_len, self.cache_limit)
-        pos = list(self.pos_tables.unbind(0))
+        offset = cache_len * 0  # relative positions do not read it
+        return self._chunk(x, x_lens, EncoderState(att_cache, conv_cache, cache_len,
+                                                   self.cache_limit, offset))  # fmt: skip
+
+    def _chunk(
+        self, x: torch.Tensor, x_lens: torch.Tensor, state: EncoderState
+    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        pos = None if self.encoder.key_positions else list(self.pos_tables.unbind(0))
         out, new = self.encoder.forward_chunk(x, state, x_lens, pos, True)
         scores = self.ctc.proj(out) if self.logits else self.ctc(out)
         return scores, new.att_cache, new.conv_cache, new.cache_len, out
 
 
+class KeyBatchedChunk(BatchedChunk):
+    """:class:`BatchedChunk` of an encoder with WeNet's key positions: takes each stream's
+    offset (B,) as a sixth input."""
+
+    def forward(  # type: ignore[override]
+        self, x: torch.Tensor, x_lens: torch.Tensor, att_cache: torch.Tensor,
+        conv_cache: torch.Tensor, cache_len: torch.Tensor, offset: torch.Tensor,
+    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+        state = EncoderState(att_cache, conv_cache, cache_len, self.cache_limit, offset)
+        return self._chunk(x, x_lens, state)
+
+
+def batched_chunk(
+    encoder: ConformerEncoder, ctc: CTCHead, chunking: Chunking, logits: bool = False
+) -> BatchedChunk:
+    """The batched wrapper for this encoder: with an offset input for key positions."""
+    kind = KeyBatchedChunk if encoder.key_positions else BatchedChunk
+    return kind(encoder, ctc, chunking, logits)
+
+
 def export_batched_onnx(model: ASRModel, chunking: Chunking) -> bytes:
     """The batched graph of an in-memory model (fp32), as ONNX bytes."""
-    wrapper = plain_attention(to_torch_linear(BatchedChunk(model.encoder, model.ctc, chunking)))
+    wrapper = plain_attention(to_torch_linear(batched_chunk(model.encoder, model.ctc, chunking)))
     example, dynamic = batched_example(model, chunking, 65536)
+    names = KEY_INPUTS if model.encoder.key_positions else INPUTS
     with quiet_exporter():
         program = torch.onnx.export(
-            wrapper, example, dynamo=True, input_names=list(INPUTS), output_names=list(OUTPUTS),
+            wrapper, example, dynamo=True, input_names=list(names), output_names=list(OUTPUTS),
             dynamic_shapes=dynamic, opset_version=OPSET, optimize=True, verbose=False,
         )  # fmt: skip
     return program.model_proto.SerializeToString()
@@ -118,6 +156,9 @@ def batched_example(
     batch = torch.export.Dim("batch", min=1, max=max_batch)
     dynamic = {"x": {0: batch}, "x_lens": {0: batch}, "att_cache": {1: batch},
                "conv_cache": {1: batch}, "cache_len": {0: batch}}  # fmt: skip
+    if enc.key_positions:
+        example += (torch.zeros(b, dtype=torch.long),)
+        dynamic["offset"] = {0: batch}
     return example, dynamic
 
 

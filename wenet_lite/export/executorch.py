@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from wenet_lite.export.batched import (
-    BatchedChunk,
+    batched_chunk,
     batched_example,
     plain_attention,
     quiet_exporter,
@@ -96,7 +96,7 @@ def lower_executorch(model: ASRModel, chunking: Chunking, quantize: Optional[str
         )
         from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
 
-    chunk = BatchedChunk(model.encoder, model.ctc, chunking, logits=True)
+    chunk = batched_chunk(model.encoder, model.ctc, chunking, logits=True)
     wrapper = plain_attention(to_torch_linear(chunk)).cpu()  # a copy: the caller's stays put
     if quantize == "int8":  # XNNPACK's quantizer leaves a conv followed by a ReLU in fp32
         convs = wrapper.encoder.subsampling.conv

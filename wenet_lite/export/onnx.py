@@ -39,6 +39,7 @@ num_left_chunks), so M = C*N cached frames.
 
 from __future__ import annotations
 
+import logging
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple, Union
@@ -79,6 +80,7 @@ __all__ = [
 ]
 
 PathLike = Union[str, Path]
+_log = logging.getLogger(__name__)
 INPUT_NAMES = ("x", "offset", "required_cache_size", "attn_cache", "conv_cache", "attn_mask")
 OUTPUT_NAMES = ("log_probs", "next_att_cache", "next_conv_cache")
 _UNUSED = ("offset", "required_cache_size")  # inputs our relative positions do not need
@@ -95,8 +97,11 @@ class SherpaWenetCtc(nn.Module):
         self.encoder = encoder
         self.ctc = ctc
         self.cached = chunk_size * left_chunks
-        with torch.no_grad():  # p(r) of the one window shape: constants in the graph
-            tables = torch.stack(encoder.position_tables(chunk_size, self.cached + chunk_size))
+        self.key_positions = encoder.key_positions
+        tables = torch.zeros(0)
+        if not self.key_positions:
+            with torch.no_grad():  # p(r) of the one window shape: constants in the graph
+                tables = torch.stack(encoder.position_tables(chunk_size, self.cached + chunk_size))
         self.register_buffer("pos_tables", tables)  # (L, H, M+2C-1, d_k)
 
     def forward(
@@ -110,7 +115,7 @@ class SherpaWenetCtc(nn.Module):
     ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Args: see the module docstring. Returns: log_probs (1, C, V), next_att_cache
         (L, H, C*N, 2*d_k), next_conv_cache (L, 1, D, K-1)."""
-        del offset, required_cache_size  # relative positions; the cache size is its shape
+        del required_cache_size  # the cache size is its shape
         cache_len = attn_mask[:, 0, : self.cached].to(torch.int64).sum(dim=1)  # (1,)
         limit = torch.full([1], self.cached, dtype=torch.int64)
         state = EncoderState(
@@ -118,8 +123,11 @@ class SherpaWenetCtc(nn.Module):
             conv_cache=conv_cache,
             cache_len=cache_len,
             cache_limit=limit,
+            # WeNet's key positions read the runtime's offset (sherpa-onnx: C*N at the start);
+            # relative positions do not depend on it.
+            offset=offset.reshape(-1)[:1].to(torch.int64),
         )
-        pos = list(self.pos_tables.unbind(0))
+        pos = None if self.key_positions else list(self.pos_tables.unbind(0))
         out, new = self.encoder.forward_chunk(x, state, None, pos)
         return self.ctc(out), new.att_cache.squeeze(1), new.conv_cache
 
@@ -138,13 +146,22 @@ def check_sherpa_compatible(cfg: ExperimentConfig, chunk_size: int, left_chunks:
         )
     feats, enc = cfg.features, cfg.encoder
     problems = []
+    bands = []
     if feats.snip_edges:
-        problems.append("features.snip_edges is true (sherpa-onnx always uses false)")
+        bands.append("features.snip_edges is true (sherpa-onnx always uses false)")
     if feats.high_freq != HIGH_FREQ_HZ:
-        problems.append(
+        bands.append(
             f"features.high_freq is {feats.high_freq:g} (sherpa-onnx's features stop at "
             f"{HIGH_FREQ_HZ:g}, i.e. Nyquist - 400 Hz)"
         )
+    if enc.pos_enc == "wenet":  # sherpa-onnx runs WeNet's own exports with these features too
+        if bands:
+            _log.warning(
+                "sherpa-onnx computes its own features: %s; results are close to this model's, "
+                "as they are for WeNet's own sherpa-onnx exports", "; ".join(bands),
+            )  # fmt: skip
+    else:
+        problems.extend(bands)
     if feats.frame_shift_ms != 10.0 or feats.frame_length_ms != 25.0:
         problems.append(
             f"frames are {feats.frame_length_ms}/{feats.frame_shift_ms} ms "

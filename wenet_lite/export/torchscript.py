@@ -64,7 +64,7 @@ from wenet_lite.model.state import EncoderState
 __all__ = ["StreamingCTC", "script_model", "save_scripted", "export_torchscript"]
 
 PathLike = Union[str, Path]
-State = Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+State = Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 """The exported interface's state: ``EncoderState``'s fields as a plain tuple."""
 
 
@@ -98,7 +98,7 @@ class StreamingCTC(nn.Module):
         # shorter last chunk.
         self.max_keys = chunk_size * (left_chunks + 1) if chunk_size > 0 else 0
         tables = torch.zeros(0)
-        if chunk_size > 0 and left_chunks >= 0:
+        if chunk_size > 0 and left_chunks >= 0 and not encoder.key_positions:
             with torch.no_grad():
                 tables = torch.stack(encoder.position_tables(chunk_size, self.max_keys))
         self.register_buffer("pos_tables", tables)  # (L, H, max_keys + C - 1, d_k)
@@ -116,7 +116,7 @@ class StreamingCTC(nn.Module):
         if self.chunk_size <= 0:
             raise RuntimeError("this model was exported full-context (chunk_size 0): no streaming")
         s = self.encoder.init_state(batch_size, self.chunk_size, self.left_chunks)
-        return s.att_cache, s.conv_cache, s.cache_len, s.cache_limit
+        return s.att_cache, s.conv_cache, s.cache_len, s.cache_limit, s.offset
 
     @torch.jit.export
     def forward_chunk(
@@ -152,15 +152,16 @@ class StreamingCTC(nn.Module):
         w_in = feats_window.size(1)
         if w_in > self.window_size:
             raise ValueError(f"a chunk window holds at most {self.window_size} frames, got {w_in}")
-        own = EncoderState(state[0], state[1], state[2], state[3])
+        own = EncoderState(state[0], state[1], state[2], state[3], state[4])
         pos: Optional[List[torch.Tensor]] = None
-        if self.left_chunks >= 0:
+        if self.left_chunks >= 0 and not self.encoder.key_positions:
             lens = self.encoder.subsampling.output_lengths(torch.tensor([w_in]))
             c = int(lens.item())
             tables = list(self.pos_tables.unbind(0))
             pos = slice_tables(tables, self.max_keys, c, own.att_cache.size(3) + c)
         out, new = self.encoder.forward_chunk(feats_window, own, window_lens, pos)
-        return out, self.ctc(out), (new.att_cache, new.conv_cache, new.cache_len, new.cache_limit)
+        next_state = (new.att_cache, new.conv_cache, new.cache_len, new.cache_limit, new.offset)
+        return out, self.ctc(out), next_state
 
     @torch.jit.export
     def forward_attention_decoder(

@@ -182,6 +182,6 @@ class RelPositionAttention(nn.Module):
         """(q_i + v)·p(i - j) / sqrt(d_k): (B, H, C, num_keys)."""
         # Scaled before the product: (C, d_k) elements scaled instead of (C, M+2C-1).
         q_v = (q + self.pos_bias_v.unsqueeze(1)) * (1.0 / math.sqrt(self.head_dim))
-        if self.key_positions:
-            return torch.matmul(q_v, pos.transpose(1, 2))  # (B, H, C, M+C)
+        if self.key_positions:  # pos: (H, M+C, d_k), or (B, H, M+C, d_k) per stream
+            return torch.matmul(q_v, pos.transpose(-2, -1))  # (B, H, C, M+C)
         return position_scores(q_v, pos, num_keys)

@@ -161,8 +161,8 @@ class ConformerEncoder(nn.Module):
             ]
         )  # fmt: skip
         self.key_positions = pos_enc == "wenet"
+        """WeNet's position term: the keys' absolute positions in the stream (its offset)"""
         self.conv_pad_wenet = conv_pad == "wenet" and causal_conv
-        """WeNet's position term (absolute key positions): whole utterances only, so far"""
         self.final_norm: nn.Module = (
             nn.LayerNorm(d_model, eps=norm_eps) if final_norm else nn.Identity()
         )
@@ -237,6 +237,7 @@ class ConformerEncoder(nn.Module):
             conv_cache=conv_cache,
             cache_len=torch.zeros(batch_size, dtype=torch.long, device=ref.device),
             cache_limit=torch.full([1], limit, dtype=torch.long, device=ref.device),
+            offset=torch.zeros(batch_size, dtype=torch.long, device=ref.device),
         )
 
     @torch.jit.export
@@ -256,7 +257,8 @@ class ConformerEncoder(nn.Module):
             state: from :meth:`init_state` or the previous call.
             window_lens: (B,) valid input frames per window, for a batch whose streams end
                 inside this chunk (such a stream's state is not meant to be used afterwards).
-            pos: optional :meth:`position_tables` for this window shape.
+            pos: optional :meth:`position_tables` for this window shape; with WeNet's key
+                positions, tables over positions 0..T-1 with T >= the largest offset + C.
             fixed_cache: what ``state.cache_limit`` says (True: a fixed cache of its M frames,
                 False: a growing one), given where the tensor cannot be read (torch.export).
         Returns:
@@ -267,19 +269,15 @@ class ConformerEncoder(nn.Module):
                 "forward_chunk needs a causal conv: this encoder's conv sees future frames, "
                 "so chunk-by-chunk output would not match any training condition"
             )
-        if self.key_positions:
-            raise RuntimeError(
-                "forward_chunk: an encoder with WeNet's absolute key positions (encoder.pos_enc: "
-                "wenet) needs each stream's offset, which streaming does not carry yet; encode "
-                "whole utterances (forward) instead"
-            )
         b, w_in, _ = feats_window.size()
         if window_lens is None:
             window_lens = torch.full([b], w_in, dtype=torch.long, device=feats_window.device)
         x, chunk_lens = self.subsampling(self.cmvn(feats_window), window_lens)  # (B, C, D)
         c = x.size(1)
         m = state.att_cache.size(3)
-        if pos is None:
+        if self.key_positions:  # each stream's keys at their own absolute positions
+            pos = self._key_tables(state.offset, m, c, pos)
+        elif pos is None:
             pos = self.position_tables(c, m + c)
         mask = self._chunk_mask(state.cache_len, chunk_lens, m, c)  # (B, C, M+C)
         valid = valid_mask(chunk_lens, c)  # (B, C)
@@ -302,6 +300,7 @@ class ConformerEncoder(nn.Module):
             conv_cache=torch.stack(new_conv),  # (L, B, D, K-1)
             cache_len=torch.clamp(state.cache_len + c, max=kept),
             cache_limit=state.cache_limit,
+            offset=state.offset + c,
         )
 
     @torch.jit.export
@@ -336,19 +335,40 @@ class ConformerEncoder(nn.Module):
         if num_left_chunks < 0:
             max_cached = (num_chunks - 1) * chunk_size
         max_keys = max_cached + chunk_size
+        if self.key_positions:  # absolute positions: one table over the whole utterance
+            max_keys = num_chunks * chunk_size
         tables = self.position_tables(chunk_size, max_keys)
         outs: List[torch.Tensor] = [feats.new_zeros(b, 0, self.d_model)]
         window = sub.window_size(chunk_size)
         for k in range(num_chunks):
             start = k * chunk_size * sub.rate
             c = min(chunk_size, total - k * chunk_size)
-            pos = slice_tables(tables, max_keys, c, state.att_cache.size(3) + c)
+            pos = tables
+            if not self.key_positions:
+                pos = slice_tables(tables, max_keys, c, state.att_cache.size(3) + c)
             lens = torch.clamp(feats_lens - start, 0, window)
             out, state = self.forward_chunk(
                 feats[:, start : start + window], state, lens, pos, None
             )
             outs.append(out)
         return torch.cat(outs, dim=1)
+
+    def _key_tables(
+        self, offset: torch.Tensor, m: int, c: int, tables: Optional[List[torch.Tensor]]
+    ) -> List[torch.Tensor]:
+        """Each block's embeddings of the M+C keys' absolute positions, (B, H, M+C, d_k):
+        cache slot s of a stream at ``offset`` holds its frame offset-M+s (slots before the
+        stream's start are masked; they use position 0). From ``tables`` (positions 0..T-1)
+        when given, else computed (exported graphs, where no table is kept)."""
+        slots = torch.arange(m + c, device=offset.device)
+        positions = (offset.unsqueeze(1) - m + slots.unsqueeze(0)).clamp(min=0)  # (B, M+C)
+        b = positions.size(0)
+        flat = positions.reshape(-1)
+        out: List[torch.Tensor] = []
+        for i, block in enumerate(self.blocks):
+            rows = block.rel_pos(flat) if tables is None else tables[i].index_select(1, flat)
+            out.append(rows.view(rows.size(0), b, m + c, rows.size(2)).transpose(0, 1))
+        return out
 
     def _conv_cache_size(self) -> int:
         return self.conv_kernel - 1 if self.causal_conv else 0

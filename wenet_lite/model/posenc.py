@@ -10,7 +10,7 @@ contiguous slice of a larger one's: tables are computed once for the largest win
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, List
+from typing import TYPE_CHECKING, List, Optional
 
 import torch
 from torch import nn
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from wenet_lite.model.conformer import ConformerEncoder
 
 __all__ = [
+    "WENET_MAX_POSITIONS",
     "window_distances",
     "rel_sinusoid",
     "slice_tables",
@@ -28,6 +29,11 @@ __all__ = [
     "XLRelPosition",
     "ShawRelPosition",
 ]
+
+
+WENET_MAX_POSITIONS = 5000
+"""WeNet's position table ends here: its models never saw a key at a later position, and its
+runtimes stop (an assertion) when a segment reaches it; ours end the segment there."""
 
 
 def window_distances(num_queries: int, num_keys: int, device: torch.device) -> torch.Tensor:
@@ -62,8 +68,18 @@ class PositionTables:
         self._keys = 0  # keys covered by the tables
         self._tables: List[torch.Tensor] = []
 
-    def get(self, cached: int) -> List[torch.Tensor]:
-        """[(H, M+2C-1, d_k)] * L for M = ``cached`` frames."""
+    def get(self, cached: int, state_offset: Optional[torch.Tensor] = None) -> List[torch.Tensor]:
+        """[(H, M+2C-1, d_k)] * L for M = ``cached`` frames. An encoder with WeNet's key
+        positions gets tables over the positions 0 .. max(``state_offset``) + C - 1 instead
+        (each stream picks its rows in ``forward_chunk``)."""
+        if self._encoder.key_positions:
+            assert state_offset is not None, "key positions need the streams' offsets"
+            keys = int(state_offset.max()) + self._chunk if state_offset.numel() else self._chunk
+            if keys > self._keys:
+                self._keys = max(keys, 2 * self._keys)
+                with torch.inference_mode():
+                    self._tables = self._encoder.position_tables(self._chunk, self._keys)
+            return self._tables
         keys = cached + self._chunk
         if keys > self._keys:
             self._keys = max(keys, 2 * self._keys)  # growing caches: amortised recomputation

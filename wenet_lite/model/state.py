@@ -36,6 +36,9 @@ class EncoderState(NamedTuple):
     """(B,) int64: valid frames at the right end of the attention cache"""
     cache_limit: torch.Tensor
     """(1,) int64: C*N frames kept, or -1 for all history (a growing cache)"""
+    offset: torch.Tensor
+    """(B,) int64: encoder frames of the stream before its next chunk (the absolute
+    positions of WeNet's position term; other encoders do not read it)"""
 
 
 def stack_states(states: Sequence[EncoderState]) -> EncoderState:
@@ -49,6 +52,7 @@ def stack_states(states: Sequence[EncoderState]) -> EncoderState:
         conv_cache=torch.cat([s.conv_cache for s in states], dim=1),  # (L, B, D, K-1)
         cache_len=torch.cat([s.cache_len for s in states]),  # (B,)
         cache_limit=states[0].cache_limit,  # shared
+        offset=torch.cat([s.offset for s in states]),  # (B,)
     )
 
 
@@ -70,6 +74,7 @@ def unstack_state(state: EncoderState) -> List[EncoderState]:
                 conv_cache=state.conv_cache[:, i : i + 1],
                 cache_len=state.cache_len[i : i + 1],
                 cache_limit=state.cache_limit,
+                offset=state.offset[i : i + 1],
             )
         )
     return parts

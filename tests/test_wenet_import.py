@@ -1,0 +1,310 @@
+"""`wenet-lite import-wenet`: a WeNet model directory (tests/data/wenet, written by
+tools/wenet_golden.py from WeNet's code) becomes a model file whose outputs are WeNet's own:
+full context, chunk-masked, streamed chunk by chunk (batched streams each at their own
+offset), on every engine, and exported for sherpa-onnx in its offset convention. Bad
+directories fail in one line naming the file or key, and write nothing."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Dict
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from tests.test_wenet_decoder import _differences as decoder_differences
+from wenet_lite.cli import main
+from wenet_lite.decode.endpoint import EndpointConfig
+from wenet_lite.decode.engines import OnnxRuntimeEngine, TorchEngine, stream_log_probs
+from wenet_lite.decode.streaming import StreamingRecognizer
+from wenet_lite.model.chunking import Chunking
+from wenet_lite.model.conformer import ConformerEncoder
+from wenet_lite.model.posenc import WENET_MAX_POSITIONS
+from wenet_lite.model.state import stack_states, unstack_state
+from wenet_lite.model_io import load_model
+from wenet_lite.wenet_import import WenetImportError, import_wenet
+
+CASES = Path(__file__).parent / "data" / "wenet"
+NAMES = ["librispeech", "aishell", "gigaspeech", "batchnorm", "eps1e-12"]
+STREAMING = ["librispeech", "aishell", "gigaspeech", "eps1e-12"]
+EPS = {"eps1e-12": 1e-12}
+TOL = 1e-4
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
+    out = tmp_path_factory.mktemp("imported")
+    return {n: import_wenet(CASES / n, out / f"{n}.pt", EPS.get(n, 1e-5)) for n in NAMES}
+
+
+def _golden(name: str) -> dict:
+    return torch.load(CASES / name / "golden.pt", weights_only=True)
+
+
+def _diff(ours: torch.Tensor, theirs: torch.Tensor) -> float:
+    n = min(ours.size(-2), theirs.size(-2))
+    return float((ours[..., :n, :] - theirs[..., :n, :]).abs().max())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_imported_model_file_gives_wenets_outputs(imported, name: str) -> None:
+    model, tokenizer, cfg = load_model(imported[name])
+    golden = _golden(name)
+    feats, lens = golden["feats"], golden["lens"]
+    assert cfg.encoder.pos_enc == "wenet" and cfg.features.snip_edges
+    assert tokenizer.vocab_size == golden["ctc_full"].size(-1)
+    with torch.no_grad():
+        full, out_lens = model.encoder(feats, lens)
+        rows = 2 if cfg.encoder.causal_conv else 1  # WeNet pads a centred conv its own way
+        ctc = model.ctc(full)
+        for i, n in enumerate(out_lens.tolist()[:rows]):  # valid frames, not padding
+            assert _diff(full[i, :n], golden["full"][i, :n]) < TOL
+            assert _diff(ctc[i, :n], golden["ctc_full"][i, :n]) < TOL
+            assert torch.equal(ctc[i, :n].argmax(-1), golden["ctc_full"][i, :n].argmax(-1))
+        if cfg.encoder.causal_conv:
+            for left in (-1, 4):
+                masked, _ = model.encoder(feats, lens, 16, left)
+                for i, n in enumerate(out_lens.tolist()):
+                    assert _diff(masked[i, :n], golden[f"chunk16_{left}"][i, :n]) < TOL
+    assert max(decoder_differences(model.decoder, name)) < TOL  # both decoders' log-probs
+
+
+@pytest.mark.parametrize("name", STREAMING)
+def test_imported_model_streams_as_wenet(imported, name: str) -> None:
+    """Chunk by chunk (16/-1, 16/4) and through the torch engine as a stream computes it."""
+    model, _, _ = load_model(imported[name])
+    golden = _golden(name)
+    one = golden["feats"][:1]
+    with torch.no_grad():
+        for left in (-1, 4):
+            out = model.encoder.forward_chunk_by_chunk(one, 16, left)
+            assert _diff(out, golden[f"stream16_{left}"]) < TOL
+            engine = TorchEngine(model, Chunking(16, left))
+            log_probs, _ = stream_log_probs(engine, model, one, golden["lens"][:1])
+            want = model.ctc(golden[f"stream16_{left}"])
+            assert _diff(log_probs, want) < TOL
+            n = want.size(1)
+            assert torch.equal(log_probs[0, :n].argmax(-1), want[0, :n].argmax(-1))
+
+
+def _chunks(engine, model, feats: torch.Tensor, k: int, state=None):
+    """Run ``k`` windows of one utterance through ``engine``; returns log-probs and state."""
+    sub = model.encoder.subsampling
+    c = engine.chunking.chunk_size
+    window = sub.window_size(c)
+    state = engine.init_state(1) if state is None else state
+    outs = []
+    for i in range(k):
+        x = feats[:, i * c * sub.rate : i * c * sub.rate + window]
+        lp, state = engine.run(x, torch.tensor([window]), state)
+        outs.append(lp)
+    return torch.cat(outs, 1), state
+
+
+@pytest.mark.parametrize("engine_kind", ["torch", "onnxruntime"])
+def test_batched_streams_each_keep_their_offset(imported, engine_kind: str) -> None:
+    """A stream 3 chunks in and a new one, batched, each equal their run alone."""
+    model, _, _ = load_model(imported["librispeech"])
+    chunking = Chunking(16, 4)
+    if engine_kind == "torch":
+        engine = TorchEngine(model, chunking)
+    else:
+        from wenet_lite.export.batched import export_batched_onnx
+
+        engine = OnnxRuntimeEngine(export_batched_onnx(model, chunking), chunking)
+    feats = _golden("librispeech")["feats"]
+    window = model.encoder.subsampling.window_size(16)
+    with torch.no_grad():
+        _, old = _chunks(engine, model, feats[:1], 3)
+        assert old.offset.tolist() == [48]
+        shift = 3 * 16 * 4
+        x = torch.cat([feats[:1, shift : shift + window], feats[1:2, :window]])
+        both, state = engine.run(x, torch.tensor([window, window]), stack_states(
+            [old, engine.init_state(1)]))  # fmt: skip
+        alone_old, _ = engine.run(x[:1], torch.tensor([window]), old)
+        alone_new, _ = _chunks(engine, model, feats[1:2], 1)
+    assert state.offset.tolist() == [64, 16]
+    assert [s.offset.tolist() for s in unstack_state(state)] == [[64], [16]]
+    assert _diff(both[:1], alone_old) < TOL and _diff(both[1:], alone_new) < TOL
+    # The torch engine's log-probs of the 4th chunk are WeNet's (16/4).
+    want = model.ctc(_golden("librispeech")["stream16_4"])[:, 48:64]
+    assert _diff(alone_old, want) < TOL
+
+
+def test_offset_switched_off_breaks_streaming_parity(imported, monkeypatch) -> None:
+    """Negative control: every chunk at offset 0 moves the streamed output 100 times as far
+    from WeNet's as float rounding does (little on these tiny random models, 1e-3)."""
+    model, _, _ = load_model(imported["librispeech"])
+    golden = _golden("librispeech")
+    with torch.no_grad():
+        right = _diff(model.encoder.forward_chunk_by_chunk(golden["feats"][:1], 16, 4),
+                      golden["stream16_4"])  # fmt: skip
+    real = ConformerEncoder._key_tables
+
+    def at_zero(self, offset, m, c, tables):
+        return real(self, torch.zeros_like(offset), m, c, tables)
+
+    monkeypatch.setattr(ConformerEncoder, "_key_tables", at_zero)
+    with torch.no_grad():
+        out = model.encoder.forward_chunk_by_chunk(golden["feats"][:1], 16, 4)
+    assert _diff(out, golden["stream16_4"]) > 100 * right
+
+
+@pytest.mark.parametrize("name", ["librispeech", "aishell"])
+def test_onnx_export_in_sherpas_offset_convention_equals_wenets(imported, tmp_path, name) -> None:
+    """sherpa-onnx starts the offset at C*N with a hidden zero cache (as WeNet's ONNX
+    runtime); the export reads it and gives WeNet's outputs in that convention. Fed offsets
+    from 0 instead (the negative control), it is 100 times as far from them."""
+    ort = pytest.importorskip("onnxruntime")
+    from wenet_lite.export.onnx import OnnxStreamer, export_onnx
+
+    written = export_onnx(imported[name], tmp_path / "onnx", chunk_size=16, left_chunks=4)
+    session = ort.InferenceSession(str(written["model"]), providers=["CPUExecutionProvider"])
+    golden = _golden(name)
+    model, _, _ = load_model(imported[name])
+    want = model.ctc(golden["sherpa16_4"])[0].detach().numpy()
+    got = OnnxStreamer(session).accept_features(golden["feats"][0].numpy())
+    right = np.abs(got - want).max()
+    assert got.shape == want.shape and right < TOL
+
+    class FromZero(OnnxStreamer):
+        def accept_window(self, window):
+            real_run = self.session.run
+
+            def run(names, feeds):
+                feeds["offset"] = feeds["offset"] - self.chunk_size * self.left_chunks
+                return real_run(names, feeds)
+
+            self.session.run = run
+            try:
+                return super().accept_window(window)
+            finally:
+                self.session.run = real_run
+
+    wrong = FromZero(session).accept_features(golden["feats"][0].numpy())
+    assert np.abs(wrong - want).max() > 100 * right
+
+
+def test_gigaspeech_is_refused_for_sherpa_in_one_line(imported, tmp_path, capsys) -> None:
+    out = ["--out", str(tmp_path / "o")]
+    rc = main(["export", "--model", str(imported["gigaspeech"]), "--format", "onnx",
+               "--chunk-size", "16", "--left-chunks", "4", *out])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 1 and "subsampling_rate is 6" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o" / "model.onnx").exists()
+
+
+def test_a_segment_ends_where_wenets_positions_end(imported, caplog) -> None:
+    """Without endpoints a segment is ended at WeNet's table end (here lowered to 64 frames to
+    keep the test short): logged, the offset restarts, nothing fails."""
+    model, tokenizer, cfg = load_model(imported["librispeech"])
+    rec = StreamingRecognizer.from_model(model, cfg, tokenizer, Chunking(16, 4),
+                                         endpoint=EndpointConfig(enabled=False))  # fmt: skip
+    assert rec.max_segment_frames == WENET_MAX_POSITIONS
+    rec.max_segment_frames = 64
+    seen = []
+    real = rec.engine.run
+
+    def run(feats, lens, state):
+        seen.append(int(state.offset.max()))
+        return real(feats, lens, state)
+
+    rec.engine.run = run
+    stream = rec.create_stream()
+    samples = np.random.default_rng(0).standard_normal(16000 * 6).astype(np.float32) * 0.3
+    with caplog.at_level(logging.INFO, logger="wenet_lite.decode.streaming"):
+        stream.accept_waveform(16000, samples)
+        stream.input_finished()
+        rec.decode_until_done([stream])
+    assert max(seen) + 16 <= 64 and seen.count(0) >= 3
+    assert "without an endpoint: ended there" in caplog.text
+
+
+def test_cli_import_then_stream_with_rescoring(tmp_path, capsys) -> None:
+    out = tmp_path / "m.pt"
+    assert main(["import-wenet", str(CASES / "aishell"), "--out", str(out)]) == 0
+    assert capsys.readouterr().out.strip() == str(out)
+    import soundfile as sf
+
+    wav = tmp_path / "a.wav"
+    rng = np.random.default_rng(1)
+    sf.write(wav, (rng.standard_normal(16000 * 2) * 0.2).astype(np.float32), 16000)
+    rc = main(["stream", "--model", str(out), str(wav), "--chunk-size", "16",
+               "--left-chunks", "4", "--mode", "attention_rescoring"])  # fmt: skip
+    assert rc == 0, capsys.readouterr().err
+
+
+def _bad_dir(tmp_path: Path, name: str = "librispeech") -> Path:
+    d = tmp_path / "wenet"
+    shutil.copytree(CASES / name, d)
+    (d / "golden.pt").unlink()
+    return d
+
+
+def _import_fails(d: Path, tmp_path: Path, capsys) -> str:
+    out = tmp_path / "out" / "m.pt"
+    assert main(["import-wenet", str(d), "--out", str(out)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and not out.exists()
+    return err
+
+
+@pytest.mark.parametrize("missing", ["final.pt", "units.txt", "train.yaml"])
+def test_a_missing_file_is_named(tmp_path, capsys, missing: str) -> None:
+    d = _bad_dir(tmp_path)
+    (d / missing).unlink()
+    assert f"no {missing}" in _import_fails(d, tmp_path, capsys)
+
+
+@pytest.mark.parametrize("key, value", [("encoder", "branchformer"), ("model", "paraformer")])
+def test_an_architecture_we_do_not_have_is_named(tmp_path, capsys, key: str, value: str) -> None:
+    d = _bad_dir(tmp_path)
+    train = yaml.safe_load((d / "train.yaml").read_text())
+    train[key] = value
+    (d / "train.yaml").write_text(yaml.safe_dump(train))
+    err = _import_fails(d, tmp_path, capsys)
+    assert f"'{value}' cannot be imported" in err and "supported: WeNet's U2/U2++ conformer" in err
+
+
+def test_an_unknown_key_is_named(tmp_path, capsys) -> None:
+    d = _bad_dir(tmp_path)
+    state = torch.load(d / "final.pt", weights_only=True)
+    state["encoder.encoders.0.adapter.weight"] = torch.zeros(2)
+    torch.save(state, d / "final.pt")
+    assert "encoder.encoders.0.adapter.weight" in _import_fails(d, tmp_path, capsys)
+
+
+def test_a_vocabulary_that_disagrees_with_units_is_named(tmp_path, capsys) -> None:
+    d = _bad_dir(tmp_path)
+    units = (d / "units.txt").read_text().splitlines()
+    units.append(f"EXTRA {len(units)}")
+    (d / "units.txt").write_text("\n".join(units) + "\n")
+    err = _import_fails(d, tmp_path, capsys)
+    assert "units.txt" in err and "ctc.ctc_lo.weight" in err
+
+
+def test_train_yaml_that_disagrees_with_the_weights_is_named(tmp_path, capsys) -> None:
+    d = _bad_dir(tmp_path)
+    train = yaml.safe_load((d / "train.yaml").read_text())
+    train["encoder_conf"]["num_blocks"] = 12
+    (d / "train.yaml").write_text(yaml.safe_dump(train))
+    err = _import_fails(d, tmp_path, capsys)
+    assert "encoder_conf.num_blocks is 12, but the weights have 2" in err
+
+
+def test_an_older_checkpoint_with_position_tables_imports(tmp_path) -> None:
+    """Checkpoints since 2024 keep the position table buffers: dropped (recomputed)."""
+    d = _bad_dir(tmp_path)
+    state = torch.load(d / "final.pt", weights_only=True)
+    state["encoder.embed.pos_enc.pe"] = torch.zeros(1, 5000, 32)
+    torch.save(state, d / "final.pt")
+    with pytest.raises(WenetImportError):  # a truly unknown key still fails
+        bad = dict(state, **{"encoder.mystery": torch.zeros(1)})
+        torch.save(bad, d / "final.pt")
+        import_wenet(d, tmp_path / "x.pt")
+    torch.save(state, d / "final.pt")
+    assert import_wenet(d, tmp_path / "m.pt").is_file()
