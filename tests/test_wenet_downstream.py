@@ -16,6 +16,7 @@ import torch
 from tests.serve.conftest import sherpa_finals, sherpa_session, start_server
 from wenet_lite.cli import main
 from wenet_lite.data.manifest import load_cuts
+from wenet_lite.decode.lm import WordLM
 from wenet_lite.wenet_import import import_wenet
 
 CASE = Path(__file__).parent / "data" / "wenet" / "librispeech"
@@ -49,9 +50,20 @@ def test_decode_with_every_search(imported, synthetic_corpus, tmp_path) -> None:
     args = ["decode", "--model", str(imported), "--data", str(data)]
     hotwords = tmp_path / "hot.txt"
     hotwords.write_text("HELLO WORLD\nSPEECH\n")
+    lm = WordLM.train(["HELLO WORLD", "SPEECH RECOGNITION STREAMS AUDIO"])
+    lm.save(tmp_path / "lm.json")
     runs = {
         "greedy": [],
-        "beam": ["--mode", "prefix_beam", "--beam", "4", "--hotwords", str(hotwords)],
+        "beam": [
+            "--mode",
+            "prefix_beam",
+            "--beam",
+            "4",
+            "--hotwords",
+            str(hotwords),
+            "--lm",
+            str(tmp_path / "lm.json"),
+        ],  # fmt: skip
         "rescore": ["--mode", "attention_rescoring", "--beam", "4"],
         "simulated": ["--simulate-streaming", *CHUNKING],
     }
@@ -67,6 +79,7 @@ def test_stream_on_every_engine(imported, files, capsys) -> None:
     assert _stream(imported, files, capsys, "--engine", "onnxruntime") == torch_text
     assert _stream(imported, files, capsys, "--engine", "executorch") == torch_text
     assert any(_stream(imported, files, capsys, "--int8").values())
+    assert any(_stream(imported, files, capsys, "--engine", "executorch", "--int8").values())
 
 
 def test_torchscript_export_streams_as_wenet(imported, tmp_path) -> None:

@@ -105,17 +105,23 @@ def _chunks(engine, model, feats: torch.Tensor, k: int, state=None):
     return torch.cat(outs, 1), state
 
 
-@pytest.mark.parametrize("engine_kind", ["torch", "onnxruntime"])
+@pytest.mark.parametrize("engine_kind", ["torch", "onnxruntime", "executorch"])
 def test_batched_streams_each_keep_their_offset(imported, engine_kind: str) -> None:
     """A stream 3 chunks in and a new one, batched, each equal their run alone."""
     model, _, _ = load_model(imported["librispeech"])
     chunking = Chunking(16, 4)
     if engine_kind == "torch":
         engine = TorchEngine(model, chunking)
-    else:
+    elif engine_kind == "onnxruntime":
         from wenet_lite.export.batched import export_batched_onnx
 
         engine = OnnxRuntimeEngine(export_batched_onnx(model, chunking), chunking)
+    else:
+        pytest.importorskip("executorch")
+        from wenet_lite.decode.engines import ExecuTorchEngine
+        from wenet_lite.export.executorch import lower_executorch
+
+        engine = ExecuTorchEngine(lower_executorch(model, chunking), chunking)
     feats = _golden("librispeech")["feats"]
     window = model.encoder.subsampling.window_size(16)
     with torch.no_grad():
@@ -308,3 +314,80 @@ def test_an_older_checkpoint_with_position_tables_imports(tmp_path) -> None:
         import_wenet(d, tmp_path / "x.pt")
     torch.save(state, d / "final.pt")
     assert import_wenet(d, tmp_path / "m.pt").is_file()
+
+
+@pytest.mark.parametrize("name", ["librispeech", "aishell"])
+def test_rescoring_picks_wenets_best_path(imported, name: str) -> None:
+    """Attention rescoring over an n-best gives the scores WeNet's formula gives with WeNet's
+    own decoder log-probs: (1 - rw) * l2r + rw * r2l + ctc_weight * ctc, and the same best."""
+    from wenet_lite.decode.ctc_search import Hypothesis
+    from wenet_lite.decode.rescore import Segment, rescore
+
+    model, _, cfg = load_model(imported[name])
+    golden = _golden(name)
+    hyps, n = golden["hyps"], int(golden["full_lens"][0])
+    sos = cfg.decoder.sos_eos_id
+    ctc_scores = [-4.0, -1.5, -2.5]
+    rw, cw = 0.3, 0.5
+    wenet = []
+    for i, h in enumerate(hyps):
+        l2r = golden["decoder_l2r"][i, torch.arange(len(h) + 1), torch.tensor([*h, sos])].sum()
+        r2l = golden["decoder_r2l"][i, torch.arange(len(h) + 1), torch.tensor([*h[::-1], sos])]
+        wenet.append(float((1 - rw) * l2r + rw * r2l.sum() + cw * ctc_scores[i]))
+    nbest = [Hypothesis(list(h), s, list(range(len(h))), 1.0) for h, s in zip(hyps, ctc_scores)]
+    (ours,) = rescore(model.decoder, [Segment(nbest, golden["full"][0, :n])], cw, rw)
+    by_tokens = {tuple(h.tokens): h.score for h in ours}
+    for h, score in zip(hyps, wenet):
+        assert abs(by_tokens[tuple(h)] - score) < 1e-3
+    assert ours[0].tokens == hyps[max(range(len(hyps)), key=wenet.__getitem__)]
+
+
+@pytest.mark.parametrize("name", ["librispeech", "aishell"])  # JSON, Kaldi text
+def test_cmvn_is_read_from_global_cmvn_when_the_weights_lack_it(tmp_path, name: str) -> None:
+    """WeNet's own CMVN buffers (computed by WeNet from global_cmvn) equal what the importer
+    computes from the file; without the file the import fails naming it."""
+    d = _bad_dir(tmp_path, name)
+    state = torch.load(d / "final.pt", weights_only=True)
+    mean, istd = state.pop("encoder.global_cmvn.mean"), state.pop("encoder.global_cmvn.istd")
+    torch.save(state, d / "final.pt")
+    model, _, _ = load_model(import_wenet(d, tmp_path / "m.pt"))
+    assert torch.allclose(model.encoder.cmvn.mean, mean, rtol=1e-5)
+    assert torch.allclose(model.encoder.cmvn.istd, istd, rtol=1e-4)
+    (d / "global_cmvn").unlink()
+    with pytest.raises(WenetImportError, match="no global_cmvn"):
+        import_wenet(d, tmp_path / "n.pt")
+
+
+def test_a_model_subsampling_by_6_streams_exactly(imported) -> None:
+    """GigaSpeech's shape: the recogniser's streamed tokens (audio in random pieces, batched
+    with another stream) equal its simulated streaming over the whole audio."""
+    from wenet_lite.decode.ctc_search import ctc_greedy_search
+    from wenet_lite.decode.options import SearchOptions
+    from wenet_lite.features.fbank import compute_fbank
+
+    model, tokenizer, cfg = load_model(imported["gigaspeech"])
+    chunking = Chunking(8, 2)
+    search = SearchOptions(blank_penalty=2.0)
+    rec = StreamingRecognizer.from_model(model, cfg, tokenizer, chunking, search,
+                                         endpoint=EndpointConfig(enabled=False))  # fmt: skip
+    rng = np.random.default_rng(3)
+    audios = [(rng.standard_normal(16000 * s) * 0.3).astype(np.float32) for s in (3, 2)]
+    streams = [rec.create_stream() for _ in audios]
+    for s, audio in zip(streams, audios):
+        i = 0
+        while i < len(audio):
+            n = int(rng.integers(1, 4000))
+            s.accept_waveform(16000, audio[i : i + n])
+            i += n
+            rec.decode_streams([x for x in streams if x.is_ready])
+        s.input_finished()
+    rec.decode_until_done(streams)
+    engine = TorchEngine(model, chunking)
+    for s, audio in zip(streams, audios):
+        feats = compute_fbank(audio, 16000, cfg.features)[None]
+        log_probs, _ = stream_log_probs(engine, model, feats, torch.tensor([feats.size(1)]))
+        log_probs = log_probs.clone()
+        log_probs[..., 0] -= 2.0  # the blank penalty, as the search applies it
+        lens = torch.tensor([log_probs.size(1)])
+        want = ctc_greedy_search(torch.log_softmax(log_probs, -1), lens)[0].tokens
+        assert s.result().token_ids == want and want

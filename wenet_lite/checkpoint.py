@@ -149,12 +149,19 @@ def average_state_dicts(states: List[Dict[str, torch.Tensor]]) -> Dict[str, torc
 
 
 def check_same_model(
-    saved: Dict[str, Any], now: Dict[str, Any], where: str, sections: Sequence[str] = MODEL_SECTIONS
+    saved: Dict[str, Any],
+    now: Dict[str, Any],
+    where: str,
+    sections: Sequence[str] = MODEL_SECTIONS,
+    complete: bool = True,
 ) -> None:
     """ConfigError naming the first model-defining key (of ``sections``) that differs from a
     checkpoint's. Both are completed with defaults first (a file older than a section has its
-    defaults)."""
-    saved, now = _completed(saved), _completed(now)
+    defaults); with ``complete=False`` only the keys ``now`` gives are compared (the keys a
+    config sets explicitly)."""
+    saved = _completed(saved)
+    if complete:
+        now = _completed(now)
     for section in sections:
         for key, value in _flatten(now.get(section, {}), section).items():
             old = _flatten(saved.get(section, {}), section).get(key)

@@ -37,6 +37,7 @@ __all__ = [
     "config_to_dict",
     "save_config",
     "apply_overrides",
+    "read_config_dict",
 ]
 
 
@@ -553,6 +554,16 @@ def apply_overrides(data: Dict[str, Any], overrides: Iterable[str]) -> Dict[str,
 
 def load_config(path: str | Path, overrides: Iterable[str] = ()) -> ExperimentConfig:
     """Read a YAML experiment config, apply ``key.path=value`` overrides and validate."""
+    data = read_config_dict(path, overrides)
+    try:
+        return config_from_dict(data)
+    except ConfigError as e:
+        raise ConfigError(e.path, f"{e.message} (in {path})") from None
+
+
+def read_config_dict(path: str | Path, overrides: Iterable[str] = ()) -> Dict[str, Any]:
+    """The settings a YAML config file and its overrides give explicitly (not validated, no
+    defaults filled in)."""
     path = Path(path)
     if path.is_dir():
         raise ConfigError("", f"{path} is a directory, not a config file")
@@ -571,7 +582,7 @@ def load_config(path: str | Path, overrides: Iterable[str] = ()) -> ExperimentCo
     if not isinstance(data, dict):
         raise ConfigError("", f"{path} must hold a mapping of sections, got {type(data).__name__}")
     try:
-        return config_from_dict(apply_overrides(data, overrides))
+        return apply_overrides(data, overrides)
     except ConfigError as e:
         raise ConfigError(e.path, f"{e.message} (in {path})") from None
 

@@ -63,27 +63,10 @@ def test_fine_tuning_starts_where_the_model_left_off(synthetic_corpus, few_data,
     assert _first(tuned) < 2 * last_base
     assert tuned.losses[max(tuned.losses)] < _first(tuned)
     assert (tmp_path / "tuned" / "tokenizer.model").read_bytes() == Tokenizer.load(tok).to_bytes()
-    model, tokenizer, cfg = load_model(tmp_path / "tuned" / "step_20.pt")
+    model, _, _ = load_model(tmp_path / "tuned" / "step_20.pt")
     original, _, _ = load_model(start)
     assert torch.equal(model.encoder.cmvn.mean, original.encoder.cmvn.mean)
-    # The fine-tuned model streams exactly: streamed (random piece sizes) == simulated.
-    from wenet_lite.decode.endpoint import EndpointConfig
-    from wenet_lite.decode.options import SearchOptions
-    from wenet_lite.decode.recognize import DecodeOptions, decode_model
-    from wenet_lite.decode.streaming import StreamingRecognizer
-    from wenet_lite.model.chunking import Chunking
-
-    cuts = list(load_cuts(synthetic_corpus.data / "test-clean"))[:4]
-    chunking = Chunking(4, -1)
-    opts = DecodeOptions(SearchOptions(), chunking, simulate_streaming=True, batch_seconds=12)
-    simulated = {r.utt_id: r.hyp.tokens
-                 for r in decode_model(model, tokenizer, cfg, cuts, opts).results}  # fmt: skip
-    rec = StreamingRecognizer.from_model(model, cfg, tokenizer, chunking, SearchOptions(),
-                                         endpoint=EndpointConfig(enabled=False))  # fmt: skip
-    for k, cut in enumerate(cuts):
-        audio = load_audio(cut.recording.sources[0].source, 16000).astype(np.float32)
-        assert _stream(rec, audio, seed=k).token_ids == simulated[cut.id], cut.id
-    assert any(simulated.values())
+    _streams_exactly(load_model(tmp_path / "tuned" / "step_20.pt"), synthetic_corpus)
 
 
 def test_init_refuses_another_model_and_renews_output_layers_for_a_new_tokenizer(
@@ -106,3 +89,53 @@ def test_init_refuses_another_model_and_renews_output_layers_for_a_new_tokenizer
     model, tokenizer, _ = load_model(tmp_path / "new" / "step_2.pt")
     assert tokenizer.vocab_size == small.vocab_size == model.ctc.proj.out_features
     assert result.step == 2
+
+
+def _streams_exactly(loaded, synthetic_corpus, blank_penalty: float = 0.0) -> None:
+    """The model streams exactly: streamed (random piece sizes) == simulated, and says
+    something (a model fine-tuned for a few steps says it only with a blank penalty)."""
+    from wenet_lite.decode.endpoint import EndpointConfig
+    from wenet_lite.decode.options import SearchOptions
+    from wenet_lite.decode.recognize import DecodeOptions, decode_model
+    from wenet_lite.decode.streaming import StreamingRecognizer
+    from wenet_lite.model.chunking import Chunking
+
+    model, tokenizer, cfg = loaded
+    cuts = list(load_cuts(synthetic_corpus.data / "test-clean"))[:4]
+    chunking = Chunking(4, -1)
+    search = SearchOptions(blank_penalty=blank_penalty)
+    opts = DecodeOptions(search, chunking, simulate_streaming=True, batch_seconds=12)
+    simulated = {r.utt_id: r.hyp.tokens
+                 for r in decode_model(model, tokenizer, cfg, cuts, opts).results}  # fmt: skip
+    rec = StreamingRecognizer.from_model(model, cfg, tokenizer, chunking, search,
+                                         endpoint=EndpointConfig(enabled=False))  # fmt: skip
+    for k, cut in enumerate(cuts):
+        audio = load_audio(cut.recording.sources[0].source, 16000).astype(np.float32)
+        assert _stream(rec, audio, seed=k).token_ids == simulated[cut.id], cut.id
+    assert any(simulated.values())
+
+
+def test_fine_tuning_an_imported_wenet_model(synthetic_corpus, few_data, tmp_path) -> None:
+    """The architecture comes from the imported file (a config of training settings only
+    suffices); the loss falls; the result streams exactly; a model key the config sets
+    against the file is named."""
+    import yaml
+
+    from wenet_lite.wenet_import import import_wenet
+
+    start = import_wenet(Path("tests/data/wenet/librispeech"), tmp_path / "wenet.pt")
+    tiny = yaml.safe_load(TINY.read_text())
+    training = tmp_path / "training.yaml"
+    training.write_text(yaml.safe_dump({"data": tiny["data"], "train": tiny["train"]}))
+    steps = (*FAST, "train.max_steps=25")
+    result = train(TrainOptions(training, few_data, tmp_path / "tuned", steps, init=start,
+                                train_parts=("few",), dev_parts=(), progress_bar=False,
+                                device="cpu"))  # fmt: skip
+    assert result.losses[max(result.losses)] < 0.8 * _first(result)
+    tuned = load_model(tmp_path / "tuned" / "step_25.pt")
+    assert tuned[2].encoder.pos_enc == "wenet" and tuned[2].encoder.d_model == 32
+    _streams_exactly(tuned, synthetic_corpus, blank_penalty=4.0)
+    with pytest.raises(ConfigError, match=r"encoder.d_model: is 256 but .*wenet.pt"):
+        train(TrainOptions(TINY, few_data, tmp_path / "bad", ("encoder.d_model=256",),
+                           train_parts=("few",), dev_parts=(), progress_bar=False,
+                           device="cpu", init=start))  # fmt: skip

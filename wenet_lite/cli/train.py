@@ -144,8 +144,9 @@ def add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--init", metavar="MODEL.pt",
         help="start from this model file's weights (fine-tuning): its tokenizer and CMVN "
-        "unless --tokenizer/--cmvn; a fresh optimizer and schedule; the config must describe "
-        "the same model",
+        "unless --tokenizer/--cmvn; a fresh optimizer and schedule; the model's architecture "
+        "(features, encoder, decoder, tokenizer) comes from the file, and a key of those the "
+        "config sets must agree with it",
     )  # fmt: skip
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(

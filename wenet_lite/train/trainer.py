@@ -42,9 +42,12 @@ from wenet_lite.checkpoint import (
     load_checkpoint,
 )
 from wenet_lite.config import (
+    ConfigError,
     ExperimentConfig,
+    config_from_dict,
     config_to_dict,
     load_config,
+    read_config_dict,
     save_config,
 )
 from wenet_lite.data.dataset import ASRDataset, Batch, filter_cuts
@@ -165,25 +168,42 @@ def _config_and_checkpoint(
     opts: TrainOptions,
 ) -> Tuple[ExperimentConfig, Optional[Tuple[Path, Dict]]]:
     """The config, and the newest checkpoint (path, payload) when resuming."""
-    cfg = load_config(opts.config, opts.overrides)
     found = list_checkpoints(opts.exp)
     if found and not opts.resume:
         raise ValueError(
             f"{opts.exp} already holds checkpoints ({found[-1].name}, ...): pass --resume to "
             "continue, or choose another --exp"
         )
-    if not (opts.resume and found):
+    if opts.init is not None:  # the architecture of the model it starts from
+        cfg = _config_of_init(opts)
+    else:
+        cfg = load_config(opts.config, opts.overrides)
+    if not found:
         if opts.resume:
             _log.info("--resume: no checkpoint in %s, starting from scratch", opts.exp)
-        if opts.init is not None:  # a new tokenizer may differ from the model's
-            sections = [s for s in MODEL_SECTIONS if s != "tokenizer" or opts.tokenizer is None]
-            saved = load_checkpoint(opts.init)["config"]
-            check_same_model(saved, config_to_dict(cfg), str(opts.init), sections)
         return cfg, None
     payload = load_checkpoint(found[-1])
     check_same_model(payload["config"], config_to_dict(cfg), str(found[-1]))
     _log.info("resuming from %s", found[-1])
     return cfg, (found[-1], payload)
+
+
+def _config_of_init(opts: TrainOptions) -> ExperimentConfig:
+    """``--init``: the model's sections (features, encoder, decoder, tokenizer) come from the
+    model file; the config gives the rest (data, training, loss weights). A model key the
+    config sets explicitly must agree with the file's (ConfigError naming it); a new tokenizer
+    may differ from the model's."""
+    assert opts.init is not None
+    given = read_config_dict(opts.config, opts.overrides)
+    saved = config_to_dict(config_from_dict(load_checkpoint(opts.init)["config"]))
+    sections = [s for s in MODEL_SECTIONS if s != "tokenizer" or opts.tokenizer is None]
+    explicit = {s: given[s] for s in sections if isinstance(given.get(s), dict)}
+    check_same_model(saved, explicit, str(opts.init), sections, complete=False)
+    merged = {**given, **{s: saved[s] for s in sections}}
+    try:
+        return config_from_dict(merged)
+    except ConfigError as e:
+        raise ConfigError(e.path, f"{e.message} (in {opts.config})") from None
 
 
 def _start_exp_dir(exp: Path, cfg: ExperimentConfig) -> logging.Handler:
