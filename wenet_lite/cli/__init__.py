@@ -24,6 +24,7 @@ from wenet_lite.cli.train import (
     add_prepare,
     add_train,
 )
+from wenet_lite.cli.transcribe import add_transcribe
 from wenet_lite.config import ConfigError
 
 __all__ = ["main"]
@@ -34,6 +35,7 @@ __all__ = ["main"]
 
 
 _SUBCOMMANDS: List[Callable[[argparse._SubParsersAction], None]] = [
+    add_transcribe,
     add_prepare,
     add_compute_cmvn,
     add_compute_fbank,

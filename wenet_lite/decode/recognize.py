@@ -66,6 +66,7 @@ __all__ = [
     "UtteranceResult",
     "decode_cuts",
     "decode_model",
+    "recognize_features",
     "default_out_dir",
     "write_report",
 ]
@@ -269,6 +270,24 @@ def _cut_features(cut: Cut, cfg: ExperimentConfig) -> torch.Tensor:
 
 
 @torch.inference_mode()
+def recognize_features(
+    model: ASRModel,
+    feats: torch.Tensor,
+    options: DecodeOptions,
+    models: SearchModels,
+    cfg: ExperimentConfig,
+    name: str = "audio",
+) -> List[Hypothesis]:
+    """The n best hypotheses (best first) of one utterance's features (T_in, F), as `decode`
+    computes them: a longer utterance than ``options.max_window_seconds`` in bounded memory.
+    ``options.search`` must be resolved and ``models`` loaded (``SearchOptions.load``)."""
+    seconds = feats.size(0) * cfg.features.frame_shift_ms / 1000
+    with torch.inference_mode():
+        if seconds > options.max_window_seconds:
+            return _decode_long(model, feats, options, models, cfg, name)
+        return _decode_batch(model, [feats], options, models)[0]
+
+
 def _decode_batch(
     model: ASRModel,
     feats: List[torch.Tensor],

@@ -1,0 +1,170 @@
+"""`transcribe` (wenet_lite.transcribe and `wenet-lite transcribe`) on the tiny rigged model:
+its text is `decode`'s for the same search, streamed its text is `stream`'s, subtitles read
+back with third-party readers (pysrt, webvtt-py) as monotone non-overlapping cues of the
+transcript's words, json/tsv carry times, a 10-minute file runs in bounded memory, and bad
+inputs are named and skipped."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from wenet_lite import Transcript, transcribe
+from wenet_lite.cli import main
+from wenet_lite.data.manifest import load_cuts
+from wenet_lite.decode.options import SearchOptions
+from wenet_lite.decode.recognize import DecodeOptions, decode_model
+from wenet_lite.decode.result import Result, Word
+from wenet_lite.transcription import format_transcript, split_at_pauses, subtitle_cues
+
+
+@pytest.fixture(scope="module")
+def files(corpus: Path) -> List[str]:
+    return [c.recording.sources[0].source for c in load_cuts(corpus / "test-clean")]
+
+
+@pytest.mark.parametrize("search", [{}, {"mode": "prefix_beam", "beam_size": 4}])
+def test_text_equals_decodes(tiny, corpus, files, search) -> None:
+    cuts = list(load_cuts(corpus / "test-clean"))
+    options = DecodeOptions(SearchOptions(**search))
+    report = decode_model(tiny.model, tiny.tokenizer, tiny.cfg, cuts, options)
+    decoded = {r.utt_id: r.text for r in report.results}
+    got = transcribe(tiny.path, files, search=SearchOptions(**search))
+    assert [t.text for t in got] == [decoded[c.id] for c in cuts]
+    assert all(t.text for t in got)
+    for t in got:  # segments hold the words, in time order, within the audio
+        assert " ".join(w.text for w in t.words) == t.text
+        starts = [w.start for w in t.words]
+        assert starts == sorted(starts) and t.words[-1].end <= t.duration + 0.05
+
+
+def test_arrays_and_models_in_memory(tiny, files, test_audio) -> None:
+    by_path = transcribe(tiny.path, files[0])
+    from_array = transcribe((tiny.model, tiny.tokenizer, tiny.cfg), test_audio[0], 16000)
+    assert isinstance(by_path, Transcript) and from_array.text == by_path.text
+    with pytest.raises(ValueError, match="sample_rate"):
+        transcribe(tiny.path, test_audio[0])
+
+
+def test_streamed_text_equals_streams(tiny, files, capsys) -> None:
+    assert main(["stream", "--model", str(tiny.path), "--chunk-size", "4", "--left-chunks", "4",
+                 "--json", *files[:3]]) == 0  # fmt: skip
+    finals: Dict[str, List[str]] = {f: [] for f in files[:3]}
+    for line in capsys.readouterr().out.splitlines():
+        row = json.loads(line)
+        if row["type"] == "final" and row["text"]:
+            finals[row["file"]].append(row["text"])
+    got = transcribe(tiny.path, files[:3], chunk_size=4, left_chunks=4)
+    assert [t.text for t in got] == [" ".join(finals[f]) for f in files[:3]]
+    assert all(len(t.segments) >= 1 for t in got)
+
+
+def _long_transcript(utterances: int) -> Transcript:
+    """One transcript of several utterances with pauses, one word longer than a line: enough
+    words for many cues."""
+    vocabulary = ["THE", "QUICK", "BROWN", "FOX", "JUMPS"]
+    vocabulary.append("OVERLONGWORDSTRETCHINGFARBEYONDANYLINELIMITATALL")  # 48 characters
+    words, t = [], 0.0
+    for _ in range(utterances):
+        for k in range(12):
+            words.append(Word(vocabulary[k % len(vocabulary)], t, t + 0.3))
+            t += 0.35
+        t += 1.5  # a pause
+    whole = Result(" ".join(w.text for w in words), [], [], [], words, 1.0, 0.0, t, True)
+    return Transcript("x", whole.text, split_at_pauses(whole, 0.8), t)
+
+
+def test_subtitles_read_back_with_third_party_readers(tiny, files, tmp_path) -> None:
+    pysrt = pytest.importorskip("pysrt")
+    webvtt = pytest.importorskip("webvtt")
+    for t in [*transcribe(tiny.path, files), _long_transcript(len(files))]:
+        srt, vtt = tmp_path / "a.srt", tmp_path / "a.vtt"
+        srt.write_text(format_transcript(t, "srt"), encoding="utf-8")
+        vtt.write_text(format_transcript(t, "vtt"), encoding="utf-8")
+        subs = pysrt.open(str(srt), encoding="utf-8")
+        captions = webvtt.read(str(vtt))
+        assert [s.index for s in subs] == list(range(1, len(subs) + 1))
+        ends = [s.end.ordinal / 1000 for s in subs]
+        starts = [s.start.ordinal / 1000 for s in subs]
+        assert all(a < b for a, b in zip(starts, ends))  # no empty cue
+        assert all(e <= s for e, s in zip(ends, starts[1:]))  # monotone, never overlapping
+        assert all(b - a <= 7.0 + 1e-3 for a, b in zip(starts, ends))
+        for s in subs:
+            lines = s.text.splitlines()
+            assert 1 <= len(lines) <= 2 and all(len(line) <= 42 for line in lines)
+        words = " ".join(" ".join(s.text.splitlines()) for s in subs).split()
+        assert "".join(words) == t.text.replace(" ", "")  # the transcript's words, in order
+        assert [c.text for c in captions] == [s.text for s in subs]
+        assert [c.start_in_seconds for c in captions] == [int(x) for x in starts]
+    assert len(subtitle_cues(_long_transcript(len(files)))) > 6
+
+
+def test_json_and_tsv_carry_times(tiny, files) -> None:
+    t = transcribe(tiny.path, files[0])
+    data = json.loads(format_transcript(t, "json"))
+    assert data["text"] == t.text and data["segments"]
+    assert all({"word", "start", "end"} <= set(w) for s in data["segments"] for w in s["words"])
+    rows = format_transcript(t, "tsv").splitlines()
+    assert rows[0] == "start\tend\ttext" and len(rows) == len(t.segments) + 1
+    start, end, text = rows[1].split("\t")
+    assert int(start) == round(t.segments[0].start * 1000) and text == t.segments[0].text
+
+
+def test_a_ten_minute_file_in_bounded_memory(tiny, test_audio, tmp_path) -> None:
+    """Full context over 10 minutes would need GBs of attention scores; windows keep the
+    peak resident memory of a fresh process within a few hundred MB."""
+    audio = np.concatenate([np.concatenate([a, np.zeros(8000, np.float32)]) for a in test_audio])
+    audio = np.tile(audio, int(np.ceil(600 * 16000 / audio.size)))[: 600 * 16000]
+    wav = tmp_path / "long.wav"
+    sf.write(wav, audio, 16000)
+    code = ("import resource, sys, torch; torch.set_num_threads(1); "
+            "from wenet_lite import transcribe; "
+            f"t = transcribe({str(tiny.path)!r}, {str(wav)!r}); "
+            "print(len(t.text.split()), t.duration, "
+            "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=600, check=True).stdout.split()  # fmt: skip
+    words, duration, peak_mb = int(out[0]), float(out[1]), int(out[2])
+    assert duration == 600.0 and words > 500 and peak_mb < 1500, out
+
+
+def test_cli_formats_inputs_and_bad_files(tiny, files, bad_audio, tmp_path, capsys) -> None:
+    model = ["--model", str(tiny.path)]
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for f in files[:3]:
+        (folder / Path(f).name).write_bytes(Path(f).read_bytes())
+    (folder / "notes.txt").write_text("not audio, not picked up")
+    broken = [str(bad_audio[k]) for k in ("corrupt_flac", "empty", "not_audio")]
+    rc = main(["transcribe", *model, str(folder), *broken, str(tmp_path / "gone.wav"),
+               "--format", "srt", "--out", str(tmp_path / "out"), "--no-progress"])  # fmt: skip
+    captured = capsys.readouterr()
+    assert rc == 1
+    for name in [*broken, "gone.wav"]:
+        assert name in captured.err
+    written = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert written == sorted(Path(f).stem + ".srt" for f in files[:3])
+    # One file: its text alone; several (a quoted glob): name, tab, text per line.
+    assert main(["transcribe", *model, files[0]]) == 0
+    one = capsys.readouterr().out
+    assert one == transcribe(tiny.path, files[0]).text + "\n"
+    assert main(["transcribe", *model, str(folder / f"*{Path(files[0]).suffix}")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and all("\t" in line for line in lines)
+
+
+def test_cli_reads_stdin(tiny, files, tmp_path) -> None:
+    cmd = [sys.executable, "-m", "wenet_lite", "transcribe", "--model", str(tiny.path), "-"]
+    proc = subprocess.run(cmd, input=Path(files[0]).read_bytes(), capture_output=True,
+                          timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode().strip() == transcribe(tiny.path, files[0]).text
+    empty = subprocess.run(cmd, input=b"", capture_output=True, timeout=300)
+    assert empty.returncode == 1 and b"-: empty input" in empty.stderr

@@ -1,0 +1,137 @@
+"""`wenet-lite transcribe`."""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import sys
+from pathlib import Path
+from typing import List, Tuple
+
+from wenet_lite.cli import flags
+from wenet_lite.cli.flags import UsageError
+
+AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".opus", ".mp3", ".sph", ".aiff", ".aif", ".au")
+"""the files a directory given to `transcribe` contributes"""
+
+
+def add_transcribe(sub: argparse._SubParsersAction) -> None:
+    from wenet_lite.decode.options import SearchOptions
+    from wenet_lite.transcription import FORMATS
+
+    p = sub.add_parser(
+        "transcribe",
+        help="transcribe audio files to text or subtitles",
+        description="usage: wenet-lite transcribe --model exp/u2/avg_5.pt a.wav [b.flac ...] "
+        "[--format txt|json|srt|vtt|tsv] [--out DIR]\n"
+        "       wenet-lite transcribe --model M recordings/ --format srt --out subs\n"
+        "       cat a.wav | wenet-lite transcribe --model M -\n\n"
+        "Without --out each file's text goes to stdout, one line per file (preceded by the "
+        "file name and a tab when there are several; other formats print whole). With --out, "
+        "DIR/<file stem>.<format> per file. Full context by default (a long file in windows of "
+        "bounded memory), segments cut at pauses; --chunk-size C streams at the model's own "
+        "latency with endpointing. A directory contributes its audio files, a quoted glob its "
+        "matches; '-' reads an audio file from stdin. A bad file is named on stderr and "
+        "skipped (exit code 1). --model may also be an export directory (it streams).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("inputs", nargs="+", metavar="AUDIO", help="files, directories, globs or -")
+    p.add_argument("--model", required=True, help="model file, or an export directory")
+    p.add_argument("--format", choices=FORMATS, default="txt", help="output format (txt)")
+    p.add_argument("--out", type=flags.output_dir, help="write DIR/<stem>.<format> per file")
+    flags.add_chunking(p, 0, 4, full=True)
+    flags.add_options(p, SearchOptions, skip=("nbest",))
+    flags.add_endpoint(p)
+    p.add_argument(
+        "--pause", type=float, default=0.8,
+        help="full context: seconds between words that start a segment (0.8)",
+    )  # fmt: skip
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda, ...")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_run_transcribe)
+
+
+def expand_inputs(inputs: List[str]) -> Tuple[List[str], List[str]]:
+    """The files of the arguments (directories' audio files, globs' matches, ``-``), in order
+    and each once; and the arguments that name nothing."""
+    files: List[str] = []
+    missing: List[str] = []
+    for item in inputs:
+        path = Path(item)
+        if item == "-" or path.is_file():
+            found = [item]
+        elif path.is_dir():
+            found = sorted(str(f) for f in path.rglob("*") if f.suffix.lower() in AUDIO_SUFFIXES)
+        else:
+            found = sorted(glob.glob(item, recursive=True)) if glob.has_magic(item) else []
+            found = [f for f in found if Path(f).is_file()]
+        if not found:
+            missing.append(item)
+        files.extend(f for f in found if f not in files)
+    return files, missing
+
+
+def _run_transcribe(args: argparse.Namespace) -> int:
+    from wenet_lite.decode.options import SearchOptions
+    from wenet_lite.features.audio import AudioError
+    from wenet_lite.transcription import Transcriber, format_transcript
+
+    files, missing = expand_inputs(args.inputs)
+    for item in missing:
+        print(f"wenet-lite transcribe: error: {item}: no such file, or no audio in it",
+              file=sys.stderr)  # fmt: skip
+    if files.count("-") and len(files) > 1 and args.out is None and args.format != "txt":
+        raise UsageError("several inputs with stdin: give --out")
+    search = flags.options_from(SearchOptions, args)
+    model_is_dir = Path(args.model).is_dir()
+    if args.left_chunks is None:  # 4 (constant memory) when streaming; full context has none
+        args.left_chunks = 4 if args.chunk_size else -1
+    chunking = flags.chunking_from(args)
+    if model_is_dir and args.chunk_size is not None:
+        raise UsageError(f"{args.model} is an export directory: it streams with its own chunking")
+    transcriber = Transcriber(
+        args.model, chunking.chunk_size, chunking.left_chunks, search, flags.endpoint_from(args),
+        flags.device_from(args.device), pause=args.pause,
+    )  # fmt: skip
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    failed = len(missing)
+    several = len(files) > 1
+    bar = None
+    if not args.no_progress and len(files) > 1 and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(files), unit="file", file=sys.stderr, leave=False)
+    written = set()
+    for name in files:
+        try:
+            t = transcriber.file(name)
+        except (AudioError, FileNotFoundError) as e:
+            failed += 1
+            message = str(e) if name in str(e) else f"{name}: {e}"
+            print(f"wenet-lite transcribe: error: {message}", file=sys.stderr, flush=True)
+            continue
+        finally:
+            if bar is not None:
+                bar.update(1)
+        text = format_transcript(t, args.format)
+        if out is not None:
+            stem = "stdin" if name == "-" else Path(name).stem
+            target = out / f"{stem}.{args.format}"
+            if target in written:  # two inputs of one stem: keep both
+                target = out / f"{stem}_{len(written)}.{args.format}"
+            written.add(target)
+            target.write_text(text, encoding="utf-8")
+        elif args.format == "txt":
+            print(f"{name}\t{t.text}" if several else t.text, flush=True)
+        else:
+            if several and args.format != "json":
+                print(f"==> {name} <==", flush=True)
+            sys.stdout.write(text)
+            sys.stdout.flush()
+    if bar is not None:
+        bar.close()
+    if out is not None:
+        print(f"{len(written)} file(s) written to {out}")
+    return 1 if failed else 0
