@@ -32,3 +32,29 @@ def test_help_of_every_subcommand(name: str) -> None:
         command = re.split(rf"wenet[-_]lite {name}\b", line)[-1]  # not arecord's or torchrun's
         for flag in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", command):
             assert flag in known, f"{name}'s usage names {flag}, which it does not take"
+
+
+def test_version_and_verbose_after_the_subcommand() -> None:
+    from wenet_lite import __version__
+
+    out = subprocess.run(["wenet-lite", "--version"], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith(f"wenet-lite {__version__} (torch ")
+    parser = build_parser()
+    for name in EXPECTED:  # -v works on both sides of every subcommand
+        assert "-v" in {f for a in SUBCOMMANDS[name]._actions for f in a.option_strings}
+    before = parser.parse_args(["-v", "import-wenet", "d", "--out", "m.pt"])
+    after = parser.parse_args(["import-wenet", "d", "--out", "m.pt", "-v"])
+    neither = parser.parse_args(["import-wenet", "d", "--out", "m.pt"])
+    assert before.verbose and after.verbose and not neither.verbose
+
+
+def test_device_defaults_agree() -> None:
+    """Every subcommand with --device runs on the CPU unless asked; auto picks CUDA."""
+    from wenet_lite.cli.flags import device_from
+
+    with_device = {name: next(a for a in p._actions if "--device" in a.option_strings)
+                   for name, p in SUBCOMMANDS.items()
+                   if any("--device" in a.option_strings for a in p._actions)}  # fmt: skip
+    assert {"train", "decode", "stream", "serve", "transcribe"} <= set(with_device)
+    assert {a.default for a in with_device.values()} == {"cpu"}
+    assert device_from(None) == "cpu" and device_from("auto") in ("cpu", "cuda")

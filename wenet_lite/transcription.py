@@ -100,6 +100,7 @@ class Transcriber:
         endpoint: endpointing while streaming (segments); default ``EndpointConfig()``.
         device: where a model file runs (default cpu).
         pause: seconds between words that start a new segment in full context.
+        engine: streaming: an ``EngineSpec`` (``decode/opening.py``; default the source's).
     """
 
     def __init__(
@@ -112,6 +113,7 @@ class Transcriber:
         device: Optional[str] = None,
         pause: float = 0.8,
         max_window_seconds: float = 30.0,
+        engine: Optional[Any] = None,
     ) -> None:
         from wenet_lite.decode.streaming import StreamingRecognizer
         from wenet_lite.model.chunking import Chunking
@@ -120,24 +122,21 @@ class Transcriber:
         self.search = search or SearchOptions()
         self.recognizer: Optional[StreamingRecognizer] = None
         self._full: Optional[Tuple[Any, Any, Any]] = None
-        endpoint = endpoint if endpoint is not None else EndpointConfig()
         if isinstance(model, StreamingRecognizer):
             self.recognizer = model
-        elif isinstance(model, (str, Path)) and Path(model).is_dir():
-            self.recognizer = StreamingRecognizer.from_export(model, self.search, endpoint=endpoint)
+        elif chunk_size > 0 or (isinstance(model, (str, Path)) and Path(model).is_dir()):
+            from wenet_lite.decode.opening import EngineSpec, open_recognizer
+
+            chunking = Chunking(chunk_size, left_chunks) if chunk_size > 0 else None
+            spec = engine or EngineSpec(device=device or "cpu")
+            self.recognizer = open_recognizer(model, chunking, self.search, endpoint, spec)
         else:
             if isinstance(model, (str, Path)):
                 from wenet_lite.model_io import load_model
 
                 model = load_model(model, torch.device(device or "cpu"))
             net, tokenizer, cfg = model
-            if chunk_size > 0:
-                self.recognizer = StreamingRecognizer.from_model(
-                    net.eval(), cfg, tokenizer, Chunking(chunk_size, left_chunks), self.search,
-                    endpoint=endpoint,
-                )  # fmt: skip
-            else:
-                self._full = (net.eval(), tokenizer, cfg)
+            self._full = (net.eval(), tokenizer, cfg)
         if self._full is not None:
             from wenet_lite.decode.recognize import DecodeOptions
 
@@ -146,7 +145,7 @@ class Transcriber:
             if search.rescoring:
                 from wenet_lite.decode.rescore import check_decoder
 
-                check_decoder(net, str(model) if isinstance(model, (str, Path)) else "the model")
+                check_decoder(net, "the model")
             self._options = DecodeOptions(search, max_window_seconds=max_window_seconds)
             self._models = search.load(tokenizer)
             self.sample_rate = cfg.features.sample_rate

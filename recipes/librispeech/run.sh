@@ -110,11 +110,11 @@ lm_search() {  # lm_search WEIGHT BONUS: lm_flags = the LM search flags of decod
 }
 lm_decode() {  # lm_decode PART OUT WEIGHT BONUS [decode options]: prefix beam with the word LM
   lm_search "$3" "$4"
-  wenet-lite decode --model "$model" --data "$data/$1" "${lm_flags[@]}" --out "$2" "${@:5}"
+  wenet-lite decode --device auto --model "$model" --data "$data/$1" "${lm_flags[@]}" --out "$2" "${@:5}"
 }
 beam_decode() {  # beam_decode PART OUT MODE [decode options]: prefix beam $rescore_beam, plain
   # (MODE prefix_beam) or with its n-best rescored (attention_rescoring)
-  wenet-lite decode --model "$model" --data "$data/$1" --mode "$3" --beam "$rescore_beam" \
+  wenet-lite decode --device auto --model "$model" --data "$data/$1" --mode "$3" --beam "$rescore_beam" \
     --out "$2" "${@:4}"
 }
 tune_lm() {  # decode the first dev part with each lm_grid pair; keep the lowest WER's (CER's)
@@ -211,7 +211,7 @@ if run_stage 5; then
   for test in $test_sets; do
     out=$exp/decode/$test
     log 5 "decode $test: full context"
-    wenet-lite decode --model "$model" --data "$data/$test" --out "$out/full"
+    wenet-lite decode --device auto --model "$model" --data "$data/$test" --out "$out/full"
     if [ -n "$lm" ]; then
       log 5 "decode $test: full context, prefix beam $lm_beam with the word LM $lm_file"
       lm_decode "$test" "$out/full_lm" "$lm_weight" "$word_bonus"
@@ -232,7 +232,7 @@ if run_stage 5; then
         beam_decode "$test" "$out/${where}_rescore" attention_rescoring "${opts[@]}"
         if [ -n "$lm" ]; then  # the LM's beam and weights, its n-best rescored
           lm_search "$lm_weight" "$word_bonus"
-          wenet-lite decode --model "$model" --data "$data/$test" "${lm_flags[@]}" \
+          wenet-lite decode --device auto --model "$model" --data "$data/$test" "${lm_flags[@]}" \
             --mode attention_rescoring --ctc-weight "$rescore_lm_ctc_weight" \
             --out "$out/${where}_lm_rescore" "${opts[@]}"
         fi
@@ -240,9 +240,9 @@ if run_stage 5; then
     fi
     for c in $chunks; do
       log 5 "decode $test: chunk $c, chunk-masked and simulated streaming"
-      wenet-lite decode --model "$model" --data "$data/$test" --chunk-size "$c" \
+      wenet-lite decode --device auto --model "$model" --data "$data/$test" --chunk-size "$c" \
         --out "$out/chunk$c"
-      wenet-lite decode --model "$model" --data "$data/$test" --chunk-size "$c" \
+      wenet-lite decode --device auto --model "$model" --data "$data/$test" --chunk-size "$c" \
         --simulate-streaming --out "$out/chunk${c}_sim"
     done
   done

@@ -71,9 +71,8 @@ rescore_chunk=${rescore_chunk-16} # ... simulated and streamed at this chunk (""
 rescore_lm_ctc_weight=${rescore_lm_ctc_weight:-8.0}  # with the LM, the weight of the search
                                   # score (LM included) against the decoder's: chosen on dev
                                   # (0.5 38.45 -> 40.42 % WER, 2.0 38.92, 8.0 38.15)
-device=${device:-}                # train, decode and stream on this device ("": each command's
-                                  # default: cuda when available for train and decode, cpu for
-                                  # stream); e.g. --device cpu, --device cuda
+device=${device:-auto}            # train, decode and stream on this device (auto: cuda when
+                                  # present, else cpu); e.g. --device cpu, --device cuda
 export_chunk=${export_chunk:-16}
 export_left=${export_left:-4}
 if [ "$smoke" = 1 ]; then

@@ -168,3 +168,13 @@ def test_cli_reads_stdin(tiny, files, tmp_path) -> None:
     assert proc.stdout.decode().strip() == transcribe(tiny.path, files[0]).text
     empty = subprocess.run(cmd, input=b"", capture_output=True, timeout=300)
     assert empty.returncode == 1 and b"-: empty input" in empty.stderr
+
+
+def test_decode_shows_progress_over_the_audio(tiny, corpus, capsys) -> None:
+    cuts = list(load_cuts(corpus / "test-clean"))
+    decode_model(tiny.model, tiny.tokenizer, tiny.cfg, cuts, DecodeOptions(), progress=True)
+    err = capsys.readouterr().err
+    total = round(sum(c.duration for c in cuts), 1)
+    assert "decode" in err and f"/{total}" in err
+    decode_model(tiny.model, tiny.tokenizer, tiny.cfg, cuts, DecodeOptions())
+    assert "decode" not in capsys.readouterr().err

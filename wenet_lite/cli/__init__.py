@@ -62,10 +62,30 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="wenet-lite", description="Streaming Conformer CTC speech recognition.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True, metavar="<subcommand>")
     for add in _SUBCOMMANDS:
         add(sub)
+    for command in sub.choices.values():  # -v after the subcommand as well as before it
+        command.add_argument(
+            "-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+            help="debug logging",
+        )  # fmt: skip
     return parser
+
+
+def _version() -> str:
+    """``wenet-lite 0.1.0 (torch 2.13.0, Python 3.11.7)``, read without importing torch."""
+    import platform
+    from importlib import metadata
+
+    from wenet_lite import __version__
+
+    try:
+        torch = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch = "not installed"
+    return f"wenet-lite {__version__} (torch {torch}, Python {platform.python_version()})"
 
 
 def _os_error(e: OSError) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from wenet_lite.cli.flags import (
+    DEVICE_HELP,
     UsageError,
     add_chunking,
     add_endpoint,
@@ -23,13 +24,11 @@ from wenet_lite.cli.flags import (
 
 if TYPE_CHECKING:  # imported where used: `wenet-lite --help` stays instant
     from wenet_lite.decode.endpoint import EndpointConfig
-    from wenet_lite.decode.engines import Engine
+    from wenet_lite.decode.opening import EngineSpec
     from wenet_lite.decode.options import SearchOptions
     from wenet_lite.decode.score import References
     from wenet_lite.decode.stream_files import StreamReport
     from wenet_lite.decode.streaming import StreamingRecognizer
-    from wenet_lite.model import ASRModel
-    from wenet_lite.model.chunking import Chunking
 
 
 def add_decode(sub: argparse._SubParsersAction) -> None:
@@ -68,7 +67,8 @@ def add_decode(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out", type=output_dir, help="output dir (default: MODEL_DIR/decode_<data>_<settings>)"
     )
-    p.add_argument("--device", help="cpu, cuda, ... (default: cuda if available)")
+    p.add_argument("--device", default="cpu", help=DEVICE_HELP)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_engine(p, "--simulate-streaming: ")
     p.set_defaults(func=_run_decode)
 
@@ -89,17 +89,23 @@ def _run_decode(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise UsageError(str(e)) from None
     device = device_from(args.device)
-    make_engine = None
-    args.engine = args.engine or "torch"
-    if args.engine != "torch" or args.int8:
+    make = None
+    if args.engine not in (None, "torch") or args.int8:
         if not args.simulate_streaming:
             what = "--int8" if args.int8 else f"--engine {args.engine}"
             raise UsageError(f"{what} runs the streaming path: add --simulate-streaming")
-        check_engine_flags(args, device, options.chunking)
+        spec = engine_spec(args, device)
+        try:
+            spec.check_chunking(options.chunking)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
         torch.set_num_threads(args.threads)
-        make_engine = lambda model: engine_from(args, model, options.chunking)  # noqa: E731
+        from wenet_lite.decode.opening import make_engine
+
+        make = lambda model: make_engine(spec, model, options.chunking)  # noqa: E731
     out = args.out or default_out_dir(args.model, args.data, options)
-    report = decode_cuts(args.model, args.data, out, options, device, make_engine)
+    progress = not args.no_progress and sys.stderr.isatty()
+    report = decode_cuts(args.model, args.data, out, options, device, make, progress)
     print("\n".join(report.summary_lines()))
     print(f"results in {out}")
     for utt, message in report.failures:
@@ -150,7 +156,7 @@ def add_stream(sub: argparse._SubParsersAction) -> None:
         help="--ref: output dir (default: MODEL_DIR/stream_<ref>_<settings>)",
     )  # fmt: skip
     p.add_argument("--compare", help="--ref: count transcripts identical to DIR/hyp.txt")
-    p.add_argument("--device", default="cpu", help="cpu (default), cuda, ...")
+    p.add_argument("--device", default="cpu", help=DEVICE_HELP)
     add_engine(p)
     p.set_defaults(func=_run_stream)
 
@@ -172,93 +178,32 @@ def add_engine(p: argparse.ArgumentParser, scope: str = "") -> None:
     )  # fmt: skip
 
 
-def check_engine_flags(args: argparse.Namespace, device: str, chunking: Chunking) -> None:
-    """`--engine` / `--int8` against `--device`, each other and the chunking (usage errors,
-    before any model is loaded)."""
-    what = "--int8" if args.int8 else f"--engine {args.engine}"
-    if device != "cpu":
-        raise UsageError(f"{what} runs on the CPU: drop --device {device}")
-    if args.int8 and args.engine == "onnxruntime":
-        raise UsageError(
-            "--int8 runs on the torch or executorch engine (onnxruntime's int8 is not "
-            "batch-invariant)"
-        )
-    if args.engine != "torch" and chunking.left_chunks < 0:
-        raise UsageError(
-            f"--engine {args.engine} needs a fixed cache: --left-chunks >= 0 (got "
-            f"{chunking.left_chunks}); 4 is a good choice"
-        )
+def engine_spec(args: argparse.Namespace, device: str) -> EngineSpec:
+    """The engine description of `--engine`, `--int8`, `--threads` and `--device` (a refused
+    combination is a usage error)."""
+    from wenet_lite.decode.opening import EngineSpec
 
-
-def engine_from(args: argparse.Namespace, model: ASRModel, chunking: Chunking) -> Engine:
-    """The engine of `--engine`, `--int8` and `--threads` for a loaded model (flags checked
-    by :func:`check_engine_flags`)."""
-    from wenet_lite.decode.engines import ExecuTorchEngine, OnnxRuntimeEngine, TorchEngine
-
-    if args.engine == "executorch":
-        from wenet_lite.export.executorch import lower_executorch
-
-        program = lower_executorch(model, chunking, "int8" if args.int8 else None)
-        return ExecuTorchEngine(program, chunking, args.threads, int8=args.int8)
-    if args.int8:
-        return TorchEngine(model, chunking, int8=True)
-    from wenet_lite.export.batched import export_batched_onnx
-
-    return OnnxRuntimeEngine(export_batched_onnx(model, chunking), chunking, args.threads)
-
-
-def _export_recognizer(
-    args: argparse.Namespace, device: str, options: SearchOptions, endpoint: EndpointConfig
-) -> StreamingRecognizer:
-    """`--model DIR`: the export directory's engine, chunking unless the flags say otherwise."""
-    from wenet_lite.bundle import read_bundle
-    from wenet_lite.decode.streaming import StreamingRecognizer
-
-    bundle = read_bundle(args.model)
-    if args.engine not in (None, bundle.engine):
-        raise UsageError(f"{args.model} is for --engine {bundle.engine}, not {args.engine}")
-    if device != "cpu":
-        raise UsageError(f"--engine {bundle.engine} runs on the CPU: drop --device {device}")
-    if args.int8 and bundle.engine == "onnxruntime":
-        raise UsageError(
-            f"{args.model} is for onnxruntime, whose int8 is not batch-invariant: export with "
-            "--format executorch --quantize int8, or stream the model file with --int8"
-        )
-    chunking = chunking_from(args, bundle.chunking)
-    return StreamingRecognizer.from_export(
-        args.model, options, chunking=chunking, endpoint=endpoint, int8=args.int8,
-        threads=args.threads,
-    )  # fmt: skip
+    try:
+        return EngineSpec(args.engine, args.int8, args.threads, device)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def recognizer_from(
     args: argparse.Namespace, options: SearchOptions, endpoint: EndpointConfig
 ) -> StreamingRecognizer:
-    """The recognizer of `stream`'s and `serve`'s flags, on the chosen engine."""
-    import torch
+    """The recognizer of `stream`'s and `serve`'s flags (``decode/opening.py``)."""
+    from wenet_lite.bundle import read_bundle
+    from wenet_lite.decode.opening import check_rules, open_recognizer
 
-    from wenet_lite.decode.streaming import StreamingRecognizer
-
-    torch.set_num_threads(args.threads)
-    device = device_from(args.device)
-    if Path(args.model).is_dir():
-        return _export_recognizer(args, device, options, endpoint)
-    args.engine = args.engine or "torch"
-    chunking = chunking_from(args)
-    if args.engine == "torch" and not args.int8:
-        return StreamingRecognizer(args.model, chunking, options, endpoint=endpoint, device=device)
-    from wenet_lite.model.chunking import check_chunking
-    from wenet_lite.model_io import load_model
-
-    check_engine_flags(args, device, chunking)
-    model, tokenizer, cfg = load_model(args.model, torch.device("cpu"))
-    check_chunking(cfg.encoder, chunking, cached=True, source=args.model)
-    engine = engine_from(args, model, chunking)
-    rec = StreamingRecognizer.from_model(
-        model, cfg, tokenizer, chunking, options, endpoint=endpoint, engine=engine
-    )
-    rec.source = args.model
-    return rec
+    spec = engine_spec(args, device_from(args.device))
+    defaults = read_bundle(args.model).chunking if Path(args.model).is_dir() else None
+    chunking = chunking_from(args, defaults)
+    try:
+        check_rules(args.model, chunking, spec)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return open_recognizer(args.model, chunking, options, endpoint, spec)
 
 
 def _run_stream(args: argparse.Namespace) -> int:

@@ -184,12 +184,19 @@ def _check_parents(text: str) -> None:
             return
 
 
+DEVICE_HELP = "cpu (default), auto (cuda when present, else cpu), cuda or cuda:N"
+"""the ``--device`` of every subcommand"""
+
+
 def device_from(name: Optional[str]) -> str:
-    """A ``--device`` value checked against this machine: None means cuda when available,
-    else cpu. A mistyped device, or CUDA where there is none, is a usage error naming both."""
+    """A ``--device`` value checked against this machine: None is cpu, ``auto`` cuda when
+    available, else cpu. A mistyped device, or CUDA where there is none, is a usage error
+    naming both."""
     import torch
 
     if name is None:
+        return "cpu"
+    if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     try:
         device = torch.device(name)

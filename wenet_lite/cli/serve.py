@@ -6,6 +6,7 @@ import argparse
 
 from wenet_lite.cli.decode import add_engine
 from wenet_lite.cli.flags import (
+    DEVICE_HELP,
     add_chunking,
     add_endpoint,
     add_options,
@@ -40,7 +41,7 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
     add_chunking(p, 16, -1)
     add_options(p, SearchOptions, skip=("nbest",))
     add_endpoint(p)
-    p.add_argument("--device", default="cpu", help="cpu (default), cuda, ...")
+    p.add_argument("--device", default="cpu", help=DEVICE_HELP)
     add_engine(p)
     p.set_defaults(func=_run_serve)
 

@@ -150,10 +150,10 @@ def add_train(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
-        "--device",
-        help="cpu, cuda (under torchrun each rank takes cuda:LOCAL_RANK) or cuda:N "
-        "(default: cuda if available)",
-    )
+        "--device", default="cpu",
+        help="cpu (default), auto (cuda when present, else cpu), cuda (under torchrun each rank "
+        "takes cuda:LOCAL_RANK) or cuda:N",
+    )  # fmt: skip
     p.set_defaults(func=_run_train)
 
 
@@ -179,7 +179,7 @@ def _run_train(args: argparse.Namespace) -> int:
         resume=args.resume,
         init=Path(args.init) if args.init else None,
         progress_bar=not args.no_progress,
-        device=args.device,
+        device=None if args.device == "auto" else args.device,  # None: cuda when present
     )
     result = train(opts)
     if result.is_main:

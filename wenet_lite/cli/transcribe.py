@@ -46,7 +46,7 @@ def add_transcribe(sub: argparse._SubParsersAction) -> None:
         "--pause", type=float, default=0.8,
         help="full context: seconds between words that start a segment (0.8)",
     )  # fmt: skip
-    p.add_argument("--device", default="cpu", help="cpu (default), cuda, ...")
+    p.add_argument("--device", default="cpu", help=flags.DEVICE_HELP)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_run_transcribe)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,10 +176,12 @@ def decode_cuts(
     options: DecodeOptions,
     device: Union[str, torch.device] = "cpu",
     make_engine: Optional[Callable[[ASRModel], Engine]] = None,
+    progress: bool = False,
 ) -> DecodeReport:
     """Decode the cuts in ``data`` (a dir holding cuts.jsonl.gz, or the file) and write
     ``hyp.txt``, ``details.txt``, ``summary.txt`` (and ``errors.txt``) to ``out_dir``.
-    ``make_engine``: the engine of ``--simulate-streaming`` for the loaded model."""
+    ``make_engine``: the engine of ``--simulate-streaming`` for the loaded model;
+    ``progress``: a bar over the audio on stderr."""
     from wenet_lite.model_io import load_model
 
     model, tokenizer, cfg = load_model(model_path, torch.device(device))
@@ -187,7 +190,7 @@ def decode_cuts(
         check_decoder(model, str(model_path))
     engine = make_engine(model) if make_engine is not None else None
     cuts = list(load_cuts(data))
-    report = decode_model(model, tokenizer, cfg, cuts, options, engine)
+    report = decode_model(model, tokenizer, cfg, cuts, options, engine, progress)
     write_report(report, out_dir, {"model": str(model_path), "data": str(data)})
     return report
 
@@ -199,9 +202,11 @@ def decode_model(
     cuts: Sequence[Cut],
     options: DecodeOptions,
     engine: Optional[Engine] = None,
+    progress: bool = False,
 ) -> DecodeReport:
     """Decode lhotse cuts with a model in memory (see the module docstring). ``engine``
-    (``decode/engines.py``) runs ``simulate_streaming``; default the model in eager PyTorch."""
+    (``decode/engines.py``) runs ``simulate_streaming``; default the model in eager PyTorch.
+    ``progress``: a bar over the audio seconds on stderr."""
     if engine is not None and not options.simulate_streaming:
         raise ValueError(f"the {engine.name} engine streams: it needs simulate_streaming")
     if engine is not None and engine.chunking != options.chunking:
@@ -222,8 +227,16 @@ def decode_model(
     model.eval()
     long = [c for c in cuts if c.duration > options.max_window_seconds]
     short = [c for c in cuts if c.duration <= options.max_window_seconds]
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        total = round(sum(c.duration for c in cuts), 1)
+        bar = tqdm(total=total, unit="s", desc="decode", leave=False, file=sys.stderr)
     try:
         for batch in [[c] for c in long] + list(_batches(short, options.batch_seconds)):
+            if bar is not None:
+                bar.update(round(sum(c.duration for c in batch), 1))
             feats, kept = [], []
             for cut in batch:
                 try:
@@ -245,6 +258,8 @@ def decode_model(
                 audio_seconds += cut.duration
     finally:
         model.train(was_training)
+        if bar is not None:
+            bar.close()
     results.sort(key=lambda r: r.utt_id)
     wall = time.perf_counter() - start
     name = engine.name if engine is not None else "torch"

@@ -1,0 +1,74 @@
+"""open_recognizer (decode/opening.py): one function opens a recogniser from a model file, an
+export directory or a model in memory, on each engine, with the results of the old paths
+(the same transcripts as the torch engine for fp32), and every rule refused in one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.decode.test_streaming import _stream
+from wenet_lite.decode.endpoint import EndpointConfig
+from wenet_lite.decode.opening import EngineSpec, open_recognizer
+from wenet_lite.model.chunking import Chunking
+
+CHUNKING = Chunking(4, 2)
+NO_ENDPOINT = EndpointConfig(enabled=False)
+
+
+@pytest.fixture(scope="module")
+def onnx_dir(tiny, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("onnxruntime")
+    from wenet_lite.export.onnx import export_onnx
+
+    out = tmp_path_factory.mktemp("onnx") / "dir"
+    export_onnx(tiny.path, out, chunk_size=4, left_chunks=2)
+    return out
+
+
+def test_every_source_and_engine_gives_the_torch_transcripts(tiny, test_audio, onnx_dir) -> None:
+    want = [_stream(open_recognizer(tiny.path, CHUNKING, endpoint=NO_ENDPOINT), a).token_ids
+            for a in test_audio[:3]]  # fmt: skip
+    assert any(want)
+    in_memory = (tiny.model, tiny.tokenizer, tiny.cfg)
+    opened = {
+        "model in memory": open_recognizer(in_memory, CHUNKING, endpoint=NO_ENDPOINT),
+        "onnxruntime from a model": open_recognizer(
+            tiny.path, CHUNKING, endpoint=NO_ENDPOINT, engine=EngineSpec("onnxruntime")
+        ),
+        "export directory": open_recognizer(onnx_dir, endpoint=NO_ENDPOINT),
+    }
+    assert opened["export directory"].chunking == CHUNKING  # the directory's own
+    for name, rec in opened.items():
+        got = [_stream(rec, a).token_ids for a in test_audio[:3]]
+        assert got == want, name
+    int8 = open_recognizer(tiny.path, CHUNKING, engine=EngineSpec(int8=True))
+    assert int8.engine.name == "torch int8"
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        (dict(kind="onnxruntime", int8=True), "onnxruntime's int8 is not batch-invariant"),
+        (dict(kind="executorch", device="cuda"), "runs on the CPU: drop --device cuda"),
+        (dict(kind="tensorrt"), "is not one of torch, onnxruntime, executorch"),
+        (dict(threads=0), "threads must be >= 1"),
+    ],
+)  # fmt: skip
+def test_engine_rules_are_one_line(spec: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message) as e:
+        EngineSpec(**spec)
+    assert "\n" not in str(e.value)
+
+
+def test_source_rules_are_one_line(tiny, onnx_dir) -> None:
+    with pytest.raises(ValueError, match="needs a fixed cache: --left-chunks >= 0") as e:
+        open_recognizer(tiny.path, Chunking(4, -1), engine=EngineSpec("executorch"))
+    assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match=f"{onnx_dir} is for --engine onnxruntime, not executorch"):
+        open_recognizer(onnx_dir, engine=EngineSpec("executorch"))
+    with pytest.raises(ValueError, match="whose int8 is not batch-invariant"):
+        open_recognizer(onnx_dir, engine=EngineSpec(int8=True))
+    with pytest.raises(ValueError, match="was exported for"):
+        open_recognizer(onnx_dir, Chunking(8, 2))
