@@ -100,7 +100,7 @@ class Transcriber:
         endpoint: endpointing while streaming (segments); default ``EndpointConfig()``.
         device: where a model file runs (default cpu).
         pause: seconds between words that start a new segment in full context.
-        engine: streaming: an ``EngineSpec`` (``decode/opening.py``; default the source's).
+        engine: streaming: an ``EngineSpec`` (``recognizer.py``; default the source's).
     """
 
     def __init__(
@@ -125,7 +125,7 @@ class Transcriber:
         if isinstance(model, StreamingRecognizer):
             self.recognizer = model
         elif chunk_size > 0 or (isinstance(model, (str, Path)) and Path(model).is_dir()):
-            from wenet_lite.decode.opening import EngineSpec, open_recognizer
+            from wenet_lite.recognizer import EngineSpec, open_recognizer
 
             chunking = Chunking(chunk_size, left_chunks) if chunk_size > 0 else None
             spec = engine or EngineSpec(device=device or "cpu")

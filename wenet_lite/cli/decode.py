@@ -24,11 +24,11 @@ from wenet_lite.cli.flags import (
 
 if TYPE_CHECKING:  # imported where used: `wenet-lite --help` stays instant
     from wenet_lite.decode.endpoint import EndpointConfig
-    from wenet_lite.decode.opening import EngineSpec
     from wenet_lite.decode.options import SearchOptions
     from wenet_lite.decode.score import References
     from wenet_lite.decode.stream_files import StreamReport
     from wenet_lite.decode.streaming import StreamingRecognizer
+    from wenet_lite.recognizer import EngineSpec
 
 
 def add_decode(sub: argparse._SubParsersAction) -> None:
@@ -100,7 +100,7 @@ def _run_decode(args: argparse.Namespace) -> int:
         except ValueError as e:
             raise UsageError(str(e)) from None
         torch.set_num_threads(args.threads)
-        from wenet_lite.decode.opening import make_engine
+        from wenet_lite.recognizer import make_engine
 
         make = lambda model: make_engine(spec, model, options.chunking)  # noqa: E731
     out = args.out or default_out_dir(args.model, args.data, options)
@@ -181,7 +181,7 @@ def add_engine(p: argparse.ArgumentParser, scope: str = "") -> None:
 def engine_spec(args: argparse.Namespace, device: str) -> EngineSpec:
     """The engine description of `--engine`, `--int8`, `--threads` and `--device` (a refused
     combination is a usage error)."""
-    from wenet_lite.decode.opening import EngineSpec
+    from wenet_lite.recognizer import EngineSpec
 
     try:
         return EngineSpec(args.engine, args.int8, args.threads, device)
@@ -192,9 +192,9 @@ def engine_spec(args: argparse.Namespace, device: str) -> EngineSpec:
 def recognizer_from(
     args: argparse.Namespace, options: SearchOptions, endpoint: EndpointConfig
 ) -> StreamingRecognizer:
-    """The recognizer of `stream`'s and `serve`'s flags (``decode/opening.py``)."""
+    """The recognizer of `stream`'s and `serve`'s flags (``recognizer.py``)."""
     from wenet_lite.bundle import read_bundle
-    from wenet_lite.decode.opening import check_rules, open_recognizer
+    from wenet_lite.recognizer import check_rules, open_recognizer
 
     spec = engine_spec(args, device_from(args.device))
     defaults = read_bundle(args.model).chunking if Path(args.model).is_dir() else None

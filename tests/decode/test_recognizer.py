@@ -1,4 +1,4 @@
-"""open_recognizer (decode/opening.py): one function opens a recogniser from a model file, an
+"""open_recognizer (recognizer.py): one function opens a recogniser from a model file, an
 export directory or a model in memory, on each engine, with the results of the old paths
 (the same transcripts as the torch engine for fp32), and every rule refused in one line."""
 
@@ -10,8 +10,8 @@ import pytest
 
 from tests.decode.test_streaming import _stream
 from wenet_lite.decode.endpoint import EndpointConfig
-from wenet_lite.decode.opening import EngineSpec, open_recognizer
 from wenet_lite.model.chunking import Chunking
+from wenet_lite.recognizer import EngineSpec, open_recognizer
 
 CHUNKING = Chunking(4, 2)
 NO_ENDPOINT = EndpointConfig(enabled=False)
