@@ -58,3 +58,14 @@ def test_device_defaults_agree() -> None:
     assert {"train", "decode", "stream", "serve", "transcribe"} <= set(with_device)
     assert {a.default for a in with_device.values()} == {"cpu"}
     assert device_from(None) == "cpu" and device_from("auto") in ("cpu", "cuda")
+
+
+def test_one_spelling_of_int8() -> None:
+    """--int8 in every subcommand that quantizes; export still reads --quantize int8."""
+    for name in ("stream", "serve", "decode", "export"):
+        assert "--int8" in {f for a in SUBCOMMANDS[name]._actions for f in a.option_strings}
+    parser = build_parser()
+    base = ["export", "--model", "m.pt", "--format", "onnx", "--out", "o"]
+    assert parser.parse_args([*base, "--int8"]).quantize == "int8"
+    assert parser.parse_args([*base, "--quantize", "int8"]).quantize == "int8"
+    assert parser.parse_args(base).quantize is None

@@ -97,7 +97,7 @@ def check_rules(
         if spec.int8 and bundle.engine == "onnxruntime":
             raise ValueError(
                 f"{source} is for onnxruntime, whose int8 is not batch-invariant: export with "
-                "--format executorch --quantize int8, or stream the model file with --int8"
+                "--format executorch --int8, or stream the model file with --int8"
             )
         return chunking or bundle.chunking
     chunking = chunking or Chunking(16, 4)

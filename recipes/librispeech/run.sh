@@ -291,7 +291,7 @@ if run_stage 7; then
   wenet-lite export --model "$model" --format torchscript --chunk-size "$export_chunk" \
     --left-chunks "$export_left" --out "$exp/export/model.ts"
   wenet-lite export --model "$model" --format onnx --chunk-size "$export_chunk" \
-    --left-chunks "$export_left" --quantize int8 --out "$exp/export/onnx"
+    --left-chunks "$export_left" --int8 --out "$exp/export/onnx"
 fi
 
 if run_stage 8; then

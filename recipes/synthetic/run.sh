@@ -280,10 +280,10 @@ if run_stage 7; then
   log 7 "export TorchScript (+int8) and ONNX (+int8): chunk $c, left $export_left"
   for q in "" int8; do
     wenet-lite export --model "$model" --format torchscript --chunk-size "$c" \
-      --left-chunks "$export_left" ${q:+--quantize $q} --out "$out/model${q:+.$q}.ts"
+      --left-chunks "$export_left" ${q:+--int8} --out "$out/model${q:+.$q}.ts"
   done
   wenet-lite export --model "$model" --format onnx --chunk-size "$c" \
-    --left-chunks "$export_left" --quantize int8 --out "$out/onnx"
+    --left-chunks "$export_left" --int8 --out "$out/onnx"
   log 7 "stream ${#files[@]} test files through the exported models, without wenet_lite"
   score() {  # score NAME: $out/NAME.txt ("PATH TEXT" lines) -> $decode_dir/NAME
     wenet-lite score --hyp "$out/$1.txt" --data "$data/$test_part" --out "$decode_dir/$1" \

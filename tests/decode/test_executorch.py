@@ -30,12 +30,12 @@ CHUNKING = Chunking(4, 2)
 
 @pytest.fixture(scope="module")
 def export_dir(tiny, tmp_path_factory):
-    """`wenet-lite export --format executorch --quantize int8` of the tiny model (about 20 s
+    """`wenet-lite export --format executorch --int8` of the tiny model (about 20 s
     a program to lower)."""
     from wenet_lite.cli import main
 
     out = tmp_path_factory.mktemp("et") / "et"
-    flags = ["--chunk-size", "4", "--left-chunks", "2", "--quantize", "int8"]
+    flags = ["--chunk-size", "4", "--left-chunks", "2", "--int8"]
     assert main(["export", "--model", str(tiny.path), "--format", "executorch",
                  "--out", str(out), *flags]) == 0  # fmt: skip
     return out

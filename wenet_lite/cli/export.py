@@ -14,7 +14,7 @@ def add_export(sub: argparse._SubParsersAction) -> None:
         description="usage: wenet-lite export --model exp/u2/avg_5.pt --format torchscript "
         "--out exp/u2/model.ts\n"
         "       wenet-lite export --model exp/u2/avg_5.pt --format onnx --chunk-size 16 "
-        "--left-chunks 4 --out exp/u2/onnx [--quantize int8]\n\n"
+        "--left-chunks 4 --out exp/u2/onnx [--int8]\n\n"
         "torchscript: one file with init_state/forward_chunk/forward and its metadata; run it "
         "with tools/run_exported.py (no wenet_lite needed). --chunk-size full exports a "
         "full-context model for whole utterances only. onnx: DIR/model.onnx, DIR/tokens.txt "
@@ -23,7 +23,7 @@ def add_export(sub: argparse._SubParsersAction) -> None:
         "batched.onnx, tokenizer.model and wenet_lite.json, so `wenet-lite stream --model DIR` "
         "runs it on onnxruntime without the model file.\n"
         "       wenet-lite export --model exp/u2/avg_5.pt --format executorch --chunk-size 16 "
-        "--left-chunks 4 --out exp/u2/et [--quantize int8]\n"
+        "--left-chunks 4 --out exp/u2/et [--int8]\n"
         "executorch: DIR/model.pte (and model.int8.pte: linears in int8 scaled per frame), "
         "lowered to XNNPACK, for `wenet-lite stream --model DIR [--int8]`, "
         "StreamingRecognizer.from_export(DIR) and ExecuTorch runtimes; needs executorch.",
@@ -36,7 +36,12 @@ def add_export(sub: argparse._SubParsersAction) -> None:
         help="torchscript: output file; onnx, executorch: output dir",
     )  # fmt: skip
     add_chunking(p, 16, 4, full=True)
-    p.add_argument("--quantize", choices=["int8"], help="dynamic int8 Linear/MatMul weights")
+    p.add_argument(
+        "--int8", dest="quantize", action="store_const", const="int8",
+        help="also write the int8 model (linear weights in int8, activations scaled per frame)",
+    )  # fmt: skip
+    # The former spelling, still read: `--quantize int8`.
+    p.add_argument("--quantize", choices=["int8"], help=argparse.SUPPRESS)
     p.set_defaults(func=_run_export)
 
 

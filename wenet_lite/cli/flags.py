@@ -42,6 +42,11 @@ def add_options(p: argparse.ArgumentParser, cls: type, skip: Sequence[str] = ())
             extra.setdefault("choices", typing.get_args(kind))
             kind = str
         default = f.default
+        if kind is bool:  # a switch: --x sets True, or for a default of True (--no-x) False
+            action = "store_false" if default else "store_true"
+            p.add_argument(f.metadata["flag"], dest=f.name, action=action,
+                           help=f.metadata["help"], **extra)  # fmt: skip
+            continue
         help_text = f.metadata["help"] + ("" if default in (None, "") else f" ({default})")
         p.add_argument(
             f.metadata["flag"], dest=f.name, type=kind, default=default, help=help_text, **extra
@@ -135,22 +140,16 @@ def chunking_from(args: argparse.Namespace, defaults: Any = None) -> Any:
 
 
 def add_endpoint(p: argparse.ArgumentParser) -> None:
-    """The endpointing flags of `stream` and `serve` (decode/endpoint.py)."""
-    p.add_argument("--no-endpoint", action="store_true", help="one segment per input")
-    p.add_argument("--rule1-silence", type=float, default=2.4, help="s, nothing decoded (2.4)")
-    p.add_argument("--rule2-silence", type=float, default=1.2, help="s, after speech (1.2)")
-    p.add_argument("--max-segment", type=float, default=20.0, help="s, rule 3 (20)")
+    """The endpointing flags of `stream`, `serve` and `transcribe` (``EndpointConfig``'s)."""
+    from wenet_lite.decode.endpoint import EndpointConfig
+
+    add_options(p, EndpointConfig)
 
 
 def endpoint_from(args: argparse.Namespace) -> Any:
     from wenet_lite.decode.endpoint import EndpointConfig
 
-    try:
-        return EndpointConfig(
-            not args.no_endpoint, args.rule1_silence, args.rule2_silence, args.max_segment
-        )
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    return options_from(EndpointConfig, args)
 
 
 def output_dir(text: str) -> str:

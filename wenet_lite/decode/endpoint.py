@@ -17,19 +17,32 @@ multiples of the encoder frame shift (40 ms for 10 ms fbank frames subsampled by
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from wenet_lite.decode.options import flag
 
 __all__ = ["EndpointConfig", "detect_endpoint"]
 
 
 @dataclass(frozen=True)
 class EndpointConfig:
-    enabled: bool = True
-    rule1_min_silence: float = 2.4
+    """The rules; each field declares its flag of `stream`, `serve` and `transcribe`."""
+
+    enabled: bool = field(default=True, metadata=flag("--no-endpoint", "one segment per input"))
+    rule1_min_silence: float = field(
+        default=2.4, metadata=flag("--rule1-silence", "s of silence that end a segment with "
+                                   "nothing decoded (rule 1)", metavar="S"),
+    )  # fmt: skip
     """seconds of trailing silence that end a segment in which nothing was decoded"""
-    rule2_min_silence: float = 1.2
+    rule2_min_silence: float = field(
+        default=1.2, metadata=flag("--rule2-silence", "s of silence that end a segment after "
+                                   "speech (rule 2)", metavar="S"),
+    )  # fmt: skip
     """seconds of trailing silence that end a segment after something was decoded"""
-    rule3_max_length: float = 20.0
+    rule3_max_length: float = field(
+        default=20.0, metadata=flag("--max-segment", "s after which a segment ends whatever it "
+                                    "holds (rule 3)", metavar="S"),
+    )  # fmt: skip
     """seconds after which a segment ends whatever it holds"""
 
     def __post_init__(self) -> None:

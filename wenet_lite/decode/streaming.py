@@ -394,14 +394,14 @@ class StreamingRecognizer:
         engine: Engine
         if bundle.engine == "executorch":
             if int8 and "model_int8" not in bundle.files:
-                raise ValueError(f"{directory} has no int8 program: export with --quantize int8")
+                raise ValueError(f"{directory} has no int8 program: export with --int8")
             program = bundle.files["model_int8" if int8 else "model"]
             engine = ExecuTorchEngine(program, bundle.chunking, threads, int8=int8)
         elif bundle.engine == "onnxruntime":
             if int8:
                 raise ValueError(
                     f"{directory} is for onnxruntime, whose int8 is not batch-invariant: export "
-                    "with --format executorch --quantize int8, or stream the model file --int8"
+                    "with --format executorch --int8, or stream the model file --int8"
                 )
             engine = OnnxRuntimeEngine(bundle.files["model"], bundle.chunking, threads)
         else:
