@@ -138,7 +138,7 @@ class Transcriber:
             net, tokenizer, cfg = model
             self._full = (net.eval(), tokenizer, cfg)
         if self._full is not None:
-            from wenet_lite.decode.recognize import DecodeOptions
+            from wenet_lite.decode.utterance import DecodeOptions
 
             net, tokenizer, cfg = self._full
             search = self.search.resolved(cfg.decode)
@@ -205,7 +205,7 @@ class Transcriber:
     def _full_context(
         self, samples: np.ndarray, rate: int, name: str, duration: float
     ) -> Transcript:
-        from wenet_lite.decode.recognize import recognize_features
+        from wenet_lite.decode.utterance import recognize_features
         from wenet_lite.features.audio import resample
         from wenet_lite.features.fbank import compute_fbank
 

@@ -29,7 +29,7 @@ __all__ = [
 
 _WHERE = {
     "Chunking": "wenet_lite.model.chunking",
-    "DecodeOptions": "wenet_lite.decode.recognize",
+    "DecodeOptions": "wenet_lite.decode.utterance",
     "EndpointConfig": "wenet_lite.decode.endpoint",
     "Hypothesis": "wenet_lite.decode.ctc_search",
     "Result": "wenet_lite.decode.result",
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     )
     from wenet_lite.decode.endpoint import EndpointConfig
     from wenet_lite.decode.options import SearchOptions
-    from wenet_lite.decode.recognize import DecodeOptions
+    from wenet_lite.decode.utterance import DecodeOptions
     from wenet_lite.decode.result import Result, Word
     from wenet_lite.decode.streaming import Stream, StreamingRecognizer
     from wenet_lite.model.chunking import Chunking

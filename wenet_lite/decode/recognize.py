@@ -1,7 +1,8 @@
 """Batch decoding of a cuts manifest with WER/CER scoring: what `wenet-lite decode` runs.
 
 Utterances are sorted by duration and decoded in padded batches (little padding, so batching
-costs almost nothing and the encoder runs on large matrices). Three encoder modes:
+costs almost nothing and the encoder runs on large matrices) by ``utterance.py``, in one of
+three encoder modes:
 
 - full context (chunk size 0);
 - chunk-masked: the whole utterance in one forward with the streaming attention mask;
@@ -37,17 +38,14 @@ from wenet_lite.data.manifest import cut_samples, cut_text, load_cuts
 from wenet_lite.data.tokenizer import Tokenizer, normalize_text
 from wenet_lite.decode.ctc_search import (
     Hypothesis,
-    ctc_greedy_search,
-    ctc_prefix_beam_search,
     frames_to_seconds,
-    penalize_blank,
 )
-from wenet_lite.decode.engines import Engine, stream_log_probs
-from wenet_lite.decode.long_audio import long_log_probs
-from wenet_lite.decode.options import SearchModels, SearchOptions
-from wenet_lite.decode.rescore import Segment, check_decoder, rescore
+from wenet_lite.decode.engines import Engine
+from wenet_lite.decode.options import SearchModels
+from wenet_lite.decode.rescore import check_decoder
 from wenet_lite.decode.result import make_result, spell
 from wenet_lite.decode.score import hyp_lines
+from wenet_lite.decode.utterance import DecodeOptions, decode_batch, decode_long
 from wenet_lite.decode.wer import (
     UtteranceScore,
     format_details,
@@ -59,56 +57,20 @@ from wenet_lite.features.audio import AudioError
 from wenet_lite.features.fbank import compute_fbank
 from wenet_lite.fileio import write_files_atomic
 from wenet_lite.model import ASRModel
-from wenet_lite.model.chunking import Chunking, check_chunking
+from wenet_lite.model.chunking import check_chunking
 
 __all__ = [
-    "DecodeOptions",
+    "DecodeOptions",  # defined in utterance.py, re-exported: where decode_cuts takes it
     "DecodeReport",
     "UtteranceResult",
     "decode_cuts",
     "decode_model",
-    "recognize_features",
     "default_out_dir",
     "write_report",
 ]
 
 _log = logging.getLogger(__name__)
 Pathlike = Union[str, Path]
-
-
-@dataclass(frozen=True)
-class DecodeOptions:
-    """What `wenet-lite decode` runs: a search over an encoder mode, in batches."""
-
-    search: SearchOptions = SearchOptions()
-    chunking: Chunking = Chunking()
-    """chunk size 0: full context; else chunk-masked, or cached with ``simulate_streaming``"""
-    simulate_streaming: bool = False
-    """run the encoder chunk by chunk with caches instead of one chunk-masked forward"""
-    batch_seconds: float = 100.0
-    """padded audio seconds per batch"""
-    max_window_seconds: float = 30.0
-    """a longer utterance is decoded in bounded memory (``long_audio.py``): chunked modes chunk
-    by chunk with the cache, full context in overlapping windows of this many seconds"""
-    window_overlap_seconds: float = 4.0
-    """full context: seconds two windows share; each keeps its middle"""
-
-    def __post_init__(self) -> None:
-        if self.simulate_streaming and not self.chunking.streaming:
-            raise ValueError("simulated streaming needs a chunk size > 0 (--chunk-size)")
-        if self.batch_seconds <= 0:
-            raise ValueError(f"batch seconds must be positive, got {self.batch_seconds}")
-        if not 0 <= self.window_overlap_seconds < self.max_window_seconds:
-            raise ValueError(
-                f"window overlap ({self.window_overlap_seconds} s) must be >= 0 and below the "
-                f"window ({self.max_window_seconds} s)"
-            )
-
-    def describe(self) -> str:
-        text = f"search {self.search.describe()}, {self.chunking.describe()}"
-        if self.chunking.streaming:
-            text += ", simulated streaming" if self.simulate_streaming else ", chunk-masked"
-        return text
 
 
 @dataclass(frozen=True)
@@ -248,11 +210,11 @@ def decode_model(
             if not kept:
                 continue
             if engine is not None:
-                decoded = _decode_batch(model, feats, options, models, engine)
+                decoded = decode_batch(model, feats, options, models, engine)
             elif batch[0].duration > options.max_window_seconds:
-                decoded = [_decode_long(model, feats[0], options, models, cfg, batch[0].id)]
+                decoded = [decode_long(model, feats[0], options, models, cfg, batch[0].id)]
             else:
-                decoded = _decode_batch(model, feats, options, models)
+                decoded = decode_batch(model, feats, options, models)
             for cut, hyps in zip(kept, decoded):
                 results.append(_utterance_result(cut, hyps, tokenizer, model, cfg, models))
                 audio_seconds += cut.duration
@@ -282,117 +244,6 @@ def _batches(cuts: Sequence[Cut], batch_seconds: float) -> Iterator[List[Cut]]:
 def _cut_features(cut: Cut, cfg: ExperimentConfig) -> torch.Tensor:
     rate = cfg.features.sample_rate
     return compute_fbank(cut_samples(cut, rate), rate, cfg.features)  # (T_in, F)
-
-
-@torch.inference_mode()
-def recognize_features(
-    model: ASRModel,
-    feats: torch.Tensor,
-    options: DecodeOptions,
-    models: SearchModels,
-    cfg: ExperimentConfig,
-    name: str = "audio",
-) -> List[Hypothesis]:
-    """The n best hypotheses (best first) of one utterance's features (T_in, F), as `decode`
-    computes them: a longer utterance than ``options.max_window_seconds`` in bounded memory.
-    ``options.search`` must be resolved and ``models`` loaded (``SearchOptions.load``)."""
-    seconds = feats.size(0) * cfg.features.frame_shift_ms / 1000
-    with torch.inference_mode():
-        if seconds > options.max_window_seconds:
-            return _decode_long(model, feats, options, models, cfg, name)
-        return _decode_batch(model, [feats], options, models)[0]
-
-
-def _decode_batch(
-    model: ASRModel,
-    feats: List[torch.Tensor],
-    options: DecodeOptions,
-    models: SearchModels,
-    engine: Optional[Engine] = None,
-) -> List[List[Hypothesis]]:
-    """The n best hypotheses of each utterance (one for greedy search)."""
-    encoder = model.encoder
-    device = encoder.cmvn.mean.device
-    lens = torch.tensor([f.size(0) for f in feats])
-    # Very short utterances give no encoder frame; pad so the conv front-end still runs.
-    width = max(int(lens.max()), encoder.subsampling.right_context + 1)
-    batch = feats[0].new_zeros(len(feats), width, feats[0].size(1))  # (B, T_in, F)
-    for i, f in enumerate(feats):
-        batch[i, : f.size(0)] = f
-    batch, lens = batch.to(device), lens.to(device)
-    c, n = options.chunking.chunk_size, options.chunking.left_chunks
-    rescoring = options.search.rescoring
-    out: Optional[torch.Tensor] = None  # (B, T, D), for attention rescoring
-    if engine is not None:  # one utterance of any length streams in bounded memory too
-        log_probs, out = stream_log_probs(engine, model, batch, lens, rescoring)  # (B, T, V)
-        out_lens = encoder.subsampling.output_lengths(lens)
-    elif options.simulate_streaming:
-        out = encoder.forward_chunk_by_chunk(batch, c, n, lens)  # (B, T, D)
-        log_probs, out_lens = model.ctc(out), encoder.subsampling.output_lengths(lens)
-    else:
-        out, out_lens = encoder(batch, lens, c, n)  # (B, T, D)
-        log_probs = model.ctc(out)  # (B, T, V)
-    found = _search(log_probs.float().cpu(), out_lens.cpu(), options, models)
-    if not rescoring:
-        return found
-    assert out is not None and model.decoder is not None, "decode_model checks the decoder"
-    segments = [Segment(hyps, out[i, :t]) for i, (hyps, t) in enumerate(zip(found, out_lens))]
-    search = options.search
-    return rescore(model.decoder, segments, search.ctc_weight, search.reverse_weight)
-
-
-def _search(
-    log_probs: torch.Tensor, out_lens: torch.Tensor, options: DecodeOptions, models: SearchModels
-) -> List[List[Hypothesis]]:
-    """The n best of each utterance of log-probs (B, T, V) with lengths (B,)."""
-    search = options.search
-    log_probs = penalize_blank(log_probs, search.blank_penalty)
-    if search.mode == "greedy":
-        return [[hyp] for hyp in ctc_greedy_search(log_probs, out_lens)]
-    beam, nbest = search.beam_size, search.nbest
-    assert beam is not None and nbest is not None, "decode_model resolves them"
-    return [
-        ctc_prefix_beam_search(
-            log_probs[i, :t],
-            beam,
-            nbest,
-            scorer=models.scorer,
-            token_min_logp=search.token_min_logp,
-            context=models.context,
-        )  # fmt: skip
-        for i, t in enumerate(out_lens.tolist())
-    ]
-
-
-def _decode_long(
-    model: ASRModel,
-    feats: torch.Tensor,
-    options: DecodeOptions,
-    models: SearchModels,
-    cfg: ExperimentConfig,
-    name: str,
-) -> List[Hypothesis]:
-    """One utterance longer than the window, in bounded memory (``long_audio.py``)."""
-    frame_s = model.encoder.subsampling.rate * cfg.features.frame_shift_ms / 1000
-    window = max(1, int(options.max_window_seconds / frame_s))
-    overlap = int(options.window_overlap_seconds / frame_s)
-    c, n = options.chunking.chunk_size, options.chunking.left_chunks
-    if c > 0 and n < 0:
-        _log.warning(
-            "%s: %.1f min chunk by chunk with all history (--left-chunks -1): time grows with "
-            "the square of its length and memory with it; --left-chunks 4 keeps both flat",
-            name, feats.size(0) * cfg.features.frame_shift_ms / 60000,
-        )  # fmt: skip
-    if options.search.rescoring:
-        _log.warning(
-            "%s: longer than --max-window-seconds (%.0f s): its n-best is not rescored (the "
-            "decoder would attend over all of it); its CTC prefix beam result is kept",
-            name, options.max_window_seconds,
-        )  # fmt: skip
-    log_probs = long_log_probs(model, feats, c, n, window, overlap, progress=name)  # (T, V)
-    return _search(
-        log_probs[None].float().cpu(), torch.tensor([log_probs.size(0)]), options, models
-    )[0]
 
 
 def _utterance_result(

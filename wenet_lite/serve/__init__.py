@@ -3,7 +3,23 @@ options (options.py), the HTTP side and admission (gate.py), the workers' shared
 supervision (workers.py), the sherpa-onnx and WeNet protocols it speaks (protocols.py) and its
 browser page (static/)."""
 
-from wenet_lite.serve.options import ServerOptions
-from wenet_lite.serve.server import Secrets, Server, serve
+from typing import TYPE_CHECKING, Any
 
 __all__ = ["Secrets", "Server", "ServerOptions", "serve"]
+
+if TYPE_CHECKING:
+    from wenet_lite.serve.options import ServerOptions
+    from wenet_lite.serve.server import Secrets, Server, serve
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: the CLI reads ServerOptions' flags without loading the server and its decoder.
+    if name == "ServerOptions":
+        from wenet_lite.serve.options import ServerOptions
+
+        return ServerOptions
+    if name in ("Secrets", "Server", "serve"):
+        from wenet_lite.serve import server
+
+        return getattr(server, name)
+    raise AttributeError(f"module 'wenet_lite.serve' has no attribute {name!r}")
