@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 from typing import Callable, Dict
 
 import torch
@@ -24,7 +25,10 @@ import torch
 
 def _wenet(args: argparse.Namespace, cfg, vocab: int) -> Callable[[], Callable]:
     """A factory of fresh WeNet streams: each call returns a step over one window."""
-    sys.path.insert(0, args.wenet)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import wenet_golden  # noqa: PLC0415 - WeNet's model code without its CLI's dependencies
+
+    wenet_golden._stand_ins(Path(args.wenet).resolve())
     from wenet.models.transformer.encoder import ConformerEncoder  # noqa: PLC0415
 
     enc = cfg.encoder
@@ -80,11 +84,9 @@ def main() -> None:
     args = p.parse_args()
     torch.set_num_threads(1)
     from wenet_lite.config import load_config
-    from wenet_lite.decode.engines import ExecuTorchEngine, OnnxRuntimeEngine, TorchEngine
-    from wenet_lite.export.batched import export_batched_onnx
-    from wenet_lite.export.executorch import lower_executorch
     from wenet_lite.model import build_model
     from wenet_lite.model.chunking import Chunking
+    from wenet_lite.recognizer import EngineSpec, make_engine
 
     cfg = load_config(args.config)
     torch.manual_seed(0)
@@ -96,12 +98,11 @@ def main() -> None:
                for _ in range(args.chunks)]  # fmt: skip
     streams: Dict[str, Callable[[], Callable]] = {  # built first: the exports take minutes
         "WeNet ConformerEncoder.forward_chunk (eager)": _wenet(args, cfg, args.vocab),
-        "torch": _engine(TorchEngine(model, chunking)),
-        "torch int8": _engine(TorchEngine(model, chunking, int8=True)),
-        "onnxruntime": _engine(OnnxRuntimeEngine(export_batched_onnx(model, chunking), chunking)),
-        "executorch": _engine(ExecuTorchEngine(lower_executorch(model, chunking), chunking)),
-        "executorch int8": _engine(
-            ExecuTorchEngine(lower_executorch(model, chunking, "int8"), chunking)),
+        **{name: _engine(make_engine(EngineSpec(kind, int8), model, chunking))
+           for name, kind, int8 in (("torch", "torch", False), ("torch int8", "torch", True),
+                                    ("onnxruntime", "onnxruntime", False),
+                                    ("executorch", "executorch", False),
+                                    ("executorch int8", "executorch", True))},
     }  # fmt: skip
     times: Dict[str, float] = {}
     for name, new_stream in streams.items():
