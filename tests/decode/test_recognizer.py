@@ -72,3 +72,25 @@ def test_source_rules_are_one_line(tiny, onnx_dir) -> None:
         open_recognizer(onnx_dir, engine=EngineSpec(int8=True))
     with pytest.raises(ValueError, match="was exported for"):
         open_recognizer(onnx_dir, Chunking(8, 2))
+
+
+def test_a_cursor_hands_out_each_final_segment_once(tiny, test_audio) -> None:
+    """StreamCursor: the server and `stream`'s printer take new segments through it."""
+    import numpy as np
+
+    from wenet_lite.decode.streaming import StreamCursor
+
+    rec = open_recognizer(tiny.path, CHUNKING, endpoint=EndpointConfig(rule2_min_silence=0.5))
+    gap = np.zeros(16000, np.float32)
+    stream = rec.create_stream()
+    stream.accept_waveform(16000, np.concatenate([test_audio[0], gap, test_audio[1], gap]))
+    stream.input_finished()
+    rec.decode_until_done([stream])
+    assert stream.num_final_results >= 2
+    cursor = StreamCursor(stream)
+    assert cursor.pending
+    first = cursor.new_finals(limit=1)
+    rest = cursor.new_finals()
+    assert [i for i, _ in first + rest] == list(range(stream.num_final_results))
+    assert [r.text for _, r in first + rest] == [r.text for r in stream.final_results]
+    assert not cursor.pending and cursor.new_finals() == [] and cursor.taken == len(first + rest)

@@ -55,9 +55,9 @@ if TYPE_CHECKING:
     )
     from wenet_lite.decode.endpoint import EndpointConfig
     from wenet_lite.decode.options import SearchOptions
-    from wenet_lite.decode.utterance import DecodeOptions
     from wenet_lite.decode.result import Result, Word
     from wenet_lite.decode.streaming import Stream, StreamingRecognizer
+    from wenet_lite.decode.utterance import DecodeOptions
     from wenet_lite.model.chunking import Chunking
 
 

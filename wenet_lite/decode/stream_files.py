@@ -33,7 +33,7 @@ import numpy as np
 
 from wenet_lite.decode.ctc_search import Hypothesis
 from wenet_lite.decode.result import Result
-from wenet_lite.decode.streaming import Stream, StreamingRecognizer
+from wenet_lite.decode.streaming import Stream, StreamCursor, StreamingRecognizer
 from wenet_lite.features.audio import AudioError, read_audio_blocks, read_pcm16
 
 __all__ = ["STDIN", "StreamReport", "stream_inputs"]
@@ -84,7 +84,6 @@ class _Active:
     name: str
     blocks: Iterator[Tuple[np.ndarray, int]]
     stream: Stream
-    shown_finals: int = 0
     shown: Optional[_Shown] = None
     """the partial result last printed (None: none in the open segment yet)"""
     finished: bool = False
@@ -92,6 +91,11 @@ class _Active:
     samples: int = 0
     """at the input's own rate"""
     rate: int = 1
+    cursor: StreamCursor = field(init=False)
+    """the final segments printed"""
+
+    def __post_init__(self) -> None:
+        self.cursor = StreamCursor(self.stream)
 
 
 def _pcm_blocks(stdin: BinaryIO, sample_rate: int) -> Iterator[Tuple[np.ndarray, int]]:
@@ -240,7 +244,7 @@ class _Session:
                 self.printer.error(a.name, a.error)
                 self.report.failures.append(a.name)
             else:
-                if a.shown_finals == 0:  # every decoded input gets a final line, empty or not
+                if a.cursor.taken == 0:  # every decoded input gets a final line, empty or not
                     self.printer.final(a.name, 0, a.stream.result())
                 self.report.texts[a.name] = a.stream.result().text
             self.report.audio_seconds += a.samples / a.rate
@@ -266,10 +270,9 @@ def _feed(a: _Active) -> None:
 
 def _show(a: _Active, printer: _Printer) -> None:
     """Print a stream's new final segments and its partial result if it changed."""
-    if a.stream.num_final_results > a.shown_finals:
-        for r in a.stream.final_results[a.shown_finals :]:
-            printer.final(a.name, a.shown_finals, r)
-            a.shown_finals += 1
+    if a.cursor.pending:
+        for index, r in a.cursor.new_finals():
+            printer.final(a.name, index, r)
         a.shown = None
     if a.stream.done:
         return

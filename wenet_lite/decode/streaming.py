@@ -65,7 +65,7 @@ from wenet_lite.model.subsampling import (
     window_size,
 )
 
-__all__ = ["STREAM_CHUNKING", "Stream", "StreamingRecognizer"]
+__all__ = ["STREAM_CHUNKING", "Stream", "StreamCursor", "StreamingRecognizer"]
 
 STREAM_CHUNKING = Chunking(16, -1)
 """The default of ``StreamingRecognizer`` and `wenet-lite stream`: 640 ms, all history."""
@@ -299,6 +299,34 @@ class Stream:
             self._segment_frames = 0
             self._done = True
             self._state = self._rec.engine.init_state(0)  # free the caches
+
+
+class StreamCursor:
+    """One consumer's place in a stream's results (a server connection, a printed input): the
+    final segments it has taken. The server and `stream`'s printer read streams through one,
+    so "which segments are new" is decided in one place."""
+
+    def __init__(self, stream: Stream) -> None:
+        self.stream = stream
+        self.taken = 0
+        """final segments taken so far"""
+
+    def new_finals(self, limit: Optional[int] = None) -> List[Tuple[int, Result]]:
+        """The segments closed since the last call (at most ``limit``), with their index."""
+        s = self.stream
+        if s.num_final_results <= self.taken:
+            return []
+        results = s.final_results[self.taken :]
+        if limit is not None:
+            results = results[:limit]
+        out = list(enumerate(results, self.taken))
+        self.taken += len(out)
+        return out
+
+    @property
+    def pending(self) -> bool:
+        """Closed segments wait that :meth:`new_finals` has not handed out."""
+        return self.stream.num_final_results > self.taken
 
 
 class StreamingRecognizer:

@@ -47,7 +47,7 @@ import numpy as np
 import torch
 from websockets.exceptions import ConnectionClosed
 
-from wenet_lite.decode.streaming import Stream, StreamingRecognizer
+from wenet_lite.decode.streaming import Stream, StreamCursor, StreamingRecognizer
 from wenet_lite.serve.gate import WEBSOCKET_PATHS, Gate, read_token, tls_context
 from wenet_lite.serve.options import ServerOptions
 from wenet_lite.serve.protocols import (
@@ -118,7 +118,7 @@ class _Client:
         self.failure: Optional[str] = None  # (decode thread) why the stream was dropped
         self.outbox: asyncio.Queue = asyncio.Queue()  # messages; None: close
         self.unsent = 0  # characters in outbox
-        self.sent_finals = 0
+        self.cursor = StreamCursor(stream)  # (decode thread) the finals sent
         self.last_step = -1  # the step that last decoded this stream (fairness)
         self.wenet: Optional[WenetStart] = None
         self.opened = time.monotonic()
@@ -340,7 +340,7 @@ class Server:
             self.board.count(self.worker, c.peer, -1)
             _log.info(
                 "%s: %.2f s open, %.2f s of audio, %d segment(s), %s", c.name,
-                time.monotonic() - c.opened, c.received / self.sample_rate, c.sent_finals,
+                time.monotonic() - c.opened, c.received / self.sample_rate, c.cursor.taken,
                 c.outcome,
             )  # fmt: skip
 
@@ -401,6 +401,7 @@ class Server:
             except ValueError as e:
                 raise ProtocolError(str(e)) from None
             c.stream = self.rec.create_stream(graph)  # it has had no audio yet
+            c.cursor = StreamCursor(c.stream)
         c.wenet = signal_
         self._send(c, WENET_READY)
 
@@ -626,27 +627,25 @@ class Server:
 
     def _messages(self, c: _Client) -> Tuple[List[str], bool]:
         s = c.stream
-        n = s.num_final_results
-        finals = s.final_results[c.sent_finals :] if n > c.sent_finals else []
         messages: List[str] = []
         eof = s.done
         if c.protocol == "sherpa":
-            for i, r in enumerate(finals):
-                last = eof and i == len(finals) - 1
-                messages.append(sherpa_result(r, c.sent_finals + i, True, last))
-            c.sent_finals = n
+            finals = c.cursor.new_finals()
+            for k, (index, r) in enumerate(finals):
+                last = eof and k == len(finals) - 1
+                messages.append(sherpa_result(r, index, True, last))
+            n = c.cursor.taken
             if eof and not finals:
                 messages.append(sherpa_result(empty_result(s.segment_start), n, True, True))
             elif not eof:
                 messages.append(sherpa_result(s.partial_result(False), n, False, False))
         else:
             assert c.wenet is not None, "only started streams are decoded"
-            for r in finals:
-                messages.append(wenet_final(r))
-                c.sent_finals += 1
-                if not c.wenet.continuous_decoding:
-                    eof = True  # WeNet ends a session at its first endpoint unless continuous
-                    break
+            # WeNet ends a session at its first endpoint unless decoding continuously.
+            finals = c.cursor.new_finals(None if c.wenet.continuous_decoding else 1)
+            messages.extend(wenet_final(r) for _, r in finals)
+            if finals and not c.wenet.continuous_decoding:
+                eof = True
             if s.done and not finals:
                 messages.append(wenet_final(empty_result(s.segment_start)))
             elif not eof and s.hypothesis.num_tokens:
