@@ -65,6 +65,9 @@ def test_layers() -> None:
         "wenet_lite.recognizer": ["wenet_lite.train", "wenet_lite.cli", "wenet_lite.serve",
                                   "wenet_lite.transcription"],
         "wenet_lite.transcription": ["wenet_lite.train", "wenet_lite.cli", "wenet_lite.serve"],
+        # Each subcommand's module reads the shared flags, not another subcommand's module.
+        "wenet_lite.cli.serve": ["wenet_lite.cli.decode", "wenet_lite.cli.transcribe"],
+        "wenet_lite.cli.transcribe": ["wenet_lite.cli.decode", "wenet_lite.cli.serve"],
         "wenet_lite.wenet_import": ["wenet_lite.train", "wenet_lite.decode", "wenet_lite.export",
                                     "wenet_lite.cli", "wenet_lite.serve"],
     }  # fmt: skip

@@ -178,3 +178,15 @@ def test_decode_shows_progress_over_the_audio(tiny, corpus, capsys) -> None:
     assert "decode" in err and f"/{total}" in err
     decode_model(tiny.model, tiny.tokenizer, tiny.cfg, cuts, DecodeOptions())
     assert "decode" not in capsys.readouterr().err
+
+
+def test_cli_engines_stream(tiny, files, capsys) -> None:
+    """--engine/--int8 run with --chunk-size (the fp32 engine gives the torch text); without
+    it they are refused in one line."""
+    model = ["--model", str(tiny.path), files[0], "--chunk-size", "4"]
+    assert main(["transcribe", *model]) == 0
+    torch_text = capsys.readouterr().out
+    assert main(["transcribe", *model, "--engine", "onnxruntime"]) == 0
+    assert capsys.readouterr().out == torch_text
+    assert main(["transcribe", "--model", str(tiny.path), files[0], "--int8"]) == 2
+    assert "add --chunk-size" in capsys.readouterr().err

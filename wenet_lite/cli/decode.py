@@ -12,23 +12,23 @@ from wenet_lite.cli.flags import (
     UsageError,
     add_chunking,
     add_endpoint,
+    add_engine,
     add_options,
     chunking_from,
     device_from,
     endpoint_from,
+    engine_spec,
     options_from,
     output_dir,
     output_file,
     positive_int,
+    recognizer_from,
 )
 
 if TYPE_CHECKING:  # imported where used: `wenet-lite --help` stays instant
-    from wenet_lite.decode.endpoint import EndpointConfig
-    from wenet_lite.decode.options import SearchOptions
     from wenet_lite.decode.score import References
     from wenet_lite.decode.stream_files import StreamReport
     from wenet_lite.decode.streaming import StreamingRecognizer
-    from wenet_lite.recognizer import EngineSpec
 
 
 def add_decode(sub: argparse._SubParsersAction) -> None:
@@ -161,51 +161,6 @@ def add_stream(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run_stream)
 
 
-def add_engine(p: argparse.ArgumentParser, scope: str = "") -> None:
-    """`--engine`, `--int8` and `--threads` of `stream`, `serve` and `decode`."""
-    p.add_argument(
-        "--engine", choices=("torch", "onnxruntime", "executorch"), default=None,
-        help=f"{scope}what runs the encoder: torch (eager; the default for a model file), "
-        "onnxruntime (the batched graph) or executorch (XNNPACK); from a model file these "
-        "two export at start with torch.export (seconds; minutes for a large model in int8) "
-        "and need --left-chunks >= 0; an export directory brings its own",
-    )  # fmt: skip
-    p.add_argument("--threads", type=positive_int, default=1, help="intra-op threads (1)")
-    p.add_argument(
-        "--int8", action="store_true",
-        help="torch or executorch engine: int8 encoder linears scaled per frame (batched == "
-        "alone still holds)",
-    )  # fmt: skip
-
-
-def engine_spec(args: argparse.Namespace, device: str) -> EngineSpec:
-    """The engine description of `--engine`, `--int8`, `--threads` and `--device` (a refused
-    combination is a usage error)."""
-    from wenet_lite.recognizer import EngineSpec
-
-    try:
-        return EngineSpec(args.engine, args.int8, args.threads, device)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-
-
-def recognizer_from(
-    args: argparse.Namespace, options: SearchOptions, endpoint: EndpointConfig
-) -> StreamingRecognizer:
-    """The recognizer of `stream`'s and `serve`'s flags (``recognizer.py``)."""
-    from wenet_lite.bundle import read_bundle
-    from wenet_lite.recognizer import check_rules, open_recognizer
-
-    spec = engine_spec(args, device_from(args.device))
-    defaults = read_bundle(args.model).chunking if Path(args.model).is_dir() else None
-    chunking = chunking_from(args, defaults)
-    try:
-        check_rules(args.model, chunking, spec)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    return open_recognizer(args.model, chunking, options, endpoint, spec)
-
-
 def _run_stream(args: argparse.Namespace) -> int:
     from wenet_lite.decode.options import SearchOptions
     from wenet_lite.decode.score import References
@@ -235,7 +190,6 @@ def _score_stream(
     report: StreamReport,
 ) -> None:
     """`stream --ref`: decode's four files for the streamed transcripts, in --out."""
-    from pathlib import Path
 
     from wenet_lite.decode.score import Transcripts, score_transcripts
 
@@ -277,7 +231,6 @@ def add_score(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_score(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from wenet_lite.decode.score import References, read_transcripts, score_transcripts
 

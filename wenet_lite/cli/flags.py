@@ -12,7 +12,8 @@ from typing import Any, Callable, Literal, Optional, Sequence, Union
 __all__ = [
     "UsageError", "add_set", "add_options", "options_from", "add_chunking", "chunking_from",
     "add_endpoint", "endpoint_from",
-    "device_from", "output_dir", "output_file", "output_path",
+    "device_from", "output_dir", "output_file", "output_path", "add_engine", "engine_spec",
+    "recognizer_from",
 ]  # fmt: skip
 
 
@@ -214,3 +215,46 @@ def device_from(name: Optional[str]) -> str:
     elif device.type != "cpu":
         raise UsageError(f"--device {name}: only cpu and cuda devices are supported")
     return name
+
+
+def add_engine(p: argparse.ArgumentParser, scope: str = "") -> None:
+    """`--engine`, `--int8` and `--threads` of `stream`, `serve` and `decode`."""
+    p.add_argument(
+        "--engine", choices=("torch", "onnxruntime", "executorch"), default=None,
+        help=f"{scope}what runs the encoder: torch (eager; the default for a model file), "
+        "onnxruntime (the batched graph) or executorch (XNNPACK); from a model file these "
+        "two export at start with torch.export (seconds; minutes for a large model in int8) "
+        "and need --left-chunks >= 0; an export directory brings its own",
+    )  # fmt: skip
+    p.add_argument("--threads", type=positive_int, default=1, help="intra-op threads (1)")
+    p.add_argument(
+        "--int8", action="store_true",
+        help="torch or executorch engine: int8 encoder linears scaled per frame (batched == "
+        "alone still holds)",
+    )  # fmt: skip
+
+
+def engine_spec(args: argparse.Namespace, device: str) -> Any:
+    """The engine description of `--engine`, `--int8`, `--threads` and `--device` (a refused
+    combination is a usage error)."""
+    from wenet_lite.recognizer import EngineSpec
+
+    try:
+        return EngineSpec(args.engine, args.int8, args.threads, device)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def recognizer_from(args: argparse.Namespace, options: Any, endpoint: Any) -> Any:
+    """The recognizer of `stream`'s and `serve`'s flags (``recognizer.py``)."""
+    from wenet_lite.bundle import read_bundle
+    from wenet_lite.recognizer import check_rules, open_recognizer
+
+    spec = engine_spec(args, device_from(args.device))
+    defaults = read_bundle(args.model).chunking if Path(args.model).is_dir() else None
+    chunking = chunking_from(args, defaults)
+    try:
+        check_rules(args.model, chunking, spec)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return open_recognizer(args.model, chunking, options, endpoint, spec)

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from wenet_lite.cli.decode import add_engine
 from wenet_lite.cli.flags import (
     DEVICE_HELP,
     add_chunking,
     add_endpoint,
+    add_engine,
     add_options,
     endpoint_from,
     options_from,
+    recognizer_from,
 )
 
 
@@ -47,7 +48,6 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_serve(args: argparse.Namespace) -> int:
-    from wenet_lite.cli.decode import recognizer_from
     from wenet_lite.decode.options import SearchOptions
     from wenet_lite.serve import Secrets, ServerOptions, serve
 

@@ -48,6 +48,7 @@ def add_transcribe(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     p.add_argument("--device", default="cpu", help=flags.DEVICE_HELP)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    flags.add_engine(p, "--chunk-size C: ")
     p.set_defaults(func=_run_transcribe)
 
 
@@ -89,9 +90,21 @@ def _run_transcribe(args: argparse.Namespace) -> int:
     chunking = flags.chunking_from(args)
     if model_is_dir and args.chunk_size is not None:
         raise UsageError(f"{args.model} is an export directory: it streams with its own chunking")
+    device = flags.device_from(args.device)
+    spec = flags.engine_spec(args, device)
+    streams = model_is_dir or chunking.chunk_size > 0
+    if not streams and (args.engine not in (None, "torch") or args.int8):
+        raise UsageError("--engine and --int8 run the streaming path: add --chunk-size C")
+    if streams:
+        from wenet_lite.recognizer import check_rules
+
+        try:
+            check_rules(args.model, chunking if chunking.chunk_size > 0 else None, spec)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     transcriber = Transcriber(
         args.model, chunking.chunk_size, chunking.left_chunks, search, flags.endpoint_from(args),
-        flags.device_from(args.device), pause=args.pause,
+        device, pause=args.pause, engine=spec,
     )  # fmt: skip
     out = Path(args.out) if args.out else None
     if out is not None:
