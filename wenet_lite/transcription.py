@@ -101,6 +101,7 @@ class Transcriber:
         device: where a model file runs (default cpu).
         pause: seconds between words that start a new segment in full context.
         engine: streaming: an ``EngineSpec`` (``recognizer.py``; default the source's).
+        progress: a bar on stderr over a long file's windows (full context).
     """
 
     def __init__(
@@ -114,6 +115,7 @@ class Transcriber:
         pause: float = 0.8,
         max_window_seconds: float = 30.0,
         engine: Optional[Any] = None,
+        progress: bool = True,
     ) -> None:
         from wenet_lite.decode.streaming import StreamingRecognizer
         from wenet_lite.model.chunking import Chunking
@@ -146,7 +148,9 @@ class Transcriber:
                 from wenet_lite.decode.rescore import check_decoder
 
                 check_decoder(net, "the model")
-            self._options = DecodeOptions(search, max_window_seconds=max_window_seconds)
+            self._options = DecodeOptions(
+                search, max_window_seconds=max_window_seconds, window_progress=progress
+            )
             self._models = search.load(tokenizer)
             self.sample_rate = cfg.features.sample_rate
         else:

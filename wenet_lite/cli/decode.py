@@ -85,6 +85,7 @@ def _run_decode(args: argparse.Namespace) -> int:
             simulate_streaming=args.simulate_streaming, batch_seconds=args.batch_seconds,
             max_window_seconds=args.max_window_seconds,
             window_overlap_seconds=args.window_overlap_seconds,
+            window_progress=not args.no_progress and sys.stderr.isatty(),
         )  # fmt: skip
     except ValueError as e:
         raise UsageError(str(e)) from None

@@ -105,6 +105,7 @@ def _run_transcribe(args: argparse.Namespace) -> int:
     transcriber = Transcriber(
         args.model, chunking.chunk_size, chunking.left_chunks, search, flags.endpoint_from(args),
         device, pause=args.pause, engine=spec,
+        progress=not args.no_progress and sys.stderr.isatty(),
     )  # fmt: skip
     out = Path(args.out) if args.out else None
     if out is not None:

@@ -51,6 +51,8 @@ class DecodeOptions:
     by chunk with the cache, full context in overlapping windows of this many seconds"""
     window_overlap_seconds: float = 4.0
     """full context: seconds two windows share; each keeps its middle"""
+    window_progress: bool = True
+    """a bar on stderr over the windows of a long utterance"""
 
     def __post_init__(self) -> None:
         if self.simulate_streaming and not self.chunking.streaming:
@@ -175,7 +177,8 @@ def decode_long(
             "decoder would attend over all of it); its CTC prefix beam result is kept",
             name, options.max_window_seconds,
         )  # fmt: skip
-    log_probs = long_log_probs(model, feats, c, n, window, overlap, progress=name)  # (T, V)
+    label = name if options.window_progress else None
+    log_probs = long_log_probs(model, feats, c, n, window, overlap, progress=label)  # (T, V)
     return _search(
         log_probs[None].float().cpu(), torch.tensor([log_probs.size(0)]), options, models
     )[0]
