@@ -190,14 +190,14 @@ def _sync(device: torch.device) -> None:
 
 
 def _reset_peak(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
+    if device.type == "cuda":  # the current device: some torch versions refuse a bare "cuda"
+        torch.cuda.reset_peak_memory_stats()
 
 
 def _peak(device: torch.device) -> float:
     """MiB: the device allocator's peak on CUDA, else the process's (and workers') peak RSS."""
     if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**20
+        return torch.cuda.max_memory_allocated() / 2**20
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return own + resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 

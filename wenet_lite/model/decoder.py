@@ -311,10 +311,12 @@ class AttentionDecoder(nn.Module):
         lsm_weight: float,
     ) -> torch.Tensor:
         """Label-smoothed cross-entropy summed over tokens (eos included) and divided by the
-        batch size: ``(1 - reverse_weight) * L2R + reverse_weight * R2L``."""
+        batch size: ``(1 - reverse_weight) * L2R + reverse_weight * R2L``. Tokens are
+        flattened to (N*(U+1), V) rows: CUDA's loss over (N, V, U+1) has no deterministic
+        kernel, so ``train.deterministic`` would refuse it."""
         losses = [
             F.cross_entropy(
-                log_probs.transpose(1, 2), ys_out, ignore_index=IGNORE,
+                log_probs.flatten(0, 1), ys_out.flatten(), ignore_index=IGNORE,
                 label_smoothing=lsm_weight, reduction="sum",
             ) / targets.size(0)
             for log_probs, ys_out in self(memory, memory_lens, targets, target_lens)
