@@ -17,13 +17,11 @@ from pathlib import Path
 from typing import Any, Optional, Tuple, Union
 
 from wenet_lite.decode.endpoint import EndpointConfig
-from wenet_lite.decode.engines import Engine
+from wenet_lite.decode.engines import ENGINES, Engine
 from wenet_lite.decode.options import SearchOptions
 from wenet_lite.model.chunking import Chunking
 
-__all__ = ["ENGINES", "EngineSpec", "check_rules", "make_engine", "open_recognizer"]
-
-ENGINES = ("torch", "onnxruntime", "executorch")
+__all__ = ["EngineSpec", "check_rules", "make_engine", "open_recognizer"]
 
 
 @dataclass(frozen=True)
@@ -58,9 +56,6 @@ class EngineSpec:
                 f"--engine {self.kind} needs a fixed cache: --left-chunks >= 0 (got "
                 f"{chunking.left_chunks}); 4 is a good choice"
             )
-
-    def describe(self) -> str:
-        return f"{self.kind or 'torch'}{' int8' if self.int8 else ''}, {self.threads} thread(s)"
 
 
 def make_engine(spec: EngineSpec, model: Any, chunking: Chunking) -> Engine:
