@@ -34,11 +34,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections import deque
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from itertools import islice
-from multiprocessing.pool import Pool
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Deque, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
 import soundfile as sf
@@ -58,6 +59,7 @@ MIN_EVAL_UTTS = 10
 EVAL_SENTENCE_SHARE = 0.05  # of the sentence pool, for dev and for test each
 MIN_EVAL_SENTENCES = 20
 MIN_WORDS, MAX_WORDS = 3, 25
+VOICE_TIMEOUT_S = 120  # one synthesiser call; past it the run fails, naming the utterance
 UTTS_PER_CHAPTER = 50
 FIRST_SPEAKER = 100
 NOISE_DBFS = -70.0
@@ -227,7 +229,18 @@ def synthesize(utt: Utterance) -> np.ndarray:
     with tempfile.TemporaryDirectory(prefix="synth-") as tmp:
         text_file, wav = Path(tmp) / "text.txt", Path(tmp) / "out.wav"
         text_file.write_text(utt.text + "\n")
-        proc = subprocess.run(utt.voice.command(text_file, wav), capture_output=True, text=True)
+        try:
+            proc = subprocess.run(
+                utt.voice.command(text_file, wav),
+                capture_output=True,
+                text=True,
+                timeout=VOICE_TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(
+                f"{utt.voice.engine} voice {utt.voice.name} did not finish {utt.uid} "
+                f"({utt.text!r}) in {VOICE_TIMEOUT_S} s"
+            ) from None
         if proc.returncode != 0 or not wav.exists():
             raise RuntimeError(
                 f"{utt.voice.engine} voice {utt.voice.name} failed on {utt.text!r} "
@@ -263,7 +276,8 @@ def make_part(
     target_s: float,
     min_utts: int,
     utts: Iterator[Utterance],
-    pool: Optional[Pool],
+    pool: Optional[ProcessPoolExecutor],
+    jobs: int = 1,
 ) -> Dict[str, object]:
     """Synthesise the shortest prefix of `utts` reaching target_s and min_utts; write it."""
     rows: Dict[Tuple[str, str], List[str]] = {}  # (speaker, chapter) -> transcript lines
@@ -272,7 +286,7 @@ def make_part(
     while total_s < target_s or count < min_utts:
         want = max((target_s - total_s) / mean_s * 1.1, min_utts - count) + 4
         batch = list(islice(utts, min(int(want), 1000)))
-        audios = pool.imap(synthesize, batch, chunksize=2) if pool else map(synthesize, batch)
+        audios = in_order(pool, jobs, batch) if pool else map(synthesize, batch)
         for utt, audio in zip(batch, audios):
             speaker, chapter, _ = utt.uid.split("-")
             folder = root / PARTS[part_index] / speaker / chapter
@@ -294,6 +308,32 @@ def make_part(
         "speakers": len({s for s, _ in rows}),
         "chapters": len(rows),
     }
+
+
+def in_order(
+    pool: ProcessPoolExecutor, jobs: int, batch: Iterable[Utterance]
+) -> Iterator[np.ndarray]:
+    """Synthesise `batch` on `pool` (`jobs` workers), yielding audio in order, 2 x jobs ahead.
+
+    Only a small window is ever submitted, and whatever is still queued when the consumer stops
+    early (or fails) is cancelled, so shutting the pool down never waits on pending work.
+    """
+    window: Deque[Future] = deque()
+    ahead = 2 * jobs
+    todo = iter(batch)
+    try:
+        while True:
+            while len(window) < ahead:
+                utt = next(todo, None)
+                if utt is None:
+                    break
+                window.append(pool.submit(synthesize, utt))
+            if not window:
+                return
+            yield window.popleft().result(timeout=VOICE_TIMEOUT_S * 2)
+    finally:
+        for future in window:
+            future.cancel()
 
 
 def write_lm_text(out: Path, train_pool: List[Tuple[str, str]]) -> Path:
@@ -393,15 +433,18 @@ def main(argv: Optional[List[str]] = None) -> None:
         "lm_text": {"file": f"../{LM_TEXT}", "sentences": len(pools[0])},
         "parts": {},
     }
-    pool = Pool(args.jobs) if args.jobs > 1 else None
+    pool = ProcessPoolExecutor(args.jobs) if args.jobs > 1 else None
     try:
         for i, part in enumerate(PARTS):
             utts = plan(i, pools[i], voices, args.seed)
-            stats = make_part(root, i, targets[i], 1 if i == 0 else MIN_EVAL_UTTS, utts, pool)
+            min_utts = 1 if i == 0 else MIN_EVAL_UTTS
+            stats = make_part(root, i, targets[i], min_utts, utts, pool, args.jobs)
             summary["parts"][part] = {"sentences": len(pools[i]), **stats}
     finally:
         if pool is not None:
-            pool.terminate()  # drops the overshoot of the last batch
+            # nothing is queued past the window, and that is cancelled: this returns once the
+            # (at most `jobs`) running calls finish, each bounded by VOICE_TIMEOUT_S
+            pool.shutdown(wait=True, cancel_futures=True)
     summary["voices"] = [asdict(v) for v in voices]
     # written last, atomically: the recipe takes its presence to mean a complete corpus
     write_text_atomic(root / "SYNTHETIC.json", json.dumps(summary, indent=1) + "\n")

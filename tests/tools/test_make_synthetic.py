@@ -184,11 +184,16 @@ def test_lm_text_only_needs_no_synthesiser_and_matches_the_full_run(corpora, tmp
     assert proc.returncode == 2 and "--hours is required" in proc.stderr
 
 
-def test_clean_sentence_keeps_only_certain_readings(monkeypatch):
+def _load_module(monkeypatch):
     spec = importlib.util.spec_from_file_location("make_synthetic", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "make_synthetic", module)  # dataclasses look it up
     spec.loader.exec_module(module)
+    return module
+
+
+def test_clean_sentence_keeps_only_certain_readings(monkeypatch):
+    module = _load_module(monkeypatch)
     clean = module.clean_sentence
     assert clean('"Well-known," isn\'t it -- the  end?') == (
         "Well-known, isn't it, the end?",
@@ -206,3 +211,44 @@ def test_eval_hours_default_and_bad_value(corpora, tmp_path):
     assert summary["hours_requested_eval"] == pytest.approx(0.05 * float(HOURS))
     proc = _run(tmp_path / "out", "--hours", HOURS, "--eval-hours", "0")
     assert proc.returncode == 2 and "--eval-hours (0.0) must be > 0" in proc.stderr
+
+
+@needs_synth
+def test_every_run_at_two_jobs_exits(tmp_path):
+    """The run stops its workers with work still queued (the overshoot of the last batch): that
+    must never wait forever. Repeated, since the hang it guards against came now and then."""
+    for run in range(6):
+        out = tmp_path / str(run)
+        proc = _run(out, "--hours", "0.002", "--eval-hours", "0.001", "--seed", str(run),
+                    "--jobs", "2")  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert (out / "LibriSpeech" / "SYNTHETIC.json").is_file()
+
+
+def test_a_stopped_consumer_leaves_nothing_queued(monkeypatch):
+    """in_order submits a small window and cancels it when the consumer stops early."""
+    module = _load_module(monkeypatch)
+    from concurrent.futures import ThreadPoolExecutor
+
+    started = []
+
+    def fake(utt):
+        started.append(utt)
+        return np.zeros(1, np.int16)
+
+    monkeypatch.setattr(module, "synthesize", fake)
+    with ThreadPoolExecutor(1) as pool:
+        audios = module.in_order(pool, 1, range(1000))
+        assert next(audios) is not None
+        audios.close()  # what zip() stopping early amounts to
+    assert len(started) <= 3  # the window is 2 x jobs; nothing beyond it ever ran
+
+
+def test_a_hung_synthesiser_fails_naming_the_utterance(monkeypatch):
+    module = _load_module(monkeypatch)
+    monkeypatch.setattr(module, "VOICE_TIMEOUT_S", 0.5)
+    voice = module.Voice(0, "espeak-ng", "en", 150, 50, -3.0)
+    monkeypatch.setattr(module.Voice, "command", lambda self, t, w: ["sleep", "30"])
+    utt = module.Utterance("1-1000-0000", voice, "Hello there.", "HELLO THERE", 0)
+    with pytest.raises(RuntimeError, match=r"did not finish 1-1000-0000"):
+        module.synthesize(utt)
