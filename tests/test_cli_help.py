@@ -69,3 +69,31 @@ def test_one_spelling_of_int8() -> None:
     assert parser.parse_args([*base, "--int8"]).quantize == "int8"
     assert parser.parse_args([*base, "--quantize", "int8"]).quantize == "int8"
     assert parser.parse_args(base).quantize is None
+
+
+def _shown_flags(parser) -> set:
+    import argparse
+
+    return {f for a in parser._actions if a.help != argparse.SUPPRESS for f in a.option_strings}
+
+
+def test_left_chunks_default_agrees() -> None:
+    """Every subcommand that streams keeps 4 chunks of history unless asked: constant memory."""
+    with_left = {name: p for name, p in SUBCOMMANDS.items() if "--left-chunks" in _shown_flags(p)}
+    assert {"decode", "stream", "serve", "export", "transcribe"} <= set(with_left)
+    assert {p.get_default("chunking_defaults")[1] for p in with_left.values()} == {4}
+
+
+def test_one_spelling_of_parallelism() -> None:
+    """--jobs: parallel processes or readers; --threads: one computation's intra-op threads.
+    Older spellings still parse but are not shown."""
+    parallel = re.compile(r"--(nj|workers|num-workers|num-threads|num-jobs|procs)$")
+    for name, parser in SUBCOMMANDS.items():
+        assert not {f for f in _shown_flags(parser) if parallel.match(f)}, name
+    parser = build_parser()
+    serve = ["serve", "--model", "m.pt"]
+    assert parser.parse_args([*serve, "--jobs", "3"]).workers == 3
+    assert parser.parse_args([*serve, "--workers", "3"]).workers == 3
+    assert parser.parse_args(serve).workers == 1
+    shown = subprocess.run(["wenet-lite", "serve", "--help"], capture_output=True, text=True)
+    assert "--jobs" in shown.stdout and "--workers" not in shown.stdout

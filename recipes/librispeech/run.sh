@@ -46,7 +46,7 @@ exp=${exp:-exp/librispeech_u2}
 config=${config:-conf/conformer_u2.yaml}
 overrides=${overrides:-}          # space-separated KEY=VALUE config overrides for training
 ngpu=${ngpu:-$(python3 -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)}
-nj=${nj:-8}                       # parallel header readers and CMVN loader workers
+jobs=${jobs:-${nj:-8}}  # parallel header readers and CMVN loader workers
 cmvn_utts=${cmvn_utts:-20000}     # utterances spread over the training set for CMVN (0: all)
 store_fbank=${store_fbank:-false} # true: store the training fbank once (stage 2)
 train_set=${train_set:-train-clean-100,train-clean-360,train-other-500}
@@ -83,11 +83,12 @@ while [ $# -gt 0 ]; do
       name=${1#--}; name=${name//-/_}
       if [ $# -lt 2 ]; then echo "$0: option $1 needs a value" >&2; exit 2; fi
       case "$name" in
-        stage|stop_stage|dl_dir|mirror|data|exp|config|overrides|ngpu|nj|cmvn_utts|store_fbank|\
+        stage|stop_stage|dl_dir|mirror|data|exp|config|overrides|ngpu|jobs|cmvn_utts|store_fbank|\
 train_set|dev_set|test_sets|average_num|chunks|stream_chunks|stream_device|export_chunk|export_left|\
 lm|lm_mirror|lm_grid|lm_beam|token_min_logp|lm_weight|word_bonus|oov_penalty|lm_chunk|\
 rescore|rescore_beam|rescore_chunk|rescore_lm_ctc_weight)
           printf -v "$name" '%s' "$2" ;;
+        nj) jobs=$2 ;;  # the older spelling of --jobs
         *) echo "$0: unknown option $1" >&2; exit 2 ;;
       esac
       shift 2 ;;
@@ -161,7 +162,7 @@ fi
 if run_stage 1; then
   log 1 "prepare $all_parts"
   parts=$(echo "$all_parts" | tr -s ' ' ',')
-  wenet-lite prepare librispeech --root "$dl_dir" --parts "$parts" --out "$data" --jobs "$nj"
+  wenet-lite prepare librispeech --root "$dl_dir" --parts "$parts" --out "$data" --jobs "$jobs"
 fi
 
 if run_stage 2; then
@@ -169,10 +170,10 @@ if run_stage 2; then
   train_dirs=()
   for part in ${train_set//,/ }; do train_dirs+=("$data/$part"); done
   wenet-lite compute-cmvn --config "$config" --data "${train_dirs[@]}" --out "$data/cmvn.json" \
-    --jobs "$nj" --max-utts "$cmvn_utts"
+    --jobs "$jobs" --max-utts "$cmvn_utts"
   if [ "$store_fbank" = true ]; then
     log 2 "store the training fbank of $train_set"
-    wenet-lite compute-fbank --config "$config" --data "${train_dirs[@]}" --jobs "$nj" \
+    wenet-lite compute-fbank --config "$config" --data "${train_dirs[@]}" --jobs "$jobs" \
       --no-progress "${set_args[@]}"
   fi
 fi

@@ -44,7 +44,7 @@ stop_stage=${stop_stage:-100}
 smoke=${SMOKE:-0}
 hours=${hours:-6}                 # hours of training audio (dev and test add 5 % each, <= 0.25 h)
 seed=${seed:-0}
-nj=${nj:-2}                       # parallel synthesisers / header readers
+jobs=${jobs:-${nj:-2}}  # parallel synthesisers / header readers
 config=${config:-conf/synthetic_small.yaml}
 overrides=${overrides:-}          # space-separated KEY=VALUE config overrides for training
 init=${init:-}                    # a model file to fine-tune from (train --init)
@@ -97,11 +97,12 @@ while [ $# -gt 0 ]; do
       name=${1#--}; name=${name//-/_}
       if [ $# -lt 2 ]; then echo "$0: option $1 needs a value" >&2; exit 2; fi
       case "$name" in
-        stage|stop_stage|hours|seed|nj|config|overrides|average_num|chunks|stream_chunks|\
+        stage|stop_stage|hours|seed|jobs|config|overrides|average_num|chunks|stream_chunks|\
 lm_beam|token_min_logp|lm_weight|word_bonus|oov_penalty|blank_penalty|lm_text|lm_chunk|\
 hotwords|hotwords_score|rescore|rescore_chunk|rescore_lm_ctc_weight|device|export_chunk|\
 export_left|corpus|data|exp|init)
           printf -v "$name" '%s' "$2" ;;
+        nj) jobs=$2 ;;  # the older spelling of --jobs
         *) echo "$0: unknown option $1" >&2; exit 2 ;;
       esac
       shift 2 ;;
@@ -153,21 +154,21 @@ if run_stage 0; then
   else
     log 0 "generating $hours h of synthetic speech into $corpus"
     python3 tools/make_synthetic_librispeech.py --out "$corpus" --hours "$hours" --seed "$seed" \
-      --jobs "$nj"
+      --jobs "$jobs"
   fi
 fi
 
 if run_stage 1; then
   log 1 "prepare $corpus -> $data"
-  wenet-lite prepare librispeech --root "$corpus" --out "$data" --jobs "$nj"
+  wenet-lite prepare librispeech --root "$corpus" --out "$data" --jobs "$jobs"
 fi
 
 if run_stage 2; then
   log 2 "CMVN of train-clean-100 (2000 utterances spread over it)"
   wenet-lite compute-cmvn --config "$config" --data "$data/train-clean-100" \
-    --out "$data/cmvn.json" --jobs "$nj" --max-utts 2000
+    --out "$data/cmvn.json" --jobs "$jobs" --max-utts 2000
   log 2 "store the training fbank of train-clean-100"
-  wenet-lite compute-fbank --config "$config" --data "$data/train-clean-100" --jobs "$nj" \
+  wenet-lite compute-fbank --config "$config" --data "$data/train-clean-100" --jobs "$jobs" \
     --no-progress "${set_args[@]}"
 fi
 
@@ -225,49 +226,49 @@ if run_stage 5; then
   log 5 "word LM of ${lm_text:-the training transcripts} -> $exp/lm.json"
   train_lm
   log 5 "decode $test_part: full context greedy and with the word LM${lm_chunk:+ (also simulated streaming at chunk $lm_chunk)}; chunk ${chunks// /, }: chunk-masked and simulated streaming (two decodes at a time)"
-  jobs=("decode_lm full_lm")  # the longest first
+  tasks=("decode_lm full_lm")  # the longest first
   if [ "$hotwords" = true ]; then
     log 5 "hotword lists: test words never in the training text, and as many unrelated words"
     python3 tools/hotword_lists.py --train-data "$data/train-clean-100" --test "$data/$test_part" \
       ${lm_text:+--lm-text "$lm_text"} --out-dir "$exp/hotwords"
-    jobs+=("decode_lm full_lm_hot $(hot unseen)" "decode_lm full_lm_unrelated $(hot unrelated)")
-    jobs+=("decode_test full_beam_hot ${beam_search[*]} $(hot unseen)")
-    jobs+=("decode_test full_beam_unrelated ${beam_search[*]} $(hot unrelated)")
+    tasks+=("decode_lm full_lm_hot $(hot unseen)" "decode_lm full_lm_unrelated $(hot unrelated)")
+    tasks+=("decode_test full_beam_hot ${beam_search[*]} $(hot unseen)")
+    tasks+=("decode_test full_beam_unrelated ${beam_search[*]} $(hot unrelated)")
   fi
   if [ "$hotwords" = true ] || [ "$rescore" = true ]; then
-    jobs+=("decode_test full_beam ${beam_search[*]}")
+    tasks+=("decode_test full_beam ${beam_search[*]}")
   fi
   if [ "$rescore" = true ]; then
     log 5 "attention rescoring of the prefix beam's n-best${rescore_chunk:+ (also simulated streaming at chunk $rescore_chunk)}, with and without the LM"
-    jobs+=("decode_test full_lm_rescore ${lm_rescore[*]}")
-    jobs+=("decode_test full_rescore ${rescore_search[*]}")
+    tasks+=("decode_test full_lm_rescore ${lm_rescore[*]}")
+    tasks+=("decode_test full_rescore ${rescore_search[*]}")
     if [ -n "$rescore_chunk" ]; then
       sim="--chunk-size $rescore_chunk --simulate-streaming"
-      jobs+=("decode_test chunk${rescore_chunk}_sim_lm_rescore ${lm_rescore[*]} $sim")
-      jobs+=("decode_test chunk${rescore_chunk}_sim_rescore ${rescore_search[*]} $sim")
-      jobs+=("decode_test chunk${rescore_chunk}_sim_beam ${beam_search[*]} $sim")
+      tasks+=("decode_test chunk${rescore_chunk}_sim_lm_rescore ${lm_rescore[*]} $sim")
+      tasks+=("decode_test chunk${rescore_chunk}_sim_rescore ${rescore_search[*]} $sim")
+      tasks+=("decode_test chunk${rescore_chunk}_sim_beam ${beam_search[*]} $sim")
     fi
   fi
   if [ -n "$lm_chunk" ]; then
-    jobs+=("decode_lm chunk${lm_chunk}_sim_lm --chunk-size $lm_chunk --simulate-streaming")
+    tasks+=("decode_lm chunk${lm_chunk}_sim_lm --chunk-size $lm_chunk --simulate-streaming")
   fi
-  for c in $chunks; do jobs+=("decode_test chunk${c}_sim --chunk-size $c --simulate-streaming"); done
-  jobs+=("decode_test full")
-  for c in $chunks; do jobs+=("decode_test chunk$c --chunk-size $c"); done
-  in_parallel "${jobs[@]}"
+  for c in $chunks; do tasks+=("decode_test chunk${c}_sim --chunk-size $c --simulate-streaming"); done
+  tasks+=("decode_test full")
+  for c in $chunks; do tasks+=("decode_test chunk$c --chunk-size $c"); done
+  in_parallel "${tasks[@]}"
 fi
 
 if run_stage 6; then
   mkdir -p "$decode_dir"
   mapfile -t files < <(test_audio)
   log 6 "stream ${#files[@]} files of $test_part at chunk ${stream_chunks// /, }${lm_chunk:+ and with the word LM at chunk $lm_chunk} (no endpointing, 8 streams batched)"
-  jobs=()  # the list's last (smallest) chunk first: smaller chunks stream slower
-  for c in $stream_chunks; do jobs=("stream_test $c" "${jobs[@]}"); done
-  if [ -n "$lm_chunk" ]; then jobs=("stream_test $lm_chunk lm" "${jobs[@]}"); fi
+  tasks=()  # the list's last (smallest) chunk first: smaller chunks stream slower
+  for c in $stream_chunks; do tasks=("stream_test $c" "${tasks[@]}"); done
+  if [ -n "$lm_chunk" ]; then tasks=("stream_test $lm_chunk lm" "${tasks[@]}"); fi
   if [ "$rescore" = true ] && [ -n "$rescore_chunk" ]; then
-    jobs=("stream_test $rescore_chunk lm_rescore" "stream_test $rescore_chunk rescore" "${jobs[@]}")
+    tasks=("stream_test $rescore_chunk lm_rescore" "stream_test $rescore_chunk rescore" "${tasks[@]}")
   fi
-  in_parallel "${jobs[@]}"
+  in_parallel "${tasks[@]}"
   log 6 "one file as a live stream (partials on stderr, final segments with word times)"
   wenet-lite stream --model "$model" --chunk-size "${stream_chunks%% *}" "${device_args[@]}" \
     "${files[0]}" 2> "$exp/stream_partials.txt" | tee "$exp/stream_one_file.txt"

@@ -343,7 +343,7 @@ def test_a_failing_stream_closes_only_its_connection(tiny, files, reference):  #
 
 @pytest.mark.slow
 def test_a_killed_worker_is_restarted(tiny, files, reference):  # noqa: F811
-    s = start_server(tiny.path, "--chunk-size", "4", "--workers", "2", "--log-interval", "0")
+    s = start_server(tiny.path, "--chunk-size", "4", "--jobs", "2", "--log-interval", "0")
     try:
         h = _wait_health(s, lambda h: all(w["pid"] for w in h["workers"]))
         victim = h["workers"][1]["pid"]

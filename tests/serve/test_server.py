@@ -329,7 +329,7 @@ def test_two_thousand_short_connections_keep_memory_flat(server: ServerProcess, 
 
 def test_two_workers_share_the_port(tiny, files, capsys):
     reference = stream_reference(capsys, tiny.path, files, "--chunk-size", "4")
-    s = start_server(tiny.path, "--chunk-size", "4", "--workers", "2", "--max-connections", "4")
+    s = start_server(tiny.path, "--chunk-size", "4", "--jobs", "2", "--max-connections", "4")
     try:
         sherpa, wenet = asyncio.run(_all_sessions(s.url, dict(list(files.items())[:2])))
         _check_against_reference(sherpa, wenet, {n: reference[n] for n in sherpa})
@@ -345,7 +345,7 @@ def test_onnxruntime_engine_serves_the_torch_transcripts(tiny, files, capsys):
     flags = ["--chunk-size", "4", "--left-chunks", "2"]
     some = dict(list(files.items())[-2:])
     reference = stream_reference(capsys, tiny.path, some, *flags)
-    s = start_server(tiny.path, *flags, "--engine", "onnxruntime", "--workers", "2")
+    s = start_server(tiny.path, *flags, "--engine", "onnxruntime", "--jobs", "2")
     try:
         sherpa, wenet = asyncio.run(_all_sessions(s.url, some))
     finally:

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_bench_serve_drives_our_server(tiny, corpus) -> None:  # noqa: F811
     cmd = [sys.executable, str(ROOT / "tools" / "bench_serve.py"), "--data",
            str(corpus / "test-clean"), "--clients", "1,3", "--seconds", "1.5", "--ramp", "0.2",
-           "--serve", f"tiny={tiny.path}::--chunk-size 4 --left-chunks 2 --workers 2",
+           "--serve", f"tiny={tiny.path}::--chunk-size 4 --left-chunks 2 --jobs 2",
            "--serve-flags", "", "--flood", "1"]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

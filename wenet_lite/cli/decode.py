@@ -52,7 +52,7 @@ def add_decode(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", required=True, help="model file (checkpoint or averaged)")
     p.add_argument("--data", required=True, help="dir holding cuts.jsonl.gz, or the file")
     add_options(p, SearchOptions)
-    add_chunking(p, 0, -1, full=True)
+    add_chunking(p, 0, 4, full=True)
     p.add_argument("--simulate-streaming", action="store_true", help="chunk by chunk, cached")
     p.add_argument("--batch-seconds", type=float, default=100.0, help="padded audio per batch")
     p.add_argument(
@@ -141,7 +141,7 @@ def add_stream(sub: argparse._SubParsersAction) -> None:
         help="model file (checkpoint or averaged), or an export directory (`wenet-lite export "
         "--format executorch|onnx`: its engine and chunking, no model file needed)",
     )  # fmt: skip
-    add_chunking(p, 16, -1)
+    add_chunking(p, 16, 4)
     add_options(p, SearchOptions, skip=("nbest",))
     p.add_argument("--json", action="store_true", help="JSON lines on stdout")
     add_endpoint(p)

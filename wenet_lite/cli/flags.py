@@ -35,7 +35,7 @@ def add_options(p: argparse.ArgumentParser, cls: type, skip: Sequence[str] = ())
     for f in dataclasses.fields(cls):
         if "flag" not in f.metadata or f.name in skip:
             continue
-        extra = {k: v for k, v in f.metadata.items() if k not in ("flag", "help")}
+        extra = {k: v for k, v in f.metadata.items() if k not in ("flag", "help", "aliases")}
         kind = hints[f.name]
         if typing.get_origin(kind) is Union:  # Optional[X]
             kind = next(a for a in typing.get_args(kind) if a is not type(None))
@@ -52,6 +52,9 @@ def add_options(p: argparse.ArgumentParser, cls: type, skip: Sequence[str] = ())
         p.add_argument(
             f.metadata["flag"], dest=f.name, type=kind, default=default, help=help_text, **extra
         )
+        for alias in f.metadata.get("aliases", ()):  # older spellings: accepted, not shown
+            p.add_argument(alias, dest=f.name, type=kind, default=argparse.SUPPRESS,
+                           help=argparse.SUPPRESS, **extra)  # fmt: skip
 
 
 def options_from(cls: type, args: argparse.Namespace, **given: Any) -> Any:

@@ -39,7 +39,7 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
         "--model", required=True, help="model file (checkpoint or averaged), or an export directory"
     )
     add_options(p, ServerOptions)
-    add_chunking(p, 16, -1)
+    add_chunking(p, 16, 4)
     add_options(p, SearchOptions, skip=("nbest",))
     add_endpoint(p)
     p.add_argument("--device", default="cpu", help=DEVICE_HELP)

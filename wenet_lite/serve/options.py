@@ -71,9 +71,10 @@ class ServerOptions:
     workers: int = field(
         default=1,
         metadata=flag(
-            "--workers",
-            "processes serving the port, each with its own decode thread; a worker that dies "
-            "is restarted",
+            "--jobs",
+            "processes serving the port (workers), each with its own decode thread; a worker "
+            "that dies is restarted",
+            aliases=("--workers",),
         ),
     )
     certfile: Optional[str] = field(
