@@ -46,29 +46,40 @@ def _in(module: str, package: str) -> bool:
 
 def test_layers() -> None:
     graph = _graph()
+    run = ["wenet_lite.search", "wenet_lite.runtime", "wenet_lite.evaluation"]
     rules = {  # importer package -> packages it must not import
         "wenet_lite.checkpoint": ["wenet_lite.model", "wenet_lite.data", "wenet_lite.train",
-                                  "wenet_lite.decode", "wenet_lite.export", "wenet_lite.features"],
-        "wenet_lite.model": ["wenet_lite.data", "wenet_lite.train", "wenet_lite.decode",
+                                  *run, "wenet_lite.export", "wenet_lite.features"],
+        "wenet_lite.model": ["wenet_lite.data", "wenet_lite.train", *run,
                              "wenet_lite.export", "wenet_lite.model_io", "wenet_lite.cli"],
         "wenet_lite.features": ["wenet_lite.model", "wenet_lite.data", "wenet_lite.train",
-                                "wenet_lite.decode", "wenet_lite.export"],
-        "wenet_lite.decode": ["wenet_lite.train", "wenet_lite.export", "wenet_lite.cli",
-                              "wenet_lite.serve"],
-        "wenet_lite.serve": ["wenet_lite.train", "wenet_lite.export", "wenet_lite.cli"],
-        "wenet_lite.export": ["wenet_lite.train", "wenet_lite.decode", "wenet_lite.cli"],
-        "wenet_lite.data": ["wenet_lite.train", "wenet_lite.decode", "wenet_lite.export"],
-        "wenet_lite.model_io": ["wenet_lite.train", "wenet_lite.decode", "wenet_lite.export"],
-        "wenet_lite.bundle": ["wenet_lite.train", "wenet_lite.decode", "wenet_lite.export",
+                                *run, "wenet_lite.export"],
+        # The runtime's layers, bottom up: the search (log-probs in, hypotheses out), the
+        # streaming runtime (engines, recogniser, streams, results), evaluation of a set.
+        "wenet_lite.search": ["wenet_lite.runtime", "wenet_lite.evaluation", "wenet_lite.train",
+                              "wenet_lite.export", "wenet_lite.cli", "wenet_lite.serve",
+                              "wenet_lite.features"],
+        "wenet_lite.runtime": ["wenet_lite.evaluation", "wenet_lite.train", "wenet_lite.export",
+                               "wenet_lite.cli", "wenet_lite.serve", "wenet_lite.recognizer",
+                               "wenet_lite.transcription"],
+        "wenet_lite.evaluation": ["wenet_lite.train", "wenet_lite.export", "wenet_lite.cli",
+                                  "wenet_lite.serve", "wenet_lite.transcription"],
+        "wenet_lite.serve": ["wenet_lite.train", "wenet_lite.export", "wenet_lite.cli",
+                             "wenet_lite.evaluation"],
+        "wenet_lite.export": ["wenet_lite.train", *run, "wenet_lite.cli"],
+        "wenet_lite.data": ["wenet_lite.train", *run, "wenet_lite.export"],
+        "wenet_lite.model_io": ["wenet_lite.train", *run, "wenet_lite.export"],
+        "wenet_lite.bundle": ["wenet_lite.train", *run, "wenet_lite.export",
                               "wenet_lite.model_io", "wenet_lite.cli", "wenet_lite.serve"],
-        # Opening recognisers and transcribing sit above decode and export, below the CLI.
+        # Opening recognisers and transcribing sit above the runtime and export, below the CLI.
         "wenet_lite.recognizer": ["wenet_lite.train", "wenet_lite.cli", "wenet_lite.serve",
-                                  "wenet_lite.transcription"],
-        "wenet_lite.transcription": ["wenet_lite.train", "wenet_lite.cli", "wenet_lite.serve"],
+                                  "wenet_lite.transcription", "wenet_lite.evaluation"],
+        "wenet_lite.transcription": ["wenet_lite.train", "wenet_lite.cli", "wenet_lite.serve",
+                                     "wenet_lite.evaluation"],
         # Each subcommand's module reads the shared flags, not another subcommand's module.
         "wenet_lite.cli.serve": ["wenet_lite.cli.decode", "wenet_lite.cli.transcribe"],
         "wenet_lite.cli.transcribe": ["wenet_lite.cli.decode", "wenet_lite.cli.serve"],
-        "wenet_lite.wenet_import": ["wenet_lite.train", "wenet_lite.decode", "wenet_lite.export",
+        "wenet_lite.wenet_import": ["wenet_lite.train", *run, "wenet_lite.export",
                                     "wenet_lite.cli", "wenet_lite.serve"],
     }  # fmt: skip
     broken = [
@@ -105,16 +116,45 @@ def test_no_import_cycles() -> None:
     assert not cycles, cycles
 
 
-def test_decode_imports_do_not_pull_the_streaming_stack() -> None:
-    """`import wenet_lite.decode` (and its search, options and LM modules) stays light: soxr,
-    lhotse and the training code load only with what needs them."""
+def test_search_imports_do_not_pull_the_streaming_stack() -> None:
+    """`import wenet_lite.search` (and its search, options and LM modules) stays light: soxr,
+    lhotse, the training code and the streaming runtime load only with what needs them."""
     import subprocess
     import sys
 
     code = (
-        "import sys, wenet_lite.decode, wenet_lite.decode.ctc_search, wenet_lite.decode.options, "
-        "wenet_lite.decode.lm; print(sorted(m for m in ('soxr', 'lhotse', 'wenet_lite.train', "
-        "'wenet_lite.decode.streaming') if m in sys.modules))"
+        "import sys, wenet_lite.search, wenet_lite.search.ctc_search, wenet_lite.search.options, "
+        "wenet_lite.search.lm, wenet_lite.runtime; print(sorted(m for m in ('soxr', 'lhotse', "
+        "'wenet_lite.train', 'wenet_lite.runtime.streaming') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _foreign_private_uses(path: Path) -> List[str]:
+    """``x._name`` where x is not ``self``/``cls``: one object reaching into another's
+    private members."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [
+        f"{path.name}:{node.lineno} {ast.unparse(node)}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr.startswith("_")
+        and not node.attr.startswith("__")
+        and ast.unparse(node.value) not in ("self", "cls", "os", "sys")  # os._exit
+    ]
+
+
+def test_the_recogniser_and_its_streams_use_each_others_public_members() -> None:
+    assert not _foreign_private_uses(PACKAGE / "runtime" / "streaming.py")
+    assert not _foreign_private_uses(PACKAGE / "serve" / "server.py")
+
+
+def test_the_server_does_not_branch_on_the_protocol() -> None:
+    """Each protocol is one adapter class (serve/protocols.py); the server calls it."""
+    import re
+
+    for path in (PACKAGE / "serve").glob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        assert not re.search(r"protocol\s*[!=]=", text), path.name
+        assert not re.search(r"""[!=]=\s*["'](sherpa|wenet)["']""", text), path.name

@@ -16,7 +16,7 @@ import torch
 from tests.serve.conftest import sherpa_finals, sherpa_session, start_server
 from wenet_lite.cli import main
 from wenet_lite.data.manifest import load_cuts
-from wenet_lite.decode.lm import WordLM
+from wenet_lite.search.lm import WordLM
 from wenet_lite.wenet_import import import_wenet
 
 CASE = Path(__file__).parent / "data" / "wenet" / "librispeech"

@@ -18,14 +18,14 @@ import yaml
 
 from tests.test_wenet_decoder import _differences as decoder_differences
 from wenet_lite.cli import main
-from wenet_lite.decode.endpoint import EndpointConfig
-from wenet_lite.decode.engines import OnnxRuntimeEngine, TorchEngine, stream_log_probs
-from wenet_lite.decode.streaming import StreamingRecognizer
 from wenet_lite.model.chunking import Chunking
 from wenet_lite.model.conformer import ConformerEncoder
 from wenet_lite.model.posenc import WENET_MAX_POSITIONS
 from wenet_lite.model.state import stack_states, unstack_state
 from wenet_lite.model_io import load_model
+from wenet_lite.recognizer import open_recognizer
+from wenet_lite.runtime.endpoint import EndpointConfig
+from wenet_lite.runtime.engines import OnnxRuntimeEngine, TorchEngine, stream_log_probs
 from wenet_lite.wenet_import import WenetImportError, import_wenet
 
 CASES = Path(__file__).parent / "data" / "wenet"
@@ -118,8 +118,8 @@ def test_batched_streams_each_keep_their_offset(imported, engine_kind: str) -> N
         engine = OnnxRuntimeEngine(export_batched_onnx(model, chunking), chunking)
     else:
         pytest.importorskip("executorch")
-        from wenet_lite.decode.engines import ExecuTorchEngine
         from wenet_lite.export.executorch import lower_executorch
+        from wenet_lite.runtime.engines import ExecuTorchEngine
 
         engine = ExecuTorchEngine(lower_executorch(model, chunking), chunking)
     feats = _golden("librispeech")["feats"]
@@ -208,8 +208,8 @@ def test_a_segment_ends_where_wenets_positions_end(imported, caplog) -> None:
     """Without endpoints a segment is ended at WeNet's table end (here lowered to 64 frames to
     keep the test short): logged, the offset restarts, nothing fails."""
     model, tokenizer, cfg = load_model(imported["librispeech"])
-    rec = StreamingRecognizer.from_model(model, cfg, tokenizer, Chunking(16, 4),
-                                         endpoint=EndpointConfig(enabled=False))  # fmt: skip
+    rec = open_recognizer((model, tokenizer, cfg), Chunking(16, 4),
+                          endpoint=EndpointConfig(enabled=False))  # fmt: skip
     assert rec.max_segment_frames == WENET_MAX_POSITIONS
     rec.max_segment_frames = 64
     seen = []
@@ -222,7 +222,7 @@ def test_a_segment_ends_where_wenets_positions_end(imported, caplog) -> None:
     rec.engine.run = run
     stream = rec.create_stream()
     samples = np.random.default_rng(0).standard_normal(16000 * 6).astype(np.float32) * 0.3
-    with caplog.at_level(logging.INFO, logger="wenet_lite.decode.streaming"):
+    with caplog.at_level(logging.INFO, logger="wenet_lite.runtime.streaming"):
         stream.accept_waveform(16000, samples)
         stream.input_finished()
         rec.decode_until_done([stream])
@@ -320,8 +320,8 @@ def test_an_older_checkpoint_with_position_tables_imports(tmp_path) -> None:
 def test_rescoring_picks_wenets_best_path(imported, name: str) -> None:
     """Attention rescoring over an n-best gives the scores WeNet's formula gives with WeNet's
     own decoder log-probs: (1 - rw) * l2r + rw * r2l + ctc_weight * ctc, and the same best."""
-    from wenet_lite.decode.ctc_search import Hypothesis
-    from wenet_lite.decode.rescore import Segment, rescore
+    from wenet_lite.search.ctc_search import Hypothesis
+    from wenet_lite.search.rescore import Segment, rescore
 
     model, _, cfg = load_model(imported[name])
     golden = _golden(name)
@@ -361,15 +361,15 @@ def test_cmvn_is_read_from_global_cmvn_when_the_weights_lack_it(tmp_path, name: 
 def test_a_model_subsampling_by_6_streams_exactly(imported) -> None:
     """GigaSpeech's shape: the recogniser's streamed tokens (audio in random pieces, batched
     with another stream) equal its simulated streaming over the whole audio."""
-    from wenet_lite.decode.ctc_search import ctc_greedy_search
-    from wenet_lite.decode.options import SearchOptions
     from wenet_lite.features.fbank import compute_fbank
+    from wenet_lite.search.ctc_search import ctc_greedy_search
+    from wenet_lite.search.options import SearchOptions
 
     model, tokenizer, cfg = load_model(imported["gigaspeech"])
     chunking = Chunking(8, 2)
     search = SearchOptions(blank_penalty=2.0)
-    rec = StreamingRecognizer.from_model(model, cfg, tokenizer, chunking, search,
-                                         endpoint=EndpointConfig(enabled=False))  # fmt: skip
+    rec = open_recognizer((model, tokenizer, cfg), chunking, search,
+                          endpoint=EndpointConfig(enabled=False))  # fmt: skip
     rng = np.random.default_rng(3)
     audios = [(rng.standard_normal(16000 * s) * 0.3).astype(np.float32) for s in (3, 2)]
     streams = [rec.create_stream() for _ in audios]

@@ -76,38 +76,42 @@ def _program(name: str, model, chunking) -> bytes:
     return lower_executorch(model, chunking, "int8" if name.endswith("int8") else None)
 
 
-def _engine(name: str, model, chunking, work: Path) -> Tuple[object, int]:
-    """The engine and the size in bytes of the file it runs (0: none). Exports run in a child
-    process, so that this process's peak memory is the engine's alone."""
-    from wenet_lite.decode.engines import ExecuTorchEngine, OnnxRuntimeEngine, TorchEngine
+def _recognizer(name: str, model, tokenizer, cfg, chunking, work: Path) -> Tuple[object, int]:
+    """The recogniser on engine ``name`` and the size in bytes of the file it runs (0: none).
+    Torch engines open through ``open_recognizer``; exports run in a child process, so that
+    this process's peak memory is the engine's alone, and the program it writes is opened
+    here (a model with random weights has no tokenizer, so no export directory)."""
+    from wenet_lite.recognizer import EngineSpec, open_recognizer
+    from wenet_lite.runtime.endpoint import EndpointConfig
+    from wenet_lite.runtime.engines import ExecuTorchEngine, OnnxRuntimeEngine
+    from wenet_lite.runtime.streaming import StreamingRecognizer
 
+    no_endpoint = EndpointConfig(enabled=False)
     if name.startswith("torch"):
         torch.save(model.state_dict(), work / "model.pt")
         size = (work / "model.pt").stat().st_size if name == "torch" else 0
-        return TorchEngine(model, chunking, int8=name.endswith("int8")), size
+        spec = EngineSpec(int8=name.endswith("int8"))
+        return open_recognizer((model, tokenizer, cfg), chunking, None, no_endpoint, spec), size
     path = work / "program"
     argv = [a for a in sys.argv[1:] if a != "--one" and a != name]
     subprocess.run([sys.executable, __file__, *argv, "--build", name, str(path)], check=True)
     if name == "onnxruntime":
-        return OnnxRuntimeEngine(path, chunking), path.stat().st_size
-    return ExecuTorchEngine(path, chunking, threads=1), path.stat().st_size
+        engine = OnnxRuntimeEngine(path, chunking)
+    else:
+        engine = ExecuTorchEngine(path, chunking, threads=1, int8=name.endswith("int8"))
+    rec = StreamingRecognizer(engine, cfg, tokenizer, endpoint=no_endpoint, model=model)
+    return rec, path.stat().st_size
 
 
 def _measure_one(args: argparse.Namespace) -> Dict[str, float]:
     """In this process: build one engine and time the recogniser on it."""
-    from wenet_lite.decode.endpoint import EndpointConfig
-    from wenet_lite.decode.streaming import StreamingRecognizer
-
     torch.set_num_threads(1)
     model, tokenizer, cfg = _model(args)
     chunking = Chunking(args.chunk_size, args.left_chunks)
     counts = [int(x) for x in args.streams.split(",")]
     audio = _audio(args.data, max(counts), args.seconds)
     tmp = tempfile.TemporaryDirectory()  # kept until the process ends: engines read files
-    engine, size = _engine(args.one, model, chunking, Path(tmp.name))
-    rec = StreamingRecognizer.from_model(
-        model, cfg, tokenizer, chunking, endpoint=EndpointConfig(enabled=False), engine=engine
-    )
+    rec, size = _recognizer(args.one, model, tokenizer, cfg, chunking, Path(tmp.name))
     row: Dict[str, float] = {"file_bytes": size}
     for n in counts:
         best, steps = float("inf"), 1

@@ -85,10 +85,10 @@ def stream_worker(args: argparse.Namespace) -> Dict[str, Any]:
     import soundfile as sf
     import torch
 
-    from wenet_lite.decode.endpoint import EndpointConfig
-    from wenet_lite.decode.options import SearchOptions
-    from wenet_lite.decode.streaming import StreamingRecognizer
     from wenet_lite.model.chunking import Chunking
+    from wenet_lite.recognizer import open_recognizer
+    from wenet_lite.runtime.endpoint import EndpointConfig
+    from wenet_lite.search.options import SearchOptions
 
     torch.set_num_threads(1)
     beam = args.mode == "prefix_beam"
@@ -99,7 +99,7 @@ def stream_worker(args: argparse.Namespace) -> Dict[str, Any]:
         hotwords=args.hotwords_file,
         token_min_logp=-5 if beam else None,
     )
-    rec = StreamingRecognizer(
+    rec = open_recognizer(
         args.model,
         Chunking(CHUNK, args.left_chunks),
         search,
@@ -135,7 +135,7 @@ def stream_worker(args: argparse.Namespace) -> Dict[str, Any]:
 def decode_worker(args: argparse.Namespace) -> Dict[str, Any]:
     import torch
 
-    from wenet_lite.decode.recognize import DecodeOptions, decode_cuts
+    from wenet_lite.evaluation.recognize import DecodeOptions, decode_cuts
     from wenet_lite.model.chunking import Chunking
 
     torch.set_num_threads(1)

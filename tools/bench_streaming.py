@@ -41,17 +41,20 @@ _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 def _recognizer(config: str, chunk: int, left: int, device: str, dtype: torch.dtype):
     from wenet_lite.config import load_config
-    from wenet_lite.decode.endpoint import EndpointConfig
-    from wenet_lite.decode.streaming import StreamingRecognizer
     from wenet_lite.model import build_model
     from wenet_lite.model.chunking import Chunking
+    from wenet_lite.recognizer import open_recognizer
+    from wenet_lite.runtime.endpoint import EndpointConfig
 
     cfg = load_config(config)
     torch.manual_seed(0)
     model = build_model(cfg, cfg.tokenizer.vocab_size).to(device, dtype)
-    return StreamingRecognizer.from_model(
-        model, cfg, None, Chunking(chunk, left), endpoint=EndpointConfig(enabled=False)
+    threads = torch.get_num_threads()  # open_recognizer sets the engine's (1 by default)
+    rec = open_recognizer(
+        (model, None, cfg), Chunking(chunk, left), endpoint=EndpointConfig(enabled=False)
     )
+    torch.set_num_threads(threads)
+    return rec
 
 
 def _run(rec, num_streams: int, seconds: float) -> Dict[str, float]:

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from wenet_lite.decode.lm import load_lm, perplexity, read_sentences
+from wenet_lite.search.lm import load_lm, perplexity, read_sentences
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -37,8 +37,8 @@ from wenet_lite.model_io import load_model
 def cross_attention(model, feats: torch.Tensor, chunk_size: int, layer: int):
     """(tokens, CTC frames, [per direction: (U+1, T) head-averaged weights]) of the rescored
     best hypothesis of ``feats`` (T_in, F)."""
-    from wenet_lite.decode.ctc_search import ctc_prefix_beam_search
-    from wenet_lite.decode.rescore import Segment, rescore
+    from wenet_lite.search.ctc_search import ctc_prefix_beam_search
+    from wenet_lite.search.rescore import Segment, rescore
 
     out, lens = model.encoder(feats[None], torch.tensor([feats.size(0)]), chunk_size, -1)
     nbest = ctc_prefix_beam_search(model.ctc(out)[0], 10, 10)

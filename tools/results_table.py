@@ -151,8 +151,8 @@ def hotword_lines(
     """Recall of the listed words (reference occurrences decoded right) in each full-context
     row, and the decode time of each biased row against its plain one."""
     from wenet_lite.data.manifest import cut_text, load_cuts
-    from wenet_lite.decode.score import read_hyps
-    from wenet_lite.decode.wer import align_tokens
+    from wenet_lite.evaluation.score import read_hyps
+    from wenet_lite.evaluation.wer import align_tokens
 
     listed = set(words_file.read_text(encoding="utf-8").split())
     refs = {c.id: _words(cut_text(c)) for c in load_cuts(test)}
@@ -198,8 +198,8 @@ def unseen_words(
     """One sentence on the test words never seen in training (and how many were decoded), and
     on those never in the LM text."""
     from wenet_lite.data.manifest import cut_text, load_cuts
-    from wenet_lite.decode.score import read_hyps
-    from wenet_lite.decode.wer import align_tokens
+    from wenet_lite.evaluation.score import read_hyps
+    from wenet_lite.evaluation.wer import align_tokens
 
     vocab = {w for part in train_data for c in load_cuts(part) for w in _words(cut_text(c))}
     refs = {c.id: _words(cut_text(c)) for c in load_cuts(test_data)}

@@ -22,7 +22,7 @@ CTC, and sentencepiece's rule for turning pieces into text.
 greedy, and at the end of each file its n-best re-ranked by the model's
 ``forward_attention_decoder`` over the file's encoder output, as `wenet-lite stream --mode
 attention_rescoring --no-endpoint` does (the beam search here is a plain copy of
-``decode/ctc_search.py``'s, without LM or hotwords, so that its n-best is the same).
+``search/ctc_search.py``'s, without LM or hotwords, so that its n-best is the same).
 """
 
 from __future__ import annotations

@@ -25,10 +25,10 @@ from tqdm import tqdm
 
 from wenet_lite.data.manifest import cut_samples, cut_text, load_cuts
 from wenet_lite.data.tokenizer import normalize_text
-from wenet_lite.decode.ctc_search import ctc_prefix_beam_search
-from wenet_lite.decode.wer import sum_counts, word_errors
+from wenet_lite.evaluation.wer import sum_counts, word_errors
 from wenet_lite.features.fbank import compute_fbank
 from wenet_lite.model_io import load_model
+from wenet_lite.search.ctc_search import ctc_prefix_beam_search
 
 Candidate = Tuple[str, float, float, float]  # text, search score, l2r score, r2l score
 

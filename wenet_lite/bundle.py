@@ -6,7 +6,7 @@ options, precision), the resolved training config (features, subsampling, decode
 which engine the directory is for, and its files by role (``model``, ``model_int8``, ...);
 ``tokenizer.model`` is the SentencePiece model (pieces, word starts, text). Written by
 ``wenet-lite export --format executorch`` and ``--format onnx``; read by
-``StreamingRecognizer.from_export`` (``stream --model DIR``).
+``wenet_lite.recognizer.open_recognizer`` (``stream --model DIR``).
 
 Every problem is a ValueError (or FileNotFoundError) naming the file: a directory without
 ``wenet_lite.json``, a file it lists that is missing, a format newer than this release, a

@@ -21,6 +21,7 @@ from wenet_lite.fileio import write_text_atomic
 
 __all__ = [
     "ConfigError",
+    "flag",
     "FeatureConfig",
     "SpecAugConfig",
     "ChunkConfig",
@@ -39,6 +40,11 @@ __all__ = [
     "apply_overrides",
     "read_config_dict",
 ]
+
+
+def flag(name: str, help: str, **argparse_kwargs: Any) -> Dict[str, Any]:
+    """A field's metadata: its command-line flag, help text and extra argparse arguments."""
+    return {"flag": name, "help": help, **argparse_kwargs}
 
 
 _SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")

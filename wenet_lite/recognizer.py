@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Tuple, Union
 
-from wenet_lite.decode.endpoint import EndpointConfig
-from wenet_lite.decode.engines import ENGINES, Engine
-from wenet_lite.decode.options import SearchOptions
 from wenet_lite.model.chunking import Chunking
+from wenet_lite.runtime.endpoint import EndpointConfig
+from wenet_lite.runtime.engines import ENGINES, Engine, require_fixed_cache
+from wenet_lite.search.options import SearchOptions
 
 __all__ = ["EngineSpec", "check_rules", "make_engine", "open_recognizer"]
 
@@ -51,16 +51,13 @@ class EngineSpec:
 
     def check_chunking(self, chunking: Chunking) -> None:
         """The exported engines need a fixed cache (ValueError)."""
-        if self.kind not in (None, "torch") and chunking.left_chunks < 0:
-            raise ValueError(
-                f"--engine {self.kind} needs a fixed cache: --left-chunks >= 0 (got "
-                f"{chunking.left_chunks}); 4 is a good choice"
-            )
+        if self.kind not in (None, "torch"):
+            require_fixed_cache(self.kind, chunking)
 
 
 def make_engine(spec: EngineSpec, model: Any, chunking: Chunking) -> Engine:
     """The engine of ``spec`` for a model in memory (on the CPU unless torch fp32)."""
-    from wenet_lite.decode.engines import ExecuTorchEngine, OnnxRuntimeEngine, TorchEngine
+    from wenet_lite.runtime.engines import ExecuTorchEngine, OnnxRuntimeEngine, TorchEngine
 
     spec.check_chunking(chunking)
     if spec.kind == "executorch":
@@ -79,7 +76,8 @@ def check_rules(
     source: Union[str, Path, Tuple[Any, Any, Any]], chunking: Optional[Chunking], spec: EngineSpec
 ) -> Chunking:
     """The chunking to open ``source`` with (an export directory's by default, else 16/4),
-    after every rule of engine, source and chunking (ValueError saying what to change)."""
+    after every rule of engine, source and chunking (ValueError saying what to change). Reads
+    an export directory's record, loads nothing else: the CLI calls it before loading."""
     if isinstance(source, (str, Path)) and Path(source).is_dir():
         from wenet_lite.bundle import read_bundle
 
@@ -94,10 +92,32 @@ def check_rules(
                 f"{source} is for onnxruntime, whose int8 is not batch-invariant: export with "
                 "--format executorch --int8, or stream the model file with --int8"
             )
-        return chunking or bundle.chunking
+        if spec.int8 and "model_int8" not in bundle.files:
+            raise ValueError(f"{source} has no int8 program: export with --int8")
+        if chunking is not None and chunking != bundle.chunking:
+            raise ValueError(
+                f"{source} was exported for {bundle.chunking.describe()}, not "
+                f"{chunking.describe()}: export it again with those settings"
+            )
+        return bundle.chunking
     chunking = chunking or Chunking(16, 4)
     spec.check_chunking(chunking)
     return chunking
+
+
+def _bundle_engine(directory: Union[str, Path], spec: EngineSpec) -> Tuple[Engine, Any]:
+    """The engine of an export directory whose rules :func:`check_rules` passed, and its
+    bundle (``wenet_lite.bundle``: config, tokenizer and chunking travel in the directory)."""
+    from wenet_lite.bundle import read_bundle
+    from wenet_lite.runtime.engines import ExecuTorchEngine, OnnxRuntimeEngine
+
+    bundle = read_bundle(directory)
+    if bundle.engine == "executorch":
+        program = bundle.files["model_int8" if spec.int8 else "model"]
+        return ExecuTorchEngine(program, bundle.chunking, spec.threads, int8=spec.int8), bundle
+    if bundle.engine == "onnxruntime":
+        return OnnxRuntimeEngine(bundle.files["model"], bundle.chunking, spec.threads), bundle
+    raise ValueError(f"{directory}: unknown engine {bundle.engine!r} in its record")
 
 
 def open_recognizer(
@@ -107,13 +127,14 @@ def open_recognizer(
     endpoint: Optional[EndpointConfig] = None,
     engine: Optional[EngineSpec] = None,
 ) -> Any:
-    """A :class:`~wenet_lite.decode.streaming.StreamingRecognizer` over any source.
+    """A :class:`~wenet_lite.runtime.streaming.StreamingRecognizer` over any source.
 
     Args:
         source: a model file, an export directory (`wenet-lite export --format onnx |
-            executorch`: its engine and chunking), or ``(model, tokenizer, config)`` in memory.
+            executorch`: its engine and chunking; it needs no model file and no torch model),
+            or ``(model, tokenizer, config)`` in memory (as ``load_model`` returns them).
         chunking: chunk size and left chunks (default: an export directory's, else 16/4).
-        search, endpoint: the search and endpointing (defaults as ``StreamingRecognizer``).
+        search, endpoint: the search and endpointing (defaults: greedy, ``EndpointConfig()``).
         engine: what runs the encoder (default :class:`EngineSpec`: the source's own engine).
     Raises:
         ValueError for a combination that cannot run, saying what to change;
@@ -121,35 +142,31 @@ def open_recognizer(
     """
     import torch
 
-    from wenet_lite.decode.streaming import StreamingRecognizer
     from wenet_lite.model.chunking import check_chunking
+    from wenet_lite.runtime.streaming import StreamingRecognizer
 
     spec = engine or EngineSpec()
     chunking = check_rules(source, chunking, spec)
     torch.set_num_threads(spec.threads)
     if isinstance(source, (str, Path)) and Path(source).is_dir():
-        return StreamingRecognizer.from_export(
-            source, search, chunking=chunking, endpoint=endpoint, int8=spec.int8,
-            threads=spec.threads,
-        )  # fmt: skip
+        made, bundle = _bundle_engine(source, spec)
+        return StreamingRecognizer(
+            made, bundle.cfg, bundle.tokenizer, search, endpoint=endpoint, source=str(source)
+        )
     if isinstance(source, (str, Path)):
-        if spec.kind in (None, "torch") and not spec.int8:
-            return StreamingRecognizer(
-                source, chunking, search, endpoint=endpoint, device=spec.device
-            )
         from wenet_lite.model_io import load_model
 
-        model, tokenizer, cfg = load_model(source, torch.device("cpu"))
+        torch_fp32 = spec.kind in (None, "torch") and not spec.int8
+        device = torch.device(spec.device if torch_fp32 else "cpu")
+        model, tokenizer, cfg = load_model(source, device)
         name = str(source)
     else:
         model, tokenizer, cfg = source
         name = "the model"
         if spec.device != "cpu":
             model = model.to(spec.device)
-    check_chunking(cfg.encoder, chunking, cached=True, source=name)
+    check_chunking(cfg.encoder, chunking, cached=True, source=name)  # before an export
     made = make_engine(spec, model, chunking)
-    rec = StreamingRecognizer.from_model(
-        model, cfg, tokenizer, chunking, search, endpoint=endpoint, engine=made
+    return StreamingRecognizer(
+        made, cfg, tokenizer, search, endpoint=endpoint, model=model, source=name
     )
-    rec.source = name
-    return rec

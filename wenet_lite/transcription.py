@@ -14,7 +14,7 @@ A model file decodes in full context by default (what `decode` computes: a file 
 ``max_window_seconds`` in overlapping windows of bounded memory) and is cut into segments at
 pauses between words; with ``chunk_size`` > 0 it streams at the model's own latency and the
 segments are the endpoints'. An export directory or an opened
-:class:`~wenet_lite.decode.streaming.StreamingRecognizer` always streams.
+:class:`~wenet_lite.runtime.streaming.StreamingRecognizer` always streams.
 
 Subtitles (:func:`subtitle_cues`, written as SRT or WebVTT) follow the usual rules for players
 and readers: numbered cues, at most two lines of 42 characters, at most 7 s on screen, at least
@@ -34,10 +34,10 @@ from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union, overlo
 import numpy as np
 import torch
 
-from wenet_lite.decode.endpoint import EndpointConfig
-from wenet_lite.decode.options import SearchOptions
-from wenet_lite.decode.result import Result, Word, make_result
 from wenet_lite.features.audio import AudioError, load_audio
+from wenet_lite.runtime.endpoint import EndpointConfig
+from wenet_lite.runtime.result import Result, Word, make_result
+from wenet_lite.search.options import SearchOptions
 
 __all__ = ["FORMATS", "Cue", "Segment", "Transcriber", "Transcript", "format_transcript",
            "split_at_pauses", "subtitle_cues", "transcribe"]  # fmt: skip
@@ -117,8 +117,8 @@ class Transcriber:
         engine: Optional[Any] = None,
         progress: bool = True,
     ) -> None:
-        from wenet_lite.decode.streaming import StreamingRecognizer
         from wenet_lite.model.chunking import Chunking
+        from wenet_lite.runtime.streaming import StreamingRecognizer
 
         self.pause = pause
         self.search = search or SearchOptions()
@@ -140,12 +140,12 @@ class Transcriber:
             net, tokenizer, cfg = model
             self._full = (net.eval(), tokenizer, cfg)
         if self._full is not None:
-            from wenet_lite.decode.utterance import DecodeOptions
+            from wenet_lite.runtime.utterance import DecodeOptions
 
             net, tokenizer, cfg = self._full
             search = self.search.resolved(cfg.decode)
             if search.rescoring:
-                from wenet_lite.decode.rescore import check_decoder
+                from wenet_lite.search.rescore import check_decoder
 
                 check_decoder(net, "the model")
             self._options = DecodeOptions(
@@ -209,9 +209,9 @@ class Transcriber:
     def _full_context(
         self, samples: np.ndarray, rate: int, name: str, duration: float
     ) -> Transcript:
-        from wenet_lite.decode.utterance import recognize_features
         from wenet_lite.features.audio import resample
         from wenet_lite.features.fbank import compute_fbank
+        from wenet_lite.runtime.utterance import recognize_features
 
         assert self._full is not None
         net, tokenizer, cfg = self._full

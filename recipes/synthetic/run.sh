@@ -75,6 +75,7 @@ device=${device:-auto}            # train, decode and stream on this device (aut
                                   # present, else cpu); e.g. --device cpu, --device cuda
 export_chunk=${export_chunk:-16}
 export_left=${export_left:-4}
+left_chunks=${left_chunks:--1}  # history chunks of chunked decoding and streaming (-1: all, as trained)
 if [ "$smoke" = 1 ]; then
   hours=${smoke_hours:-0.02}
   config=conf/tiny_test.yaml
@@ -100,7 +101,7 @@ while [ $# -gt 0 ]; do
         stage|stop_stage|hours|seed|jobs|config|overrides|average_num|chunks|stream_chunks|\
 lm_beam|token_min_logp|lm_weight|word_bonus|oov_penalty|blank_penalty|lm_text|lm_chunk|\
 hotwords|hotwords_score|rescore|rescore_chunk|rescore_lm_ctc_weight|device|export_chunk|\
-export_left|corpus|data|exp|init)
+export_left|left_chunks|corpus|data|exp|init)
           printf -v "$name" '%s' "$2" ;;
         nj) jobs=$2 ;;  # the older spelling of --jobs
         *) echo "$0: unknown option $1" >&2; exit 2 ;;
@@ -186,7 +187,7 @@ fi
 
 decode_test() {  # decode_test NAME [decode options]: $decode_dir/NAME
   wenet-lite decode --model "$model" --data "$data/$test_part" --out "$decode_dir/$1" \
-    "${device_args[@]}" "${@:2}"
+    --left-chunks "$left_chunks" "${device_args[@]}" "${@:2}"
 }
 train_lm() {  # the word LM of stage 5 (after resolve_lm_text)
   local lm_source=(--data "$data/train-clean-100")
@@ -215,7 +216,7 @@ stream_test() {  # stream_test C [lm|rescore|lm_rescore]: stream the test set at
   esac
   [ -f "$decode_dir/$sim/hyp.txt" ] && compare=(--compare "$decode_dir/$sim")
   wenet-lite stream --model "$model" --chunk-size "$1" --no-endpoint --json --max-streams 8 \
-    "${device_args[@]}" \
+    --left-chunks "$left_chunks" "${device_args[@]}" \
     "${search[@]}" --ref "$data/$test_part" --out "$decode_dir/$name" "${compare[@]}" \
     > "$decode_dir/$name.jsonl"
   cat "$decode_dir/$name/summary.txt"
@@ -271,7 +272,7 @@ if run_stage 6; then
   in_parallel "${tasks[@]}"
   log 6 "one file as a live stream (partials on stderr, final segments with word times)"
   wenet-lite stream --model "$model" --chunk-size "${stream_chunks%% *}" "${device_args[@]}" \
-    "${files[0]}" 2> "$exp/stream_partials.txt" | tee "$exp/stream_one_file.txt"
+    --left-chunks "$left_chunks" "${files[0]}" 2> "$exp/stream_partials.txt" | tee "$exp/stream_one_file.txt"
 fi
 
 if run_stage 7; then

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from wenet_lite.decode.arpa import ArpaLM
-from wenet_lite.decode.lm import EOS, UNK, LMScorer, WordLM, load_lm
+from wenet_lite.search.arpa import ArpaLM
+from wenet_lite.search.lm import EOS, UNK, LMScorer, WordLM, load_lm
 
 LN10 = math.log(10.0)
 HAND = """
@@ -140,7 +140,7 @@ def test_train_lm_writes_arpa_or_json_by_name(tmp_path: Path) -> None:
 def test_score_caches_stay_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A long-running stream server scores ever new (history, word) pairs: the caches start
     over at their limit, and scores stay the same."""
-    import wenet_lite.decode.arpa as arpa_module
+    import wenet_lite.search.arpa as arpa_module
 
     monkeypatch.setattr(arpa_module, "CACHE_LIMIT", 2)  # NGramLM's, for both kinds
     word_lm = WordLM.train(["A B", "B A"])

@@ -17,11 +17,11 @@ import soundfile as sf
 import soxr
 
 from wenet_lite.cli import main
+from wenet_lite.cli.stream_files import stream_inputs
 from wenet_lite.data.manifest import load_cuts, prepare_cuts
-from wenet_lite.decode.endpoint import EndpointConfig
-from wenet_lite.decode.stream_files import stream_inputs
-from wenet_lite.decode.streaming import StreamingRecognizer
 from wenet_lite.model.chunking import Chunking
+from wenet_lite.recognizer import open_recognizer
+from wenet_lite.runtime.endpoint import EndpointConfig
 
 
 def _hyps(out: Path) -> Dict[str, str]:
@@ -152,7 +152,7 @@ def test_decode_with_a_word_lm(corpus: Path, tiny, tmp_path: Path, capsys) -> No
     change nothing; greedy + LM is refused."""
     from wenet_lite.data.manifest import cut_text
     from wenet_lite.data.tokenizer import normalize_text
-    from wenet_lite.decode.lm import WordLM
+    from wenet_lite.search.lm import WordLM
 
     data = corpus / "test-clean"
     word_lm = WordLM.train(normalize_text(cut_text(c)) for c in load_cuts(data))
@@ -276,7 +276,7 @@ def test_ctrl_c_finishes_live_input(mixed_rates: Path, tiny, tmp_path: Path) -> 
     samples = sf.read(mixed_rates / "a.wav", dtype="int16")[0]
     samples = samples[: len(samples) // 1600 * 1600]
     sf.write(tmp_path / "a.wav", samples, 16000)
-    rec = StreamingRecognizer(tiny.path, Chunking(4), endpoint=EndpointConfig(enabled=False))
+    rec = open_recognizer(tiny.path, Chunking(4), endpoint=EndpointConfig(enabled=False))
     out, live = io.StringIO(), io.StringIO()
     assert stream_inputs(rec, [str(tmp_path / "a.wav")], json_lines=True, out=out).failed == 0
     pipe = _PipeThenCtrlC(samples.astype("<i2").tobytes())

@@ -9,7 +9,7 @@ from typing import List, Sequence, Tuple
 
 import pytest
 
-from wenet_lite.decode.context import ROOT, ContextGraph, Phrase, read_hotwords
+from wenet_lite.search.context import ROOT, ContextGraph, Phrase, read_hotwords
 
 
 def _graph(*phrases: Tuple[Sequence[int], float]) -> ContextGraph:

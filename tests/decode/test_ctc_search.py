@@ -6,7 +6,7 @@ from typing import Dict, List, Tuple
 import pytest
 import torch
 
-from wenet_lite.decode.ctc_search import (
+from wenet_lite.search.ctc_search import (
     StreamingGreedySearch,
     StreamingPrefixBeamSearch,
     _Node,
@@ -172,7 +172,7 @@ def test_streaming_greedy_equals_one_shot(seed):
     log_probs = _random_log_probs(seed, num_frames=50, vocab=3)
     search = StreamingGreedySearch()
     for chunk in torch.split(log_probs, _split(50, torch.Generator().manual_seed(seed))):
-        streamed = search.accept(chunk)
+        (streamed,) = search.accept(chunk)  # a list, as the beam's n-best
     expected = _greedy(log_probs)
     assert streamed.tokens == expected.tokens
     assert streamed.timestamps == expected.timestamps

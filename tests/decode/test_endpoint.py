@@ -2,7 +2,7 @@
 
 import pytest
 
-from wenet_lite.decode.endpoint import EndpointConfig, detect_endpoint
+from wenet_lite.runtime.endpoint import EndpointConfig, detect_endpoint
 
 CFG = EndpointConfig(rule1_min_silence=2.0, rule2_min_silence=1.0, rule3_max_length=10.0)
 

@@ -1,4 +1,4 @@
-"""Engines (decode/engines.py): the onnxruntime engine over the batched graph that torch.export
+"""Engines (runtime/engines.py): the onnxruntime engine over the batched graph that torch.export
 writes (export/batched.py) gives the torch engine's log-probs and transcripts, keeps a batched
 stream equal to the stream alone, and is refused where it cannot run."""
 
@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from tests.decode.test_streaming import _feed, _stream
-from wenet_lite.decode.endpoint import EndpointConfig
-from wenet_lite.decode.engines import OnnxRuntimeEngine, TorchEngine
-from wenet_lite.decode.options import SearchOptions
-from wenet_lite.decode.streaming import StreamingRecognizer
 from wenet_lite.export.batched import export_batched_onnx
 from wenet_lite.model.chunking import Chunking
+from wenet_lite.runtime.endpoint import EndpointConfig
+from wenet_lite.runtime.engines import OnnxRuntimeEngine, TorchEngine
+from wenet_lite.runtime.streaming import StreamingRecognizer
+from wenet_lite.search.options import SearchOptions
 
 CHUNKING = Chunking(4, 2)
 
@@ -27,9 +27,9 @@ def graph(tiny) -> bytes:
 
 
 def _recognizer(tiny, engine, **search) -> StreamingRecognizer:
-    return StreamingRecognizer.from_model(
-        tiny.model, tiny.cfg, tiny.tokenizer, CHUNKING, SearchOptions(**search),
-        endpoint=EndpointConfig(enabled=False), engine=engine,
+    return StreamingRecognizer(
+        engine or TorchEngine(tiny.model, CHUNKING), tiny.cfg, tiny.tokenizer,
+        SearchOptions(**search), endpoint=EndpointConfig(enabled=False), model=tiny.model,
     )  # fmt: skip
 
 
@@ -96,11 +96,6 @@ def test_batched_equals_alone_with_onnxruntime(test_audio, tiny, graph) -> None:
 def test_refusals(tiny, graph, monkeypatch) -> None:
     with pytest.raises(ValueError, match="fixed cache"):
         OnnxRuntimeEngine(graph, Chunking(4, -1))
-    with pytest.raises(ValueError, match=r"built for .*chunk 4.*streams with .*chunk 8"):
-        StreamingRecognizer.from_model(
-            tiny.model, tiny.cfg, tiny.tokenizer, Chunking(8, 2),
-            engine=OnnxRuntimeEngine(graph, CHUNKING),
-        )  # fmt: skip
     with pytest.raises(ValueError, match="not a batched wenet_lite graph"):
         from wenet_lite.export.onnx import export_onnx_model
 
@@ -124,7 +119,8 @@ def test_stream_cli_with_onnxruntime(tiny, corpus, capsys) -> None:
         lines = [line for line in capsys.readouterr().out.splitlines() if '"final"' in line]
         finals[engine] = lines
     assert finals["torch"] and finals["torch"] == finals["onnxruntime"]
-    code = main(["stream", "--model", str(tiny.path), "--engine", "onnxruntime", path])
+    code = main(["stream", "--model", str(tiny.path), "--engine", "onnxruntime", "--left-chunks",
+                 "-1", path])  # fmt: skip
     assert code == 2 and "needs a fixed cache: --left-chunks >= 0" in capsys.readouterr().err
 
 
@@ -180,7 +176,7 @@ def test_decode_simulate_streaming_with_an_engine_equals_its_streams(
     corpus, test_audio, tiny, graph, kind
 ) -> None:
     from wenet_lite.data.manifest import load_cuts
-    from wenet_lite.decode.recognize import DecodeOptions, decode_model
+    from wenet_lite.evaluation.recognize import DecodeOptions, decode_model
 
     engines = {
         "torch": lambda: TorchEngine(tiny.model, CHUNKING),

@@ -1,4 +1,4 @@
-"""The executorch engine (decode/engines.py) over the .pte programs of export/executorch.py, and
+"""The executorch engine (runtime/engines.py) over the .pte programs of export/executorch.py, and
 export directories (wenet_lite/bundle.py) that a recognizer opens without the model file.
 
 fp32 equals the torch engine; int8 (per-frame activation scales) keeps a batched stream equal
@@ -19,11 +19,12 @@ pytest.importorskip("executorch")
 
 from tests.decode.test_engines import random_chunk_call  # noqa: E402
 from tests.decode.test_streaming import _stream  # noqa: E402
-from wenet_lite.decode.endpoint import EndpointConfig  # noqa: E402
-from wenet_lite.decode.engines import ExecuTorchEngine, TorchEngine  # noqa: E402
-from wenet_lite.decode.options import SearchOptions  # noqa: E402
-from wenet_lite.decode.streaming import StreamingRecognizer  # noqa: E402
 from wenet_lite.model.chunking import Chunking  # noqa: E402
+from wenet_lite.recognizer import EngineSpec, open_recognizer  # noqa: E402
+from wenet_lite.runtime.endpoint import EndpointConfig  # noqa: E402
+from wenet_lite.runtime.engines import ExecuTorchEngine, TorchEngine  # noqa: E402
+from wenet_lite.runtime.streaming import StreamingRecognizer  # noqa: E402
+from wenet_lite.search.options import SearchOptions  # noqa: E402
 
 CHUNKING = Chunking(4, 2)
 
@@ -49,9 +50,9 @@ def programs(export_dir) -> dict:
 
 
 def _recognizer(tiny, engine, **search) -> StreamingRecognizer:
-    return StreamingRecognizer.from_model(
-        tiny.model, tiny.cfg, tiny.tokenizer, CHUNKING, SearchOptions(**search),
-        endpoint=EndpointConfig(enabled=False), engine=engine,
+    return StreamingRecognizer(
+        engine or TorchEngine(tiny.model, CHUNKING), tiny.cfg, tiny.tokenizer,
+        SearchOptions(**search), endpoint=EndpointConfig(enabled=False), model=tiny.model,
     )  # fmt: skip
 
 
@@ -144,7 +145,7 @@ def test_decode_simulate_streaming_equals_the_engines_streams(
     corpus, test_audio, tiny, programs, quantize
 ) -> None:
     from wenet_lite.data.manifest import load_cuts
-    from wenet_lite.decode.recognize import DecodeOptions, decode_model
+    from wenet_lite.evaluation.recognize import DecodeOptions, decode_model
 
     cuts = list(load_cuts(corpus / "test-clean"))
     opts = DecodeOptions(SearchOptions(), CHUNKING, simulate_streaming=True, batch_seconds=12)
@@ -172,8 +173,8 @@ def _finals(capsys, argv) -> list:
 def test_stream_from_an_export_directory_equals_the_model_file(
     tiny, corpus, export_dir, programs, capsys
 ) -> None:
+    from wenet_lite.cli.stream_files import stream_inputs
     from wenet_lite.data.manifest import load_cuts
-    from wenet_lite.decode.stream_files import stream_inputs
 
     assert sorted(p.name for p in export_dir.iterdir()) == [
         "model.int8.pte", "model.pte", "tokenizer.model", "wenet_lite.json"]  # fmt: skip
@@ -194,7 +195,10 @@ def test_stream_from_an_export_directory_equals_the_model_file(
     assert all(texts["dir"].values()) and texts["dir"] == texts["file"] == texts["torch"]
     # int8 from the directory: what the int8 program gives in memory.
     rec = StreamingRecognizer(
-        tiny.path, CHUNKING, engine=ExecuTorchEngine(programs["int8"], CHUNKING)
+        ExecuTorchEngine(programs["int8"], CHUNKING),
+        tiny.cfg,
+        tiny.tokenizer,
+        source=str(tiny.path),
     )
     report = stream_inputs(rec, paths, json_lines=True)
     capsys.readouterr()
@@ -202,7 +206,7 @@ def test_stream_from_an_export_directory_equals_the_model_file(
 
 
 def test_recognizer_from_an_export_directory_needs_no_model(tiny, export_dir, test_audio) -> None:
-    rec = StreamingRecognizer.from_export(export_dir, endpoint=EndpointConfig(enabled=False))
+    rec = open_recognizer(export_dir, endpoint=EndpointConfig(enabled=False))
     assert rec.model is None and rec.chunking == CHUNKING
     eager = _recognizer(tiny, None)
     for k, audio in enumerate(test_audio[:4]):
@@ -213,30 +217,28 @@ def test_export_directory_misuse(tiny, export_dir, tmp_path, capsys, monkeypatch
     from wenet_lite.cli import main
 
     with pytest.raises(ValueError, match=r"exported for chunk 4, left 2, not chunk 8, left 2"):
-        StreamingRecognizer.from_export(export_dir, chunking=Chunking(8, 2))
+        open_recognizer(export_dir, Chunking(8, 2))
     code = main(["stream", "--model", str(export_dir), "--left-chunks", "3", "x.wav"])
     err = capsys.readouterr().err
     assert (
-        code == 1 and f"{export_dir} was exported for chunk 4, left 2, not chunk 4, left 3" in err
+        code == 2 and f"{export_dir} was exported for chunk 4, left 2, not chunk 4, left 3" in err
     )
     code = main(["stream", "--model", str(export_dir), "--engine", "onnxruntime", "x.wav"])
     assert code == 2 and "is for --engine executorch, not onnxruntime" in capsys.readouterr().err
     with pytest.raises(ValueError, match="holds the encoder only"):
-        StreamingRecognizer.from_export(
-            export_dir, SearchOptions(mode="attention_rescoring", beam_size=4)
-        )
+        open_recognizer(export_dir, search=SearchOptions(mode="attention_rescoring", beam_size=4))
 
     broken = tmp_path / "broken"
     shutil.copytree(export_dir, broken)
     (broken / "model.int8.pte").unlink()
     with pytest.raises(FileNotFoundError, match=r"model\.int8\.pte: missing"):
-        StreamingRecognizer.from_export(broken)
+        open_recognizer(broken)
     (broken / "model.int8.pte").write_bytes(b"not a program")
     with pytest.raises(ValueError, match=r"model\.int8\.pte.* not an ExecuTorch program"):
-        StreamingRecognizer.from_export(broken, int8=True)
+        open_recognizer(broken, engine=EngineSpec(int8=True))
     (broken / "wenet_lite.json").write_text("{")
     with pytest.raises(ValueError, match=r"wenet_lite\.json: not a wenet_lite export record"):
-        StreamingRecognizer.from_export(broken)
+        open_recognizer(broken)
     (broken / "wenet_lite.json").unlink()
     code = main(["stream", "--model", str(broken), "x.wav"])
     assert code == 1 and "is not a wenet_lite export directory" in capsys.readouterr().err
@@ -269,7 +271,8 @@ def test_onnx_export_directory_runs_on_onnxruntime(tiny, corpus, tmp_path, capsy
 def test_engine_flags_for_executorch(tiny, capsys) -> None:
     from wenet_lite.cli import main
 
-    code = main(["stream", "--model", str(tiny.path), "--engine", "executorch", "x.wav"])
+    code = main(["stream", "--model", str(tiny.path), "--engine", "executorch", "--left-chunks",
+                 "-1", "x.wav"])  # fmt: skip
     assert code == 2 and "needs a fixed cache: --left-chunks >= 0" in capsys.readouterr().err
     code = main(["stream", "--model", str(tiny.path), "--engine", "onnxruntime", "--int8",
                  "--left-chunks", "2", "x.wav"])  # fmt: skip

@@ -12,13 +12,13 @@ import torch
 
 from wenet_lite.cli import main
 from wenet_lite.data.manifest import cut_text, load_cuts
-from wenet_lite.decode.context import ContextGraph, Phrase
-from wenet_lite.decode.ctc_search import ctc_prefix_beam_search
-from wenet_lite.decode.endpoint import EndpointConfig
-from wenet_lite.decode.options import SearchOptions
-from wenet_lite.decode.recognize import DecodeOptions, decode_model
-from wenet_lite.decode.streaming import StreamingRecognizer
+from wenet_lite.evaluation.recognize import DecodeOptions, decode_model
 from wenet_lite.model.chunking import Chunking
+from wenet_lite.recognizer import open_recognizer
+from wenet_lite.runtime.endpoint import EndpointConfig
+from wenet_lite.search.context import ContextGraph, Phrase
+from wenet_lite.search.ctc_search import ctc_prefix_beam_search
+from wenet_lite.search.options import SearchOptions
 
 
 def _posteriorgram() -> torch.Tensor:
@@ -83,8 +83,8 @@ def test_streamed_with_hotwords_equals_simulated_streaming(
                                        Chunking(4, -1), simulate_streaming=True))  # fmt: skip
     changed = sum(a.hyp.tokens != b.hyp.tokens for a, b in zip(report.results, plain.results))
     assert changed > 0, "score 3 per token should change some transcripts of the rigged model"
-    rec = StreamingRecognizer.from_model(
-        tiny.model, tiny.cfg, tiny.tokenizer, Chunking(4, -1), search,
+    rec = open_recognizer(
+        (tiny.model, tiny.tokenizer, tiny.cfg), Chunking(4, -1), search,
         endpoint=EndpointConfig(enabled=False),
     )  # fmt: skip
     marked = 0

@@ -19,7 +19,7 @@ import pytest
 
 from wenet_lite.data.manifest import cut_text, load_cuts
 from wenet_lite.data.tokenizer import normalize_text
-from wenet_lite.decode.lm import WordLM
+from wenet_lite.search.lm import WordLM
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "recipes" / "librispeech" / "run.sh"
@@ -110,7 +110,7 @@ def test_stage0_fetches_the_lm_once_and_stage5_decodes_with_it(
     assert len(hyps) == len(load_cuts(corpus / "test-clean")) == full_lm["utterances"]
     simulated = _summary(decode / "chunk4_sim_lm")["settings"]
     assert lm_search.items() <= simulated["search"].items()
-    assert simulated["chunking"] == {"chunk_size": 4, "left_chunks": -1}
+    assert simulated["chunking"] == {"chunk_size": 4, "left_chunks": 4}
     assert simulated["simulate_streaming"]
 
     # Attention rescoring: prefix beam 4 and its rescored n-best, plain and with the LM.
@@ -128,7 +128,7 @@ def test_stage0_fetches_the_lm_once_and_stage5_decodes_with_it(
     assert streamed["identical"]["same"] == streamed["identical"]["compared"] == n
     assert streamed["identical"]["to"] == str(decode / "chunk4_sim_lm" / "hyp.txt")
     assert lm_search.items() <= streamed["settings"]["search"].items()
-    assert streamed["settings"]["chunking"] == {"chunk_size": 4, "left_chunks": -1}
+    assert streamed["settings"]["chunking"] == {"chunk_size": 4, "left_chunks": 4}
     texts = [line.partition(" ")[2] for line in (decode / "stream4_lm" / "hyp.txt").open()]
     assert len(texts) == n and sum(bool(t.strip()) for t in texts) > n // 2
     assert not (decode / "stream16").exists()

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from wenet_lite.decode.ctc_search import ctc_prefix_beam_search
-from wenet_lite.decode.lm import EOS, UNK, LMScorer, WordLM
+from wenet_lite.search.ctc_search import ctc_prefix_beam_search
+from wenet_lite.search.lm import EOS, UNK, LMScorer, WordLM
 
 TEXTS = ["THE CAT SAT", "THE CAT RAN", "A DOG SAT", "THE DOG", ""]
 PIECES = ["<blank>", "<unk>", "\u2581", "\u2581THE", "\u2581CAT", "\u2581KAT", "\u2581SAT", "S"]
@@ -173,7 +173,7 @@ def test_perplexity_by_hand_and_the_tool(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from wenet_lite.decode.lm import perplexity
+    from wenet_lite.search.lm import perplexity
 
     lm = WordLM.train(TEXTS)
     # THE CAT SAT </s> and DOG ZEBRA </s>: 7 predictions, ZEBRA outside the vocabulary.

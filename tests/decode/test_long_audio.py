@@ -8,10 +8,11 @@ import pytest
 import torch
 
 from wenet_lite.data.manifest import load_cuts
-from wenet_lite.decode.long_audio import full_context_windows, long_log_probs
-from wenet_lite.decode.recognize import DecodeOptions, decode_model
+from wenet_lite.evaluation.recognize import DecodeOptions, decode_model
 from wenet_lite.features.fbank import compute_fbank
 from wenet_lite.model.chunking import Chunking
+from wenet_lite.recognizer import open_recognizer
+from wenet_lite.runtime.long_audio import full_context_windows, long_log_probs
 
 CASES = [(1, 10, 4), (10, 10, 4), (11, 10, 4), (100, 10, 4), (97, 13, 5), (50, 7, 0)]
 
@@ -74,12 +75,12 @@ def test_a_stream_with_all_history_warns_once_when_it_grows_long(
 ) -> None:
     import numpy as np
 
-    import wenet_lite.decode.streaming as streaming
-    from wenet_lite.decode.endpoint import EndpointConfig
+    import wenet_lite.runtime.streaming as streaming
+    from wenet_lite.runtime.endpoint import EndpointConfig
 
     monkeypatch.setattr(streaming, "HISTORY_WARNING_SECONDS", 1.0)
-    rec = streaming.StreamingRecognizer.from_model(
-        tiny.model, tiny.cfg, tiny.tokenizer, Chunking(4, left),
+    rec = open_recognizer(
+        (tiny.model, tiny.tokenizer, tiny.cfg), Chunking(4, left),
         endpoint=EndpointConfig(enabled=False),
     )  # fmt: skip
     audio = np.concatenate(test_audio[:3])

@@ -100,10 +100,10 @@ def test_misuse_is_one_line(tiny, corpus: Path, tmp_path: Path, capsys, argv, co
 
 
 def test_integer_samples_are_refused(tiny) -> None:
-    from wenet_lite.decode.streaming import StreamingRecognizer
     from wenet_lite.model.chunking import Chunking
+    from wenet_lite.recognizer import open_recognizer
 
-    stream = StreamingRecognizer(tiny.path, Chunking(4)).create_stream()
+    stream = open_recognizer(tiny.path, Chunking(4)).create_stream()
     with pytest.raises(ValueError, match="got int16: divide 16-bit PCM by 32768"):
         stream.accept_waveform(16000, np.zeros(160, np.int16))
     stream.accept_waveform(16000, np.zeros(160, np.float32))  # floats are fine

@@ -12,11 +12,11 @@ from lhotse.utils import fastcopy
 
 from wenet_lite.data.manifest import cut_samples, cut_text, load_cuts
 from wenet_lite.data.tokenizer import normalize_text
-from wenet_lite.decode.options import SearchOptions
-from wenet_lite.decode.recognize import DecodeOptions, decode_cuts, decode_model
-from wenet_lite.decode.wer import sum_counts, word_errors
+from wenet_lite.evaluation.recognize import DecodeOptions, decode_cuts, decode_model
+from wenet_lite.evaluation.wer import sum_counts, word_errors
 from wenet_lite.features.audio import load_audio
 from wenet_lite.model.chunking import Chunking
+from wenet_lite.search.options import SearchOptions
 
 CHUNK4 = Chunking(4, -1)
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.decode.test_streaming import _stream
-from wenet_lite.decode.endpoint import EndpointConfig
 from wenet_lite.model.chunking import Chunking
 from wenet_lite.recognizer import EngineSpec, open_recognizer
+from wenet_lite.runtime.endpoint import EndpointConfig
 
 CHUNKING = Chunking(4, 2)
 NO_ENDPOINT = EndpointConfig(enabled=False)
@@ -78,7 +78,7 @@ def test_a_cursor_hands_out_each_final_segment_once(tiny, test_audio) -> None:
     """StreamCursor: the server and `stream`'s printer take new segments through it."""
     import numpy as np
 
-    from wenet_lite.decode.streaming import StreamCursor
+    from wenet_lite.runtime.streaming import StreamCursor
 
     rec = open_recognizer(tiny.path, CHUNKING, endpoint=EndpointConfig(rule2_min_silence=0.5))
     gap = np.zeros(16000, np.float32)

@@ -13,16 +13,16 @@ import torch
 
 from tests.decode.test_streaming import _feed, _stream
 from wenet_lite.data.manifest import load_cuts
-from wenet_lite.decode.ctc_search import Hypothesis, ctc_prefix_beam_search
-from wenet_lite.decode.endpoint import EndpointConfig
-from wenet_lite.decode.options import SearchOptions
-from wenet_lite.decode.recognize import DecodeOptions, decode_cuts, decode_model
-from wenet_lite.decode.rescore import Segment, rescore
-from wenet_lite.decode.streaming import StreamingRecognizer
+from wenet_lite.evaluation.recognize import DecodeOptions, decode_cuts, decode_model
 from wenet_lite.features.audio import load_audio
 from wenet_lite.features.fbank import compute_fbank
 from wenet_lite.model.chunking import Chunking
 from wenet_lite.model.decoder import AttentionDecoder
+from wenet_lite.recognizer import open_recognizer
+from wenet_lite.runtime.endpoint import EndpointConfig
+from wenet_lite.search.ctc_search import Hypothesis, ctc_prefix_beam_search
+from wenet_lite.search.options import SearchOptions
+from wenet_lite.search.rescore import Segment, rescore
 
 RESCORE = dict(mode="attention_rescoring", beam_size=4)
 
@@ -31,8 +31,8 @@ NO_ENDPOINT = EndpointConfig(enabled=False)
 
 
 def _recognizer(model, chunk=4, left=-1, endpoint=NO_ENDPOINT, **search):
-    return StreamingRecognizer.from_model(
-        model.model, model.cfg, model.tokenizer, Chunking(chunk, left),
+    return open_recognizer(
+        (model.model, model.tokenizer, model.cfg), Chunking(chunk, left),
         SearchOptions(**{**RESCORE, **search}), endpoint=endpoint,
     )  # fmt: skip
 
@@ -114,7 +114,7 @@ def test_streamed_rescoring_equals_simulated_streaming(
     assert changed >= 2, "the random decoder should overturn some CTC choices"
 
 
-def test_batched_rescoring_equals_alone(test_audio, tiny_u2) -> None:
+def test_batched_rescoring_equals_alone(test_audio, tiny_u2, monkeypatch) -> None:
     rec = _recognizer(tiny_u2, 4, 2, endpoint=EndpointConfig(rule3_max_length=0.8))
     audios = test_audio[:5]
     alone = []
@@ -130,13 +130,15 @@ def test_batched_rescoring_equals_alone(test_audio, tiny_u2) -> None:
         _feed(s, a, np.random.default_rng(k)) for k, (s, a) in enumerate(zip(streams, audios))
     ]
     calls = []
-    original = rec._rescore
+    import wenet_lite.runtime.streaming as streaming
 
-    def counted(streams_):
-        calls.append(sum(len(s._pending) for s in streams_))
-        original(streams_)
+    original = streaming.rescore
 
-    rec._rescore = counted
+    def counted(decoder, segments, *args):
+        calls.append(len(segments))  # segments rescored in one decoder call
+        return original(decoder, segments, *args)
+
+    monkeypatch.setattr(streaming, "rescore", counted)
     while not all(s.done for s in streams):
         for s, feeder in zip(streams, feeders):
             if not s.fbank.finished and next(feeder, "end") == "end":
@@ -191,7 +193,7 @@ def test_lm_and_hotword_scores_stay_in_the_rescored_score(corpus: Path, tiny_u2,
     beam); and those parts change the outcome against rescoring without them."""
     from wenet_lite.data.manifest import cut_text
     from wenet_lite.data.tokenizer import normalize_text
-    from wenet_lite.decode.lm import WordLM
+    from wenet_lite.search.lm import WordLM
 
     model = tiny_u2.model
     cuts = list(load_cuts(corpus / "test-clean"))
@@ -231,7 +233,7 @@ def test_lm_and_hotword_scores_stay_in_the_rescored_score(corpus: Path, tiny_u2,
 
 def test_misuse_fails_naming_the_model(tiny, tiny_u2, corpus: Path, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=f"{tiny.path}.*no attention decoder"):
-        StreamingRecognizer(tiny.path, Chunking(4, -1), SearchOptions(**RESCORE))
+        open_recognizer(tiny.path, Chunking(4, -1), SearchOptions(**RESCORE))
     with pytest.raises(ValueError, match=f"{tiny.path}.*no attention decoder"):
         decode_cuts(
             tiny.path, corpus / "test-clean", tmp_path / "out",
@@ -242,7 +244,7 @@ def test_misuse_fails_naming_the_model(tiny, tiny_u2, corpus: Path, tmp_path: Pa
     with pytest.raises(ValueError, match="reverse weight"):
         SearchOptions(**RESCORE, reverse_weight=1.5)
     # A decoder-less model still decodes with every other mode, exactly as before.
-    StreamingRecognizer(tiny.path, Chunking(4, -1), SearchOptions(mode="prefix_beam"))
+    open_recognizer(tiny.path, Chunking(4, -1), SearchOptions(mode="prefix_beam"))
     # Hypothesis.rescored keeps everything but the score.
     h = Hypothesis([3, 4], -1.0, [0, 2], 0.5)
     assert h.rescored(-7.0) == Hypothesis([3, 4], -7.0, [0, 2], 0.5)

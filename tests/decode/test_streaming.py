@@ -12,15 +12,16 @@ import soxr
 import torch
 
 from wenet_lite.data.manifest import load_cuts
-from wenet_lite.decode.ctc_search import ctc_greedy_search
-from wenet_lite.decode.endpoint import EndpointConfig
-from wenet_lite.decode.options import SearchOptions
-from wenet_lite.decode.recognize import DecodeOptions, decode_model
-from wenet_lite.decode.result import Result
-from wenet_lite.decode.streaming import Stream, StreamingRecognizer
+from wenet_lite.evaluation.recognize import DecodeOptions, decode_model
 from wenet_lite.features.audio import load_audio
 from wenet_lite.features.fbank import compute_fbank, num_frames
 from wenet_lite.model.chunking import Chunking
+from wenet_lite.recognizer import open_recognizer
+from wenet_lite.runtime.endpoint import EndpointConfig
+from wenet_lite.runtime.result import Result
+from wenet_lite.runtime.streaming import Stream, StreamingRecognizer
+from wenet_lite.search.ctc_search import ctc_greedy_search
+from wenet_lite.search.options import SearchOptions
 
 NO_ENDPOINT = EndpointConfig(enabled=False)
 
@@ -28,8 +29,8 @@ NO_ENDPOINT = EndpointConfig(enabled=False)
 def _recognizer(
     tiny, chunk: int = 4, left: int = -1, endpoint: EndpointConfig = NO_ENDPOINT, **search
 ) -> StreamingRecognizer:
-    return StreamingRecognizer.from_model(
-        tiny.model, tiny.cfg, tiny.tokenizer, Chunking(chunk, left), SearchOptions(**search),
+    return open_recognizer(
+        (tiny.model, tiny.tokenizer, tiny.cfg), Chunking(chunk, left), SearchOptions(**search),
         endpoint=endpoint,
     )  # fmt: skip
 
@@ -225,7 +226,7 @@ def test_long_audio_keeps_state_and_buffers_bounded(
 
 def test_full_context_model_cannot_stream(full_context_model: Path) -> None:
     with pytest.raises(ValueError, match="causal_conv") as info:
-        StreamingRecognizer(full_context_model, Chunking(4, -1))
+        open_recognizer(full_context_model, Chunking(4, -1))
     assert str(full_context_model) in str(info.value)
 
 
@@ -277,7 +278,7 @@ def test_stream_with_word_lm_equals_simulated_streaming_with_it(
     from wenet_lite.cli import main
     from wenet_lite.data.manifest import cut_text
     from wenet_lite.data.tokenizer import normalize_text
-    from wenet_lite.decode.lm import WordLM
+    from wenet_lite.search.lm import WordLM
 
     cuts = list(load_cuts(corpus / "test-clean"))
     lm = WordLM.train(normalize_text(cut_text(c)) for c in load_cuts(corpus / "train-clean-100"))
@@ -323,7 +324,7 @@ def test_partial_lines_say_only_what_changed_and_add_up(test_audio, tiny, search
     import io
     import json
 
-    from wenet_lite.decode.stream_files import _Active, _Printer, _show
+    from wenet_lite.cli.stream_files import _Active, _Printer, _show
 
     rec = _recognizer(tiny, 4, -1, mode=search, beam_size=4)
     audio = np.concatenate(test_audio[:4])

@@ -1,6 +1,6 @@
 import pytest
 
-from wenet_lite.decode.wer import (
+from wenet_lite.evaluation.wer import (
     ErrorCounts,
     align_tokens,
     char_errors,
@@ -93,7 +93,7 @@ def _noisy_copy(ref, rate, rng, vocab):
 
 
 def _valid(alignment, ref, hyp):
-    from wenet_lite.decode.wer import EPS
+    from wenet_lite.evaluation.wer import EPS
 
     assert [r for r, _ in alignment if r != EPS] == list(ref)
     assert [h for _, h in alignment if h != EPS] == list(hyp)
@@ -105,7 +105,7 @@ def test_long_texts_are_aligned_in_pieces_close_to_exact(rate):
     never better than the exact one (which it would then contradict) and within 1 % of it."""
     import random
 
-    from wenet_lite.decode.wer import count_errors
+    from wenet_lite.evaluation.wer import count_errors
 
     rng = random.Random(int(rate * 100))
     vocab = [f"w{i}" for i in range(400)]

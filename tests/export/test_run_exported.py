@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Dict, List
 import torch
 
 from tests.export.conftest import without_decoder
-from wenet_lite.decode.ctc_search import ctc_greedy_search
 from wenet_lite.export.torchscript import export_torchscript
 from wenet_lite.features.audio import load_audio
 from wenet_lite.features.fbank import compute_fbank
+from wenet_lite.search.ctc_search import ctc_greedy_search
 
 if TYPE_CHECKING:  # fixtures come from conftest, types only here
     from tests.export.conftest import ModelFile
@@ -60,14 +60,14 @@ def _streaming_text(model_file: ModelFile, path: Path) -> str:
 def _recognizer_text(model_file: ModelFile, path: Path, mode: str = "greedy") -> str:
     """`wenet-lite stream`'s recogniser, endpointing off (one segment, like the runner); a
     beam ``mode`` searches with beam 4."""
-    from wenet_lite.decode.endpoint import EndpointConfig
-    from wenet_lite.decode.options import SearchOptions
-    from wenet_lite.decode.streaming import StreamingRecognizer
     from wenet_lite.model.chunking import Chunking
+    from wenet_lite.recognizer import open_recognizer
+    from wenet_lite.runtime.endpoint import EndpointConfig
+    from wenet_lite.search.options import SearchOptions
 
     search = SearchOptions(mode=mode, beam_size=None if mode == "greedy" else 4)
-    rec = StreamingRecognizer.from_model(
-        model_file.model, model_file.cfg, model_file.tokenizer, Chunking(CHUNK, LEFT), search,
+    rec = open_recognizer(
+        (model_file.model, model_file.tokenizer, model_file.cfg), Chunking(CHUNK, LEFT), search,
         endpoint=EndpointConfig(enabled=False),
     )  # fmt: skip
     stream = rec.create_stream()

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from wenet_lite.decode.ctc_search import ctc_greedy_search
 from wenet_lite.export.onnx import export_onnx
 from wenet_lite.features.audio import load_audio
 from wenet_lite.features.fbank import compute_fbank
+from wenet_lite.search.ctc_search import ctc_greedy_search
 
 sherpa_onnx = pytest.importorskip("sherpa_onnx")
 

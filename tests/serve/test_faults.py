@@ -263,11 +263,11 @@ def test_a_failing_stream_closes_only_its_connection(tiny, files, reference):  #
     """An exception in one stream's decoding, or in handling one connection's messages
     (injected), closes that connection with 1011 and the reason; the batch it shared is
     decoded stream by stream and the others go on."""
-    from wenet_lite.decode.streaming import StreamingRecognizer
     from wenet_lite.model.chunking import Chunking
+    from wenet_lite.recognizer import open_recognizer
     from wenet_lite.serve import Server, ServerOptions
 
-    rec = StreamingRecognizer.from_model(tiny.model, tiny.cfg, tiny.tokenizer, Chunking(4, -1))
+    rec = open_recognizer((tiny.model, tiny.tokenizer, tiny.cfg), Chunking(4, 4))
     poisoned = []
     create, decode = rec.create_stream, rec.decode_streams
 

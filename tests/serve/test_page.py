@@ -60,7 +60,9 @@ def _wait_state(driver, state: str, timeout: float = 60) -> None:
 def test_page_streams_a_file_and_the_microphone(server: ServerProcess, tiny, wav, capsys):
     from selenium.webdriver.common.by import By
 
-    reference = stream_reference(capsys, tiny.path, [str(wav)], "--chunk-size", "4")[str(wav)]
+    reference = stream_reference(
+        capsys, tiny.path, [str(wav)], "--chunk-size", "4", "--left-chunks", "-1"
+    )[str(wav)]
     assert len(reference) == 2
     driver = _browser(wav)
     try:

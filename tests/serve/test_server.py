@@ -82,7 +82,8 @@ def _check_against_reference(sherpa, wenet, reference) -> None:
 
 
 def test_both_protocols_give_the_transcripts_of_stream(server: ServerProcess, tiny, files, capsys):
-    reference = stream_reference(capsys, tiny.path, files, "--chunk-size", "4")
+    flags = ("--chunk-size", "4", "--left-chunks", "-1")  # the server fixture's
+    reference = stream_reference(capsys, tiny.path, files, *flags)
     assert all(reference.values()) and len(reference) == len(files)
     assert len(reference[next(n for n in files if n.endswith(".wav"))]) == 2, "endpoint not hit"
     sherpa, wenet = asyncio.run(_all_sessions(server.url, files))
@@ -113,7 +114,7 @@ def test_word_lm_without_endpointing_gives_the_transcripts_of_stream(
 ):
     from wenet_lite.data.manifest import cut_text
     from wenet_lite.data.tokenizer import normalize_text
-    from wenet_lite.decode.lm import WordLM
+    from wenet_lite.search.lm import WordLM
 
     lm = WordLM.train(normalize_text(cut_text(c)) for c in load_cuts(corpus / "train-clean-100"))
     lm.save(tmp_path / "lm.json")

@@ -94,11 +94,11 @@ def test_init_refuses_another_model_and_renews_output_layers_for_a_new_tokenizer
 def _streams_exactly(loaded, synthetic_corpus, blank_penalty: float = 0.0) -> None:
     """The model streams exactly: streamed (random piece sizes) == simulated, and says
     something (a model fine-tuned for a few steps says it only with a blank penalty)."""
-    from wenet_lite.decode.endpoint import EndpointConfig
-    from wenet_lite.decode.options import SearchOptions
-    from wenet_lite.decode.recognize import DecodeOptions, decode_model
-    from wenet_lite.decode.streaming import StreamingRecognizer
+    from wenet_lite.evaluation.recognize import DecodeOptions, decode_model
     from wenet_lite.model.chunking import Chunking
+    from wenet_lite.recognizer import open_recognizer
+    from wenet_lite.runtime.endpoint import EndpointConfig
+    from wenet_lite.search.options import SearchOptions
 
     model, tokenizer, cfg = loaded
     cuts = list(load_cuts(synthetic_corpus.data / "test-clean"))[:4]
@@ -107,8 +107,8 @@ def _streams_exactly(loaded, synthetic_corpus, blank_penalty: float = 0.0) -> No
     opts = DecodeOptions(search, chunking, simulate_streaming=True, batch_seconds=12)
     simulated = {r.utt_id: r.hyp.tokens
                  for r in decode_model(model, tokenizer, cfg, cuts, opts).results}  # fmt: skip
-    rec = StreamingRecognizer.from_model(model, cfg, tokenizer, chunking, search,
-                                         endpoint=EndpointConfig(enabled=False))  # fmt: skip
+    rec = open_recognizer((model, tokenizer, cfg), chunking, search,
+                          endpoint=EndpointConfig(enabled=False))  # fmt: skip
     for k, cut in enumerate(cuts):
         audio = load_audio(cut.recording.sources[0].source, 16000).astype(np.float32)
         assert _stream(rec, audio, seed=k).token_ids == simulated[cut.id], cut.id

@@ -13,9 +13,9 @@ from wenet_lite.config import ConfigError
 from wenet_lite.data.dataset import ASRDataset
 from wenet_lite.data.manifest import load_cuts
 from wenet_lite.data.tokenizer import normalize_text
-from wenet_lite.decode.ctc_search import ctc_greedy_search
-from wenet_lite.decode.wer import sum_counts, word_errors
+from wenet_lite.evaluation.wer import sum_counts, word_errors
 from wenet_lite.model import ASRModel
+from wenet_lite.search.ctc_search import ctc_greedy_search
 from wenet_lite.train.trainer import TrainOptions, TrainResult, train
 
 TINY = Path("conf/tiny_test.yaml")
@@ -66,9 +66,9 @@ def test_joint_ctc_and_attention_training_learns_both(
     synthetic_corpus, make_data, tmp_path
 ) -> None:
     from wenet_lite.cli import main
-    from wenet_lite.decode.options import SearchOptions
-    from wenet_lite.decode.recognize import DecodeOptions, decode_model
+    from wenet_lite.evaluation.recognize import DecodeOptions, decode_model
     from wenet_lite.model.chunking import Chunking
+    from wenet_lite.search.options import SearchOptions
 
     cuts = load_cuts(synthetic_corpus.data / "train-clean-100")
     few = CutSet.from_cuts(sorted(cuts, key=lambda c: c.duration)[:6])

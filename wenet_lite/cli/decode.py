@@ -26,13 +26,13 @@ from wenet_lite.cli.flags import (
 )
 
 if TYPE_CHECKING:  # imported where used: `wenet-lite --help` stays instant
-    from wenet_lite.decode.score import References
-    from wenet_lite.decode.stream_files import StreamReport
-    from wenet_lite.decode.streaming import StreamingRecognizer
+    from wenet_lite.cli.stream_files import StreamReport
+    from wenet_lite.evaluation.score import References
+    from wenet_lite.runtime.streaming import StreamingRecognizer
 
 
 def add_decode(sub: argparse._SubParsersAction) -> None:
-    from wenet_lite.decode.options import SearchOptions
+    from wenet_lite.search.options import SearchOptions
 
     p = sub.add_parser(
         "decode",
@@ -76,8 +76,8 @@ def add_decode(sub: argparse._SubParsersAction) -> None:
 def _run_decode(args: argparse.Namespace) -> int:
     import torch
 
-    from wenet_lite.decode.options import SearchOptions
-    from wenet_lite.decode.recognize import DecodeOptions, decode_cuts, default_out_dir
+    from wenet_lite.evaluation.recognize import DecodeOptions, decode_cuts, default_out_dir
+    from wenet_lite.search.options import SearchOptions
 
     try:
         options = DecodeOptions(
@@ -115,7 +115,7 @@ def _run_decode(args: argparse.Namespace) -> int:
 
 
 def add_stream(sub: argparse._SubParsersAction) -> None:
-    from wenet_lite.decode.options import SearchOptions
+    from wenet_lite.search.options import SearchOptions
 
     p = sub.add_parser(
         "stream",
@@ -163,9 +163,9 @@ def add_stream(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_stream(args: argparse.Namespace) -> int:
-    from wenet_lite.decode.options import SearchOptions
-    from wenet_lite.decode.score import References
-    from wenet_lite.decode.stream_files import stream_inputs
+    from wenet_lite.cli.stream_files import stream_inputs
+    from wenet_lite.evaluation.score import References
+    from wenet_lite.search.options import SearchOptions
 
     endpoint = endpoint_from(args)
     options = options_from(SearchOptions, args)
@@ -192,7 +192,7 @@ def _score_stream(
 ) -> None:
     """`stream --ref`: decode's four files for the streamed transcripts, in --out."""
 
-    from wenet_lite.decode.score import Transcripts, score_transcripts
+    from wenet_lite.evaluation.score import Transcripts, score_transcripts
 
     settings = {**recognizer.settings_record(), **report.record()}
     texts = {refs.utterance(name): text for name, text in report.texts.items()}
@@ -233,7 +233,7 @@ def add_score(sub: argparse._SubParsersAction) -> None:
 
 def _run_score(args: argparse.Namespace) -> int:
 
-    from wenet_lite.decode.score import References, read_transcripts, score_transcripts
+    from wenet_lite.evaluation.score import References, read_transcripts, score_transcripts
 
     refs = References(args.data)
     transcripts = read_transcripts(args.hyp, refs.audio)
@@ -269,7 +269,7 @@ def add_train_lm(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_train_lm(args: argparse.Namespace) -> int:
-    from wenet_lite.decode.lm import train_lm_file
+    from wenet_lite.search.lm import train_lm_file
 
     if not args.data and not args.text:
         raise UsageError("give --data and/or --text")

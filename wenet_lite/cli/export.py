@@ -26,7 +26,7 @@ def add_export(sub: argparse._SubParsersAction) -> None:
         "--left-chunks 4 --out exp/u2/et [--int8]\n"
         "executorch: DIR/model.pte (and model.int8.pte: linears in int8 scaled per frame), "
         "lowered to XNNPACK, for `wenet-lite stream --model DIR [--int8]`, "
-        "StreamingRecognizer.from_export(DIR) and ExecuTorch runtimes; needs executorch.",
+        "open_recognizer(DIR) and ExecuTorch runtimes; needs executorch.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--model", required=True, help="model file (checkpoint or averaged)")

@@ -30,7 +30,7 @@ def add_set(p: argparse.ArgumentParser) -> None:
 
 def add_options(p: argparse.ArgumentParser, cls: type, skip: Sequence[str] = ()) -> None:
     """One flag per field of the options dataclass ``cls`` that declares one in its metadata
-    (see ``decode/options.py``): type, choices and default come from the field."""
+    (see ``search/options.py``): type, choices and default come from the field."""
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         if "flag" not in f.metadata or f.name in skip:
@@ -134,24 +134,26 @@ def chunking_from(args: argparse.Namespace, defaults: Any = None) -> Any:
     chunk, left = args.chunking_defaults
     if defaults is not None:
         chunk, left = defaults.chunk_size, defaults.left_chunks
+    chunk = chunk if args.chunk_size is None else args.chunk_size
+    if args.left_chunks is not None:
+        left = args.left_chunks
+    elif chunk == 0:
+        left = -1  # full context: the whole utterance, so no chunks to count
     try:
-        return Chunking(
-            chunk if args.chunk_size is None else args.chunk_size,
-            left if args.left_chunks is None else args.left_chunks,
-        )
+        return Chunking(chunk, left)
     except ValueError as e:
         raise UsageError(str(e)) from None
 
 
 def add_endpoint(p: argparse.ArgumentParser) -> None:
     """The endpointing flags of `stream`, `serve` and `transcribe` (``EndpointConfig``'s)."""
-    from wenet_lite.decode.endpoint import EndpointConfig
+    from wenet_lite.runtime.endpoint import EndpointConfig
 
     add_options(p, EndpointConfig)
 
 
 def endpoint_from(args: argparse.Namespace) -> Any:
-    from wenet_lite.decode.endpoint import EndpointConfig
+    from wenet_lite.runtime.endpoint import EndpointConfig
 
     return options_from(EndpointConfig, args)
 

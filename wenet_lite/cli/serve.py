@@ -17,7 +17,7 @@ from wenet_lite.cli.flags import (
 
 
 def add_serve(sub: argparse._SubParsersAction) -> None:
-    from wenet_lite.decode.options import SearchOptions
+    from wenet_lite.search.options import SearchOptions
     from wenet_lite.serve.options import ServerOptions
 
     p = sub.add_parser(
@@ -48,7 +48,7 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_serve(args: argparse.Namespace) -> int:
-    from wenet_lite.decode.options import SearchOptions
+    from wenet_lite.search.options import SearchOptions
     from wenet_lite.serve import Secrets, ServerOptions, serve
 
     endpoint = endpoint_from(args)

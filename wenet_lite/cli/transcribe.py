@@ -16,7 +16,7 @@ AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".opus", ".mp3", ".sph", ".aiff", ".a
 
 
 def add_transcribe(sub: argparse._SubParsersAction) -> None:
-    from wenet_lite.decode.options import SearchOptions
+    from wenet_lite.search.options import SearchOptions
     from wenet_lite.transcription import FORMATS
 
     p = sub.add_parser(
@@ -73,8 +73,8 @@ def expand_inputs(inputs: List[str]) -> Tuple[List[str], List[str]]:
 
 
 def _run_transcribe(args: argparse.Namespace) -> int:
-    from wenet_lite.decode.options import SearchOptions
     from wenet_lite.features.audio import AudioError
+    from wenet_lite.search.options import SearchOptions
     from wenet_lite.transcription import Transcriber, format_transcript
 
     files, missing = expand_inputs(args.inputs)

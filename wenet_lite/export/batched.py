@@ -1,5 +1,5 @@
 """The batched streaming graph: one chunk of B streams, our state layout, for the onnxruntime
-engine (``wenet_lite.decode.engines``). The sherpa-onnx file (``export/onnx.py``) stays batch 1
+engine (``wenet_lite.runtime.engines``). The sherpa-onnx file (``export/onnx.py``) stays batch 1
 with sherpa's inputs.
 
 Inputs: ``x`` (B, W, F) windows zero-padded to W, ``x_lens`` (B,) int64 valid frames, and the

@@ -1,5 +1,5 @@
 """ExecuTorch export: the batched streaming chunk as a ``.pte`` program lowered to XNNPACK, for
-the executorch engine (``wenet_lite.decode.engines.ExecuTorchEngine``) and for devices.
+the executorch engine (``wenet_lite.runtime.engines.ExecuTorchEngine``) and for devices.
 
 The program is ``export/batched.py``'s graph (one chunk of B streams, our state layout, a
 fixed cache of M = C*N frames) with two changes: it returns the CTC logits, not log-probs, and
@@ -143,8 +143,8 @@ def export_executorch(
     left_chunks: int = 4,
     quantize: Optional[str] = None,
 ) -> Dict[str, Path]:
-    """Export a model file to the directory ``out_dir`` that ``StreamingRecognizer.from_export``
-    and ``stream --model DIR`` open: ``model.pte`` (and ``model.int8.pte`` with
+    """Export a model file to the directory ``out_dir`` that ``wenet_lite.recognizer.
+    open_recognizer`` and ``stream --model DIR`` open: ``model.pte`` (and ``model.int8.pte`` with
     ``quantize='int8'``) plus the bundle (``wenet_lite.bundle``: settings, config, tokenizer).
 
     Returns the written paths by role. Raises FileNotFoundError / CheckpointError for a bad

@@ -343,7 +343,7 @@ def export_onnx(
     """Export a model file to ``out_dir``: model.onnx, tokens.txt (and model.int8.onnx; and
     decoder.onnx for a model with an attention decoder, see ``export/decoder_onnx.py``) for
     sherpa-onnx; batched.onnx, tokenizer.model and wenet_lite.json for our onnxruntime engine
-    (``StreamingRecognizer.from_export``).
+    (``wenet_lite.recognizer.open_recognizer``).
 
     Returns the written paths by role (``model``, ``tokens``, ``model_int8``, ``decoder``,
     ``batched``, ``tokenizer``, ``bundle``). Raises

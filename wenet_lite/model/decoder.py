@@ -1,7 +1,7 @@
 """The attention decoder of U2++ (Wu et al. 2021, "U2++: Unified Two-pass Bidirectional
 End-to-end Model for Speech Recognition"): transformer blocks over the tokens so far, each
 cross-attending to the encoder output, in both reading directions. It is trained beside CTC
-and rescores the CTC prefix beam's n-best (``decode/rescore.py``); it never streams.
+and rescores the CTC prefix beam's n-best (``search/rescore.py``); it never streams.
 
 Token ids are the tokenizer's (0, the CTC blank, is never a target) plus one more, V, which is
 both start and end of sentence (``sos_eos``): the decoder's vocabulary is V + 1. A model
@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 RESCORE_CTC_WEIGHT = 0.5
-"""attention rescoring's default weight of the CTC search score (``decode/rescore.py``)"""
+"""attention rescoring's default weight of the CTC search score (``search/rescore.py``)"""
 RESCORE_REVERSE_WEIGHT = 0.3
 """... and of the right-to-left decoder's score; both chosen on the synthetic recipe's dev
 set (README "Attention rescoring"); exported models carry them in their metadata"""

@@ -4,13 +4,14 @@ the per-window tables of them that streaming reuses.
 No absolute-position table exists: embeddings are computed for whatever distances a window
 needs, so a stream has no length limit and its outputs do not depend on its offset. A window
 of C queries over M+C keys needs P = M+2C-1 distances, and a smaller window's distances are a
-contiguous slice of a larger one's: tables are computed once for the largest window and sliced.
+contiguous slice of a larger one's: tables are computed once for the largest window and sliced
+(the torch engine's cache of them: ``wenet_lite.runtime.positions``).
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, List, Optional
+from typing import TYPE_CHECKING, List
 
 import torch
 from torch import nn
@@ -18,14 +19,13 @@ from torch import nn
 from wenet_lite.model.linear import Linear
 
 if TYPE_CHECKING:
-    from wenet_lite.model.conformer import ConformerEncoder
+    pass
 
 __all__ = [
     "WENET_MAX_POSITIONS",
     "window_distances",
     "rel_sinusoid",
     "slice_tables",
-    "PositionTables",
     "XLRelPosition",
     "ShawRelPosition",
 ]
@@ -56,36 +56,6 @@ def slice_tables(
     max_keys-(M+C) .. max_keys+C-2.
     """
     return [p[:, max_keys - num_keys : max_keys + num_queries - 1] for p in tables]
-
-
-class PositionTables:
-    """Each block's p(r) for a chunk of C queries over M cached frames, for any M: computed
-    once for the largest window so far and sliced (for batched streams whose caches grow)."""
-
-    def __init__(self, encoder: ConformerEncoder, chunk_size: int) -> None:
-        self._encoder = encoder
-        self._chunk = chunk_size
-        self._keys = 0  # keys covered by the tables
-        self._tables: List[torch.Tensor] = []
-
-    def get(self, cached: int, state_offset: Optional[torch.Tensor] = None) -> List[torch.Tensor]:
-        """[(H, M+2C-1, d_k)] * L for M = ``cached`` frames. An encoder with WeNet's key
-        positions gets tables over the positions 0 .. max(``state_offset``) + C - 1 instead
-        (each stream picks its rows in ``forward_chunk``)."""
-        if self._encoder.key_positions:
-            assert state_offset is not None, "key positions need the streams' offsets"
-            keys = int(state_offset.max()) + self._chunk if state_offset.numel() else self._chunk
-            if keys > self._keys:
-                self._keys = max(keys, 2 * self._keys)
-                with torch.inference_mode():
-                    self._tables = self._encoder.position_tables(self._chunk, self._keys)
-            return self._tables
-        keys = cached + self._chunk
-        if keys > self._keys:
-            self._keys = max(keys, 2 * self._keys)  # growing caches: amortised recomputation
-            with torch.inference_mode():
-                self._tables = self._encoder.position_tables(self._chunk, self._keys)
-        return slice_tables(self._tables, self._keys, self._chunk, keys)
 
 
 def rel_sinusoid(distances: torch.Tensor, dim: int) -> torch.Tensor:

@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
-from wenet_lite.decode.options import flag
+from wenet_lite.config import flag
 
 __all__ = ["ServerOptions"]
 

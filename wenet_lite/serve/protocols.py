@@ -1,4 +1,6 @@
-"""The two websocket protocols `wenet-lite serve` speaks, as plain functions over messages.
+"""The two websocket protocols `wenet-lite serve` speaks: one adapter class each (text in,
+binary in, events out: :class:`SherpaProtocol`, :class:`WenetProtocol`), over plain functions
+that read and write the messages.
 
 **sherpa-onnx** (path ``/``; k2-fsa/sherpa-onnx ``online-websocket-server-impl.cc`` and its
 Python clients): the client sends binary messages of float32 little-endian samples in [-1, 1]
@@ -27,13 +29,17 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Optional, Tuple, Union
+from typing import TYPE_CHECKING, List, Optional, Tuple, Union
 
 import numpy as np
 
-from wenet_lite.decode.result import Result
+from wenet_lite.runtime.result import Result
+
+if TYPE_CHECKING:
+    from wenet_lite.runtime.streaming import Stream, StreamCursor
 
 __all__ = [
+    "END", "PROTOCOLS", "Protocol", "SherpaProtocol", "Start", "WenetProtocol",
     "ProtocolError", "WenetStart", "close_reason", "decode_float32", "decode_int16",
     "empty_result", "json_depth", "parse_wenet_text", "sherpa_result", "wenet_failed",
     "wenet_final", "wenet_partial", "SHERPA_DONE", "SHERPA_END", "WENET_READY", "WENET_SPEECH_END",
@@ -207,3 +213,130 @@ def close_reason(message: str, limit: int = 120) -> str:
 def empty_result(start: float, end: Optional[float] = None) -> Result:
     """A segment with nothing recognised, starting at ``start`` seconds."""
     return Result("", [], [], [], [], 1.0, start, start if end is None else end, True)
+
+
+@dataclass(frozen=True)
+class Start:
+    """A client asked to start a session: build its stream (with ``hotwords``, if any, added
+    to the server's), then send ``reply``."""
+
+    hotwords: Tuple[str, ...]
+    reply: str
+
+
+END = "end"
+"""What :meth:`Protocol.on_text` returns when the client's input has ended."""
+
+
+class Protocol:
+    """One connection's protocol: text in, binary in, events out. The server keeps the
+    transport, admission, scheduling and workers; an adapter holds what the protocol says."""
+
+    name = ""
+
+    @property
+    def started(self) -> bool:
+        """Whether audio may come (a protocol with a start signal: once it came)."""
+        return True
+
+    def on_text(self, text: str) -> Union[Start, str]:
+        """A text message: :data:`END` or a :class:`Start`; anything else: ProtocolError."""
+        raise NotImplementedError
+
+    def on_binary(self, data: bytes) -> np.ndarray:
+        """A binary message: its (N,) float32 samples (ProtocolError if it breaks the rules)."""
+        raise NotImplementedError
+
+    def events(self, stream: Stream, cursor: StreamCursor) -> Tuple[List[str], bool]:
+        """The messages for what is new in ``stream`` since the last call (``cursor`` hands
+        out each final segment once), and whether the session is over."""
+        raise NotImplementedError
+
+    def failed(self, reason: str) -> Optional[str]:
+        """A message telling the client why the server closes on it, if the protocol has one."""
+        return None
+
+
+class SherpaProtocol(Protocol):
+    """sherpa-onnx's protocol (see the module docstring)."""
+
+    name = "sherpa"
+
+    def on_text(self, text: str) -> Union[Start, str]:
+        if text != SHERPA_END:
+            raise ProtocolError(
+                f"unexpected text message {text[:40]!r}: send float32 samples as binary "
+                f"messages and {SHERPA_END!r} at the end"
+            )
+        return END
+
+    def on_binary(self, data: bytes) -> np.ndarray:
+        return decode_float32(data)
+
+    def events(self, stream: Stream, cursor: StreamCursor) -> Tuple[List[str], bool]:
+        eof = stream.done
+        finals = cursor.new_finals()
+        messages = [
+            sherpa_result(r, index, True, eof and k == len(finals) - 1)
+            for k, (index, r) in enumerate(finals)
+        ]
+        if eof and not finals:  # every stream ends with a final, an empty one if need be
+            messages.append(sherpa_result(empty_result(stream.segment_start), cursor.taken,
+                                          True, True))  # fmt: skip
+        elif not eof:
+            messages.append(sherpa_result(stream.partial_result(False), cursor.taken, False,
+                                          False))  # fmt: skip
+        if eof:
+            messages.append(SHERPA_DONE)
+        return messages, eof
+
+
+class WenetProtocol(Protocol):
+    """WeNet's protocol (see the module docstring)."""
+
+    name = "wenet"
+
+    def __init__(self) -> None:
+        self.start: Optional[WenetStart] = None
+
+    @property
+    def started(self) -> bool:
+        return self.start is not None
+
+    def on_text(self, text: str) -> Union[Start, str]:
+        signal = parse_wenet_text(text)
+        if not isinstance(signal, WenetStart):
+            if self.start is None:
+                raise ProtocolError("end signal before the start signal", 1008)
+            return END
+        if self.start is not None:
+            raise ProtocolError("a second start signal in one session")
+        self.start = signal
+        return Start(signal.hotwords, WENET_READY)
+
+    def on_binary(self, data: bytes) -> np.ndarray:
+        if self.start is None:
+            raise ProtocolError("Start signal is expected before binary data", 1008)
+        return decode_int16(data)
+
+    def events(self, stream: Stream, cursor: StreamCursor) -> Tuple[List[str], bool]:
+        assert self.start is not None, "only started streams are decoded"
+        continuous = self.start.continuous_decoding
+        # WeNet ends a session at its first endpoint unless decoding continuously.
+        finals = cursor.new_finals(None if continuous else 1)
+        messages = [wenet_final(r) for _, r in finals]
+        eof = stream.done or bool(finals and not continuous)
+        if stream.done and not finals:
+            messages.append(wenet_final(empty_result(stream.segment_start)))
+        elif not eof and stream.hypothesis.num_tokens:
+            messages.append(wenet_partial(stream.partial_result(False)))
+        if eof:
+            messages.append(WENET_SPEECH_END)
+        return messages, eof
+
+    def failed(self, reason: str) -> Optional[str]:
+        return wenet_failed(reason)
+
+
+PROTOCOLS = {SherpaProtocol.name: SherpaProtocol, WenetProtocol.name: WenetProtocol}
+"""The adapters by the name ``gate.WEBSOCKET_PATHS`` gives each websocket path."""

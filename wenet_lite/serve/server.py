@@ -47,26 +47,10 @@ import numpy as np
 import torch
 from websockets.exceptions import ConnectionClosed
 
-from wenet_lite.decode.streaming import Stream, StreamCursor, StreamingRecognizer
+from wenet_lite.runtime.streaming import Stream, StreamCursor, StreamingRecognizer
 from wenet_lite.serve.gate import WEBSOCKET_PATHS, Gate, read_token, tls_context
 from wenet_lite.serve.options import ServerOptions
-from wenet_lite.serve.protocols import (
-    SHERPA_DONE,
-    SHERPA_END,
-    WENET_READY,
-    WENET_SPEECH_END,
-    ProtocolError,
-    WenetStart,
-    close_reason,
-    decode_float32,
-    decode_int16,
-    empty_result,
-    parse_wenet_text,
-    sherpa_result,
-    wenet_failed,
-    wenet_final,
-    wenet_partial,
-)
+from wenet_lite.serve.protocols import PROTOCOLS, Protocol, ProtocolError, Start, close_reason
 from wenet_lite.serve.workers import Board, peer_host, supervise
 
 __all__ = ["Secrets", "Server", "ServerOptions", "serve"]
@@ -104,7 +88,7 @@ class _Client:
     thread (the loop writes ``inbox``, ``received``, ``finished`` and ``gone``; the thread owns
     ``stream`` and writes ``taken``, ``failure`` and ``eof``)."""
 
-    def __init__(self, cid: str, protocol: str, ws: Any, stream: Stream) -> None:
+    def __init__(self, cid: str, protocol: Protocol, ws: Any, stream: Stream) -> None:
         self.id, self.protocol, self.ws, self.stream = cid, protocol, ws, stream
         self.peer = peer_host(ws.remote_address)
         self.inbox: Deque[np.ndarray] = collections.deque()
@@ -120,7 +104,6 @@ class _Client:
         self.unsent = 0  # characters in outbox
         self.cursor = StreamCursor(stream)  # (decode thread) the finals sent
         self.last_step = -1  # the step that last decoded this stream (fairness)
-        self.wenet: Optional[WenetStart] = None
         self.opened = time.monotonic()
         self.outcome = "open"
         self.close_code, self.close_reason = 1000, ""
@@ -129,12 +112,12 @@ class _Client:
     def name(self) -> str:
         peer = self.ws.remote_address
         where = f"{peer[0]}:{peer[1]}" if peer else "?"
-        return f"connection {self.id} ({self.protocol}, {where})"
+        return f"connection {self.id} ({self.protocol.name}, {where})"
 
     @property
     def started(self) -> bool:
         """Whether its protocol started (WeNet's needs the start signal)."""
-        return self.protocol != "wenet" or self.wenet is not None
+        return self.protocol.started
 
     @property
     def queued(self) -> int:
@@ -305,7 +288,7 @@ class Server:
 
     async def _handle(self, ws: Any) -> None:
         self.counters.connections += 1
-        protocol = WEBSOCKET_PATHS[ws.request.path.split("?", 1)[0]]
+        protocol = PROTOCOLS[WEBSOCKET_PATHS[ws.request.path.split("?", 1)[0]]]()
         n = self.counters.connections
         cid = f"{self.worker}.{n}" if self.opts.workers > 1 else str(n)
         c = _Client(cid, protocol, ws, self.rec.create_stream())
@@ -373,45 +356,29 @@ class Server:
             if isinstance(message, bytes):
                 n = self._take_audio(c, message)
                 deadline = min(deadline + n / self.sample_rate, time.monotonic() + idle)
-            elif c.protocol == "sherpa":
-                if message != SHERPA_END:
-                    raise ProtocolError(
-                        f"unexpected text message {message[:40]!r}: send float32 samples as "
-                        f"binary messages and {SHERPA_END!r} at the end"
-                    )
-                self._end_input(c)
+                continue
+            action = c.protocol.on_text(message)
+            if isinstance(action, Start):
+                await self._start(c, action)
             else:
-                await self._wenet_signal(c, parse_wenet_text(message))
+                self._end_input(c)
 
-    async def _wenet_signal(self, c: _Client, signal_: Any) -> None:
-        if not isinstance(signal_, WenetStart):
-            if c.wenet is None:
-                raise ProtocolError("end signal before the start signal", 1008)
-            self._end_input(c)
-            return
-        if c.wenet is not None:
-            raise ProtocolError("a second start signal in one session")
-        if signal_.hotwords:  # built off the event loop: a long list takes a while
+    async def _start(self, c: _Client, start: Start) -> None:
+        if start.hotwords:  # built off the event loop: a long list takes a while
             loop = asyncio.get_running_loop()
             build = self.rec.hotwords_graph
             try:
                 graph = await loop.run_in_executor(
-                    self._hotwords, build, signal_.hotwords, f"{c.name}: hotwords"
+                    self._hotwords, build, start.hotwords, f"{c.name}: hotwords"
                 )
             except ValueError as e:
                 raise ProtocolError(str(e)) from None
             c.stream = self.rec.create_stream(graph)  # it has had no audio yet
             c.cursor = StreamCursor(c.stream)
-        c.wenet = signal_
-        self._send(c, WENET_READY)
+        self._send(c, start.reply)
 
     def _take_audio(self, c: _Client, data: bytes) -> int:
-        if c.protocol == "wenet":
-            if c.wenet is None:
-                raise ProtocolError("Start signal is expected before binary data", 1008)
-            samples = decode_int16(data)
-        else:
-            samples = decode_float32(data)
+        samples = c.protocol.on_binary(data)
         if samples.size:
             c.inbox.append(samples)
             c.received += samples.size
@@ -436,8 +403,9 @@ class Server:
 
     def _close(self, c: _Client, code: int, reason: str) -> None:
         """Close ``c`` after what it was sent (WeNet's clients get the reason as a message)."""
-        if c.protocol == "wenet" and code not in (1000, 1001):
-            self._send(c, wenet_failed(reason))
+        failed = c.protocol.failed(reason) if code not in (1000, 1001) else None
+        if failed is not None:
+            self._send(c, failed)
         c.close_code, c.close_reason = code, close_reason(reason)
         c.outbox.put_nowait(None)
         c.gone = True
@@ -501,8 +469,6 @@ class Server:
         for m in messages:
             self._send(c, m)
         if eof and not c.gone:
-            if c.protocol == "sherpa":
-                self._send(c, SHERPA_DONE)
             c.outbox.put_nowait(None)
 
     async def _watch_loop(self) -> None:
@@ -626,32 +592,7 @@ class Server:
             c.last_step = self._step_index
 
     def _messages(self, c: _Client) -> Tuple[List[str], bool]:
-        s = c.stream
-        messages: List[str] = []
-        eof = s.done
-        if c.protocol == "sherpa":
-            finals = c.cursor.new_finals()
-            for k, (index, r) in enumerate(finals):
-                last = eof and k == len(finals) - 1
-                messages.append(sherpa_result(r, index, True, last))
-            n = c.cursor.taken
-            if eof and not finals:
-                messages.append(sherpa_result(empty_result(s.segment_start), n, True, True))
-            elif not eof:
-                messages.append(sherpa_result(s.partial_result(False), n, False, False))
-        else:
-            assert c.wenet is not None, "only started streams are decoded"
-            # WeNet ends a session at its first endpoint unless decoding continuously.
-            finals = c.cursor.new_finals(None if c.wenet.continuous_decoding else 1)
-            messages.extend(wenet_final(r) for _, r in finals)
-            if finals and not c.wenet.continuous_decoding:
-                eof = True
-            if s.done and not finals:
-                messages.append(wenet_final(empty_result(s.segment_start)))
-            elif not eof and s.hypothesis.num_tokens:
-                messages.append(wenet_partial(s.partial_result(False)))
-            if eof:
-                messages.append(WENET_SPEECH_END)
+        messages, eof = c.protocol.events(c.stream, c.cursor)
         c.eof = eof
         return messages, eof
 

@@ -18,10 +18,10 @@ import torch
 from wenet_lite.config import ChunkConfig
 from wenet_lite.data.dataset import SKIP_REASONS, Batch, merge_counts
 from wenet_lite.data.tokenizer import Tokenizer, normalize_text
-from wenet_lite.decode.ctc_search import ctc_greedy_search
-from wenet_lite.decode.wer import ErrorCounts, word_errors
+from wenet_lite.evaluation.wer import ErrorCounts, word_errors
 from wenet_lite.model import ASRModel
 from wenet_lite.model.ctc import ctc_loss_sum
+from wenet_lite.search.ctc_search import ctc_greedy_search
 from wenet_lite.train.dist import all_reduce_sum
 
 __all__ = ["DevResult", "eval_settings", "evaluate"]

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, List, Optional, Sequence
 
 from wenet_lite.data.tokenizer import Tokenizer
-from wenet_lite.decode.ctc_search import Hypothesis, frames_to_seconds
+from wenet_lite.search.ctc_search import Hypothesis, frames_to_seconds
 
 if TYPE_CHECKING:
-    from wenet_lite.decode.context import ContextGraph
+    from wenet_lite.search.context import ContextGraph
 
 __all__ = ["Word", "Result", "hotword_tokens", "make_result", "merge_results", "spell"]
 

@@ -9,25 +9,20 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, Literal, NamedTuple, Optional
+from typing import TYPE_CHECKING, Literal, NamedTuple, Optional
 
-from wenet_lite.config import DecodeConfig
-from wenet_lite.decode.context import HOTWORDS_SCORE, ContextGraph, load_context
-from wenet_lite.decode.lm import LM_WEIGHT, OOV_PENALTY, WORD_BONUS, LMScorer
-from wenet_lite.decode.rescore import RESCORE_CTC_WEIGHT, RESCORE_REVERSE_WEIGHT
+from wenet_lite.config import DecodeConfig, flag
+from wenet_lite.search.context import HOTWORDS_SCORE, ContextGraph, load_context
+from wenet_lite.search.lm import LM_WEIGHT, OOV_PENALTY, WORD_BONUS, LMScorer
+from wenet_lite.search.rescore import RESCORE_CTC_WEIGHT, RESCORE_REVERSE_WEIGHT
 
 if TYPE_CHECKING:
     from wenet_lite.data.tokenizer import Tokenizer
 
-__all__ = ["SearchMode", "SearchModels", "SearchOptions", "flag"]
+__all__ = ["SearchMode", "SearchModels", "SearchOptions"]
 
 SearchMode = Literal["greedy", "prefix_beam", "attention_rescoring"]
 SEARCH_MODES = ("greedy", "prefix_beam", "attention_rescoring")
-
-
-def flag(name: str, help: str, **argparse_kwargs: Any) -> Dict[str, Any]:
-    """A field's metadata: its command-line flag, help text and extra argparse arguments."""
-    return {"flag": name, "help": help, **argparse_kwargs}
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ cache even with unlimited left context.
 
 With ``--mode attention_rescoring`` the partial results stay CTC's; when a segment closes (an
 endpoint, or the end of input) its n-best from the prefix beam is rescored by the model's
-attention decoder over the segment's encoder output (``decode/rescore.py``), which the stream
+attention decoder over the segment's encoder output (``search/rescore.py``), which the stream
 keeps until then (D floats per 40 ms: 14 KB per second of audio at D = 144). The segments
 that close in one ``decode_streams`` call are rescored in one batched decoder call.
 
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -39,19 +38,6 @@ import torch
 
 from wenet_lite.config import ExperimentConfig
 from wenet_lite.data.tokenizer import Tokenizer
-from wenet_lite.decode.context import ContextGraph, hotword_phrases, word_starts
-from wenet_lite.decode.ctc_search import (
-    BLANK,
-    Hypothesis,
-    StreamingGreedySearch,
-    StreamingPrefixBeamSearch,
-    penalize_blank,
-)
-from wenet_lite.decode.endpoint import EndpointConfig, detect_endpoint
-from wenet_lite.decode.engines import Engine, ExecuTorchEngine, OnnxRuntimeEngine, TorchEngine
-from wenet_lite.decode.options import SearchOptions
-from wenet_lite.decode.rescore import Segment, check_decoder, rescore
-from wenet_lite.decode.result import Result, make_result, merge_results, spell
 from wenet_lite.features.fbank import OnlineFbank
 from wenet_lite.malloc import keep_freed_memory
 from wenet_lite.model import ASRModel
@@ -64,6 +50,19 @@ from wenet_lite.model.subsampling import (
     subsampling_layers,
     window_size,
 )
+from wenet_lite.runtime.endpoint import EndpointConfig, detect_endpoint
+from wenet_lite.runtime.engines import Engine
+from wenet_lite.runtime.result import Result, make_result, merge_results, spell
+from wenet_lite.search.context import ContextGraph, hotword_phrases, word_starts
+from wenet_lite.search.ctc_search import (
+    BLANK,
+    Hypothesis,
+    StreamingGreedySearch,
+    StreamingPrefixBeamSearch,
+    penalize_blank,
+)
+from wenet_lite.search.options import SearchOptions
+from wenet_lite.search.rescore import Segment, check_decoder, rescore
 
 __all__ = ["STREAM_CHUNKING", "Stream", "StreamCursor", "StreamingRecognizer"]
 
@@ -88,7 +87,7 @@ class Stream:
         self, recognizer: StreamingRecognizer, hotwords: Optional[ContextGraph] = None
     ) -> None:
         self._rec = recognizer
-        self._context = hotwords if hotwords is not None else recognizer._models.context
+        self._context = hotwords if hotwords is not None else recognizer.models.context
         self.fbank = OnlineFbank(recognizer.cfg.features)
         """Online features; frames before the next window are discarded as decoding goes."""
         self._resampler: Optional[soxr.ResampleStream] = None
@@ -104,7 +103,7 @@ class Stream:
     def _start_segment(self) -> None:
         rec = self._rec
         self._state: EncoderState = rec.engine.init_state(1)
-        self._search = rec._new_search(self._context)
+        self._search = rec.new_search(self._context)
         self._hyp = Hypothesis([], 0.0, [], 1.0)
         self._nbest: List[Hypothesis] = []  # the search's n-best (attention rescoring)
         self._encoded: List[torch.Tensor] = []  # (C, D) encoder outputs (attention rescoring)
@@ -171,9 +170,25 @@ class Stream:
         return self._done
 
     @property
+    def recognizer(self) -> StreamingRecognizer:
+        """The recogniser that created this stream (and alone may decode it)."""
+        return self._rec
+
+    @property
     def state(self) -> EncoderState:
         """The encoder state, a batch of one."""
         return self._state
+
+    def take_pending(self) -> List[Tuple[int, Segment]]:
+        """The closed segments that wait for attention rescoring, as (index, segment); taken
+        by the recogniser, which hands each one's best back through :meth:`rescored`."""
+        pending, self._pending = self._pending, []
+        return pending
+
+    def rescored(self, index: int, hyp: Hypothesis) -> None:
+        """The rescored best hypothesis of closed segment ``index``."""
+        _, first, frames = self._closed[index]
+        self._closed[index] = (hyp, first, frames)
 
     @property
     def buffered_frames(self) -> int:
@@ -185,7 +200,7 @@ class Stream:
         """Closed segments that hold at least one token, in order (attention rescoring: each
         rescored, if :meth:`StreamingRecognizer.decode_streams` has not done so already)."""
         if self._pending:
-            self._rec._rescore([self])
+            self._rec.rescore_pending([self])
         for closed in self._closed[len(self._finals) :]:  # spelled once, when first asked for
             self._finals.append(self._make_result(*closed, is_final=True))
         return list(self._finals)
@@ -206,11 +221,11 @@ class Stream:
         return round(self._segment_start * self._rec.subsampling_rate * self._rec.frame_shift_s, 6)
 
     def piece(self, token: int) -> str:
-        return self._rec._need_tokenizer().id_to_piece(token)
+        return self._rec.require_tokenizer().id_to_piece(token)
 
     def spell(self, tokens: Sequence[int]) -> str:
         """Text of token ids (as results spell them)."""
-        return spell(self._rec._need_tokenizer(), tokens)
+        return spell(self._rec.require_tokenizer(), tokens)
 
     def partial_result(self, with_words: bool = True) -> Result:
         """The open segment so far (empty once the stream is done); ``with_words=False``
@@ -223,7 +238,7 @@ class Stream:
         self, hyp: Hypothesis, first: int, frames: int, is_final: bool, with_words: bool = True
     ) -> Result:
         rec = self._rec
-        tokenizer = rec._need_tokenizer()
+        tokenizer = rec.require_tokenizer()
         return make_result(
             hyp, tokenizer, first, frames, rec.subsampling_rate, rec.frame_shift_s, is_final,
             self._context, with_words,
@@ -236,22 +251,21 @@ class Stream:
             parts.append(self.partial_result())
         return merge_results(parts, is_final=self._done)
 
-    def _window(self) -> torch.Tensor:
+    def next_window(self) -> torch.Tensor:
         """(n, F) fbank frames of the next chunk's window, n <= W."""
         available = self.fbank.num_frames_ready - self._next_frame
         return self.fbank.get_frames(self._next_frame, min(available, self._rec.window_size))
 
-    def _advance(
+    def advance(
         self, log_probs: torch.Tensor, state: EncoderState, encoded: Optional[torch.Tensor]
     ) -> None:
-        """Take one decoded chunk: (n, V) log-probs of its valid frames, the new state and,
-        for attention rescoring, the (n, D) encoder output."""
+        """Take one decoded chunk (the recogniser's call): (n, V) log-probs of its valid
+        frames, the new state and, for attention rescoring, the (n, D) encoder output."""
         rec = self._rec
         self._state = state
-        found = self._search.accept(log_probs)
-        self._hyp = found if isinstance(found, Hypothesis) else found[0]
+        found = self._search.accept(log_probs)  # the n-best, best first
+        self._hyp = found[0]
         if encoded is not None:  # rescoring: the search is the prefix beam, found its n-best
-            assert isinstance(found, list)
             self._nbest = found
             self._encoded.append(encoded)
         non_blank = (log_probs.argmax(dim=-1) != BLANK).nonzero()  # (frames, 1)
@@ -332,9 +346,9 @@ class StreamCursor:
 class StreamingRecognizer:
     """Streams audio through a causal model chunk by chunk; batches many streams at once.
 
-    Example::
+    Open one with :func:`wenet_lite.recognizer.open_recognizer` (a model file, an export
+    directory or a model in memory, on any engine); then::
 
-        rec = StreamingRecognizer("exp/u2/avg.pt", Chunking(16, 4), SearchOptions())
         stream = rec.create_stream()
         for samples in microphone_pieces():          # (N,) float32 at any rate
             stream.accept_waveform(16000, samples)
@@ -346,117 +360,41 @@ class StreamingRecognizer:
         print(stream.result().words)
 
     Args:
-        model_path: a model file (``wenet_lite.model_io.save_model`` or a trainer checkpoint).
-        chunking: C, encoder frames per chunk (C * 40 ms of audio for 10 ms frames and
+        engine: what runs the chunks (``runtime/engines.py``), built for the chunking to
+            stream with: C, encoder frames per chunk (C * 40 ms of audio for 10 ms frames and
             subsampling 4; latency and accuracy grow with it), and the left chunks of history
-            each chunk attends to: -1 for all (as training with ``encoder.chunk.left_chunks: -1``
-            does), >= 0 for constant memory per stream.
+            each chunk attends to (-1: all; >= 0: constant memory per stream).
+        cfg, tokenizer: the model's config and tokenizer (without a tokenizer streams decode
+            but results, which need text, cannot be read: for benchmarks).
         options: the CTC search (greedy, or prefix beam with an optional word LM, hotwords,
             token pruning and a blank penalty, or that beam's n-best rescored by the model's
             attention decoder at each final segment), as ``decode`` takes it; default greedy.
         endpoint: endpointing rules (default: ``EndpointConfig()``, see ``endpoint.py``);
             ``EndpointConfig(enabled=False)`` keeps a whole stream in one segment.
-        device: where the model runs.
-        engine: what runs the chunks (``decode/engines.py``; default the model in eager
-            PyTorch), e.g. ``OnnxRuntimeEngine(export_batched_onnx(model, chunking), chunking)``.
+        model: the torch model, for attention rescoring (default: the torch engine's).
+        source: what the model came from, for messages and summaries.
     """
 
     def __init__(
         self,
-        model_path: Union[str, Path],
-        chunking: Chunking = STREAM_CHUNKING,
-        options: Optional[SearchOptions] = None,
-        *,
-        endpoint: Optional[EndpointConfig] = None,
-        device: Union[str, torch.device] = "cpu",
-        engine: Optional[Engine] = None,
-    ) -> None:
-        from wenet_lite.model_io import load_model
-
-        model, tokenizer, cfg = load_model(model_path, torch.device(device))
-        self._setup(model, cfg, tokenizer, chunking, options, endpoint, str(model_path), engine)
-
-    @classmethod
-    def from_model(
-        cls,
-        model: ASRModel,
+        engine: Engine,
         cfg: ExperimentConfig,
         tokenizer: Optional[Tokenizer],
-        chunking: Chunking = STREAM_CHUNKING,
         options: Optional[SearchOptions] = None,
         *,
         endpoint: Optional[EndpointConfig] = None,
-        engine: Optional[Engine] = None,
-    ) -> StreamingRecognizer:
-        """A recogniser over a model in memory. Without a tokenizer, streams decode but
-        results (which need text) cannot be read: for benchmarks."""
-        self = cls.__new__(cls)
-        self._setup(model.eval(), cfg, tokenizer, chunking, options, endpoint, "the model", engine)
-        return self
-
-    @classmethod
-    def from_export(
-        cls,
-        directory: Union[str, Path],
-        options: Optional[SearchOptions] = None,
-        *,
-        chunking: Optional[Chunking] = None,
-        endpoint: Optional[EndpointConfig] = None,
-        int8: bool = False,
-        threads: int = 1,
-    ) -> StreamingRecognizer:
-        """A recogniser over an export directory: ``wenet-lite export --format executorch``
-        (the executorch engine) or ``--format onnx`` (onnxruntime). It needs no model file and
-        no torch model: features, tokenizer, chunking and dims travel in the directory
-        (``wenet_lite.bundle``). ``chunking``, if given, must be the exported one (the
-        programs' shapes fix it); ``int8`` picks ``model.int8.pte``. Errors name the file or
-        both chunkings."""
-        from wenet_lite.bundle import read_bundle
-
-        bundle = read_bundle(directory)
-        if chunking is not None and chunking != bundle.chunking:
-            raise ValueError(
-                f"{directory} was exported for {bundle.chunking.describe()}, not "
-                f"{chunking.describe()}: export it again with those settings"
-            )
-        engine: Engine
-        if bundle.engine == "executorch":
-            if int8 and "model_int8" not in bundle.files:
-                raise ValueError(f"{directory} has no int8 program: export with --int8")
-            program = bundle.files["model_int8" if int8 else "model"]
-            engine = ExecuTorchEngine(program, bundle.chunking, threads, int8=int8)
-        elif bundle.engine == "onnxruntime":
-            if int8:
-                raise ValueError(
-                    f"{directory} is for onnxruntime, whose int8 is not batch-invariant: export "
-                    "with --format executorch --int8, or stream the model file --int8"
-                )
-            engine = OnnxRuntimeEngine(bundle.files["model"], bundle.chunking, threads)
-        else:
-            raise ValueError(f"{directory}: unknown engine {bundle.engine!r} in its record")
-        self = cls.__new__(cls)
-        self._setup(
-            None, bundle.cfg, bundle.tokenizer, bundle.chunking, options, endpoint,
-            str(directory), engine,
-        )  # fmt: skip
-        return self
-
-    def _setup(
-        self,
-        model: Optional[ASRModel],
-        cfg: ExperimentConfig,
-        tokenizer: Optional[Tokenizer],
-        chunking: Chunking,
-        options: Optional[SearchOptions],
-        endpoint: Optional[EndpointConfig],
-        source: str,
-        engine: Optional[Engine] = None,
+        model: Optional[ASRModel] = None,
+        source: str = "the model",
     ) -> None:
-        if not chunking.streaming:
-            raise ValueError(f"streaming needs a chunk size >= 1, got {chunking.chunk_size}")
+        if not engine.chunking.streaming:
+            raise ValueError(f"streaming needs a chunk size >= 1, got {engine.chunking.chunk_size}")
+        chunking = engine.chunking
         check_chunking(cfg.encoder, chunking, cached=True, source=source)
         keep_freed_memory()  # batched steps reuse freed activations (wenet_lite/malloc.py)
-        self.model, self.cfg, self.tokenizer = model, cfg, tokenizer
+        self.engine: Engine = engine
+        """runs the chunks (runtime/engines.py)"""
+        self.model = model if model is not None else engine.model
+        self.cfg, self.tokenizer = cfg, tokenizer
         self.source = source
         self.chunking = chunking
         self.options = (options or SearchOptions()).resolved(cfg.decode)
@@ -472,28 +410,18 @@ class StreamingRecognizer:
         """encoder frames after which a segment ends without an endpoint (0: never); WeNet's
         absolute positions stop at its table's end"""
         self._batcher = StateBatcher()
-        if engine is None:
-            assert model is not None, "an engine or a model"
-            engine = TorchEngine(model, chunking)
-        self.engine: Engine = engine
-        """runs the chunks (decode/engines.py)"""
         self.device, self.dtype = engine.device, engine.dtype  # e.g. a bfloat16 model
-        if self.engine.chunking != chunking:
-            raise ValueError(
-                f"the {self.engine.name} engine was built for {self.engine.chunking.describe()}, "
-                f"the recognizer streams with {chunking.describe()}"
-            )
         self._frame_seconds = self.subsampling_rate * self.frame_shift_s
         self._growth_warning = int(HISTORY_WARNING_SECONDS / self._frame_seconds)
         self._warned_growth = chunking.left_chunks >= 0  # a fixed cache never grows
-        self._models = self.options.load(tokenizer)  # the word LM and hotwords, if any
+        self.models = self.options.load(tokenizer)  # the word LM and hotwords, if any
         if self.options.rescoring:
-            if model is None:
+            if self.model is None:
                 raise ValueError(
                     f"{source} holds the encoder only: --mode attention_rescoring needs the "
                     "attention decoder, so stream the model file"
                 )
-            check_decoder(model, source)
+            check_decoder(self.model, source)
 
     def settings_record(self) -> Dict[str, Any]:
         """The settings for summaries (``summary.json``, `stream --json`'s last line)."""
@@ -531,8 +459,8 @@ class StreamingRecognizer:
                 f"{source}: hotwords need prefix beam search (--mode prefix_beam); this "
                 "recognizer searches greedily"
             )
-        tokenizer = self._need_tokenizer()
-        own = self._models.context.phrases if self._models.context is not None else []
+        tokenizer = self.require_tokenizer()
+        own = self.models.context.phrases if self.models.context is not None else []
         added = hotword_phrases(lines, tokenizer, self.options.hotwords_score, source)
         return ContextGraph(own + added, word_starts(tokenizer))
 
@@ -546,13 +474,13 @@ class StreamingRecognizer:
         if len({id(s) for s in ready}) != len(ready):
             raise ValueError("decode_streams got the same stream twice")
         if not ready:
-            self._rescore(streams)
+            self.rescore_pending(streams)
             return []
         for s in ready:
-            if s._rec is not self:
+            if s.recognizer is not self:
                 raise ValueError("a stream can only be decoded by the recognizer that created it")
         feats, lens = self._batch_windows(ready)  # (B, W, F), (B,)
-        state = self._batcher.stack([s._state for s in ready])
+        state = self._batcher.stack([s.state for s in ready])
         encoded: Optional[torch.Tensor] = None
         if self.options.rescoring:
             encoded, log_probs, new_state = self.engine.run_encoder(feats, lens, state)
@@ -568,10 +496,10 @@ class StreamingRecognizer:
                 "endpointing keep them flat", round(self._growth_warning * self._frame_seconds),
             )  # fmt: skip
         for i, (s, own) in enumerate(zip(ready, self._batcher.unstack(new_state))):
-            s._advance(
+            s.advance(
                 log_probs[i, : valid[i]], own, None if encoded is None else encoded[i, : valid[i]]
             )
-        self._rescore(streams)
+        self.rescore_pending(streams)
         return ready
 
     def decode_until_done(self, streams: Sequence[Stream]) -> None:
@@ -579,43 +507,41 @@ class StreamingRecognizer:
         while self.decode_streams(streams):
             pass
 
-    def _rescore(self, streams: Sequence[Stream]) -> None:
+    def rescore_pending(self, streams: Sequence[Stream]) -> None:
         """Rescore the closed segments of ``streams`` that wait for it, in one decoder call."""
-        waiting = [(s, index, seg) for s in streams for index, seg in s._pending]
+        waiting = [(s, index, seg) for s in streams for index, seg in s.take_pending()]
         if not waiting:
             return
-        assert self.model is not None and self.model.decoder is not None, "checked in _setup"
+        assert self.model is not None and self.model.decoder is not None, "checked in __init__"
         opts = self.options
         found = rescore(
             self.model.decoder, [seg for _, _, seg in waiting], opts.ctc_weight, opts.reverse_weight
         )
         for (s, index, _), hyps in zip(waiting, found):
-            _, first, frames = s._closed[index]
-            s._closed[index] = (hyps[0], first, frames)
-            s._pending = []
+            s.rescored(index, hyps[0])
 
-    def _new_search(
+    def new_search(
         self, context: Optional[ContextGraph]
     ) -> Union[StreamingGreedySearch, StreamingPrefixBeamSearch]:
         opts = self.options
         if opts.mode == "greedy":
             return StreamingGreedySearch()
-        assert opts.beam_size is not None, "resolved in _setup"
+        assert opts.beam_size is not None, "resolved in __init__"
         nbest = opts.nbest if opts.rescoring else 1
-        assert nbest is not None, "resolved in _setup"
+        assert nbest is not None, "resolved in __init__"
         return StreamingPrefixBeamSearch(
-            opts.beam_size, nbest, scorer=self._models.scorer, token_min_logp=opts.token_min_logp,
+            opts.beam_size, nbest, scorer=self.models.scorer, token_min_logp=opts.token_min_logp,
             context=context,
         )  # fmt: skip
 
-    def _need_tokenizer(self) -> Tokenizer:
+    def require_tokenizer(self) -> Tokenizer:
         if self.tokenizer is None:
             raise RuntimeError("this recognizer has no tokenizer: results cannot be spelled")
         return self.tokenizer
 
     def _batch_windows(self, streams: Sequence[Stream]) -> Tuple[torch.Tensor, torch.Tensor]:
         """Windows zero-padded to W (a last partial window is shorter), and their lengths."""
-        windows = [s._window() for s in streams]
+        windows = [s.next_window() for s in streams]
         feats = torch.zeros(len(windows), self.window_size, windows[0].size(1))
         for i, w in enumerate(windows):
             feats[i, : w.size(0)] = w

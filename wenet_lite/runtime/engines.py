@@ -28,8 +28,8 @@ import torch
 
 from wenet_lite.model import ASRModel
 from wenet_lite.model.chunking import Chunking
-from wenet_lite.model.posenc import PositionTables
 from wenet_lite.model.state import EncoderState
+from wenet_lite.runtime.positions import PositionTables
 
 __all__ = [
     "ENGINES",
@@ -37,6 +37,7 @@ __all__ = [
     "ExecuTorchEngine",
     "OnnxRuntimeEngine",
     "TorchEngine",
+    "require_fixed_cache",
     "stream_log_probs",
 ]
 
@@ -49,6 +50,15 @@ ENCODER_OUT = "encoder_out"  # the batched graph's fifth output, fetched for att
 SINGLE_METHOD = "forward_one"  # export/executorch.py's SINGLE: the program's one-stream method
 
 
+def require_fixed_cache(kind: str, chunking: Chunking) -> None:
+    """The exported engines' graphs have fixed cache shapes (ValueError otherwise)."""
+    if chunking.left_chunks < 0:
+        raise ValueError(
+            f"the {kind} engine needs a fixed cache: --left-chunks >= 0 (got "
+            f"{chunking.left_chunks}); 4 is a good choice"
+        )
+
+
 class Engine:
     """The interface: ``run`` one chunk for B streams."""
 
@@ -58,6 +68,8 @@ class Engine:
     """where the engine takes its inputs"""
     dtype = torch.float32
     """the dtype of the feature windows it takes"""
+    model: Optional[ASRModel] = None
+    """the torch model it runs, if it runs one"""
 
     def init_state(self, batch: int) -> EncoderState:
         """Zero state of ``batch`` new streams, in the layout :meth:`run` takes."""
@@ -94,7 +106,7 @@ class TorchEngine(Engine):
                 raise ValueError("int8 runs on the CPU (torch._int_mm); the model is not there")
             model = quantize_int8(model)
             self.name = "torch int8"
-        self.model, self.chunking = model, chunking
+        self.model, self.chunking = model.eval(), chunking
         self._positions = PositionTables(model.encoder, chunking.chunk_size)
         self.device, self.dtype = model.encoder.cmvn.mean.device, model.encoder.cmvn.mean.dtype
 
@@ -124,10 +136,7 @@ class OnnxRuntimeEngine(Engine):
             raise ImportError(
                 "the onnxruntime engine needs onnxruntime: pip install 'wenet_lite[onnx]'"
             ) from None
-        if chunking.left_chunks < 0:
-            raise ValueError(
-                "the onnxruntime engine needs a fixed cache: --left-chunks >= 0 (got -1)"
-            )
+        require_fixed_cache("onnxruntime", chunking)
         self.chunking = chunking
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
@@ -213,10 +222,7 @@ class ExecuTorchEngine(Engine):
                 "the executorch engine needs executorch: pip install 'wenet_lite[executorch]'"
             ) from None
 
-        if chunking.left_chunks < 0:
-            raise ValueError(
-                "the executorch engine needs a fixed cache: --left-chunks >= 0 (got -1)"
-            )
+        require_fixed_cache("executorch", chunking)
         self.chunking = chunking
         self.name = "executorch int8" if int8 else "executorch"
         source = "the program" if isinstance(program, bytes) else str(program)

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Tu
 import torch
 
 if TYPE_CHECKING:
-    from wenet_lite.decode.context import ContextGraph
-    from wenet_lite.decode.lm import LMScorer, LMState
+    from wenet_lite.search.context import ContextGraph
+    from wenet_lite.search.lm import LMScorer, LMState
 
 __all__ = [
     "BLANK",
@@ -233,15 +233,20 @@ class StreamingGreedySearch:
         self._score = 0.0
         self._last: Optional[_Emit] = None  # the last token emitted (a linked list back)
 
-    def accept(self, log_probs: torch.Tensor) -> Hypothesis:
-        """Consume a (C, V) chunk and return the hypothesis over all frames so far."""
+    def accept(self, log_probs: torch.Tensor) -> List[Hypothesis]:
+        """Consume a (C, V) chunk and return the hypotheses over all frames so far: one, the
+        best path (a list, as the prefix beam search's n-best)."""
         _check_chunk(log_probs)
         best_lp, best_id = log_probs.max(dim=-1)  # (C,), (C,)
         self._accept_best(best_id.tolist(), best_lp.tolist())
         return self.result()
 
-    def result(self) -> Hypothesis:
-        """The hypothesis so far; the same cost at any length."""
+    def result(self) -> List[Hypothesis]:
+        """The hypotheses so far (one); the same cost at any length."""
+        return [self.best()]
+
+    def best(self) -> Hypothesis:
+        """The best path so far."""
         confidence = _confidence(self._last, self._score, self.num_frames)
         return Hypothesis._of(self._last, self._score, confidence)
 
@@ -268,7 +273,7 @@ def ctc_greedy_search(log_probs: torch.Tensor, lens: torch.Tensor) -> List[Hypot
     for ids, lps, n in zip(best_id.tolist(), best_lp.tolist(), lens.tolist()):
         search = StreamingGreedySearch()
         search._accept_best(ids[:n], lps[:n])
-        hyps.append(search.result())
+        hyps.append(search.best())
     return hyps
 
 
@@ -328,7 +333,7 @@ class _Prefix:
     ``blank``/``non_blank``: log-probability of all kept alignments of the prefix that end in a
     blank / in its last token, and ``blank_path``/``non_blank_path`` the most probable single
     alignment of each family (Viterbi), which supplies the timestamps and token peaks. ``lm``:
-    the language model's state of the prefix when a scorer is fused (see ``decode/lm.py``);
+    the language model's state of the prefix when a scorer is fused (see ``search/lm.py``);
     ``hot``: its state in the hotword graph, ``hot_score`` the bonus gathered (``context.py``).
     """
 
@@ -446,11 +451,11 @@ class StreamingPrefixBeamSearch:
     ``nbest`` (<= beam_size) is how many hypotheses ``result`` returns, best first; fewer while
     the beam holds fewer prefixes (e.g. before the first frame).
 
-    ``scorer`` fuses a word language model (``decode/lm.py``): the beam then ranks prefixes by
+    ``scorer`` fuses a word language model (``search/lm.py``): the beam then ranks prefixes by
     CTC log-probability plus the scorer's weighted LM score and word bonus, and a hypothesis's
     ``score`` is that sum (its last word and the sentence end scored); timestamps and confidence
     still come from the CTC alignment. ``context`` adds hotword bonuses the same way
-    (``decode/context.py``); the n-best of :meth:`result` has each hypothesis's unfinished
+    (``search/context.py``); the n-best of :meth:`result` has each hypothesis's unfinished
     hotword match taken back, and is sorted after that.
     """
 

@@ -36,17 +36,8 @@ from lhotse.cut import Cut
 from wenet_lite.config import ExperimentConfig
 from wenet_lite.data.manifest import cut_samples, cut_text, load_cuts
 from wenet_lite.data.tokenizer import Tokenizer, normalize_text
-from wenet_lite.decode.ctc_search import (
-    Hypothesis,
-    frames_to_seconds,
-)
-from wenet_lite.decode.engines import Engine
-from wenet_lite.decode.options import SearchModels
-from wenet_lite.decode.rescore import check_decoder
-from wenet_lite.decode.result import make_result, spell
-from wenet_lite.decode.score import hyp_lines
-from wenet_lite.decode.utterance import DecodeOptions, decode_batch, decode_long
-from wenet_lite.decode.wer import (
+from wenet_lite.evaluation.score import hyp_lines
+from wenet_lite.evaluation.wer import (
     UtteranceScore,
     format_details,
     format_summary,
@@ -58,6 +49,15 @@ from wenet_lite.features.fbank import compute_fbank
 from wenet_lite.fileio import write_files_atomic
 from wenet_lite.model import ASRModel
 from wenet_lite.model.chunking import check_chunking
+from wenet_lite.runtime.engines import Engine
+from wenet_lite.runtime.result import make_result, spell
+from wenet_lite.runtime.utterance import DecodeOptions, decode_batch, decode_long
+from wenet_lite.search.ctc_search import (
+    Hypothesis,
+    frames_to_seconds,
+)
+from wenet_lite.search.options import SearchModels
+from wenet_lite.search.rescore import check_decoder
 
 __all__ = [
     "DecodeOptions",  # defined in utterance.py, re-exported: where decode_cuts takes it
@@ -98,7 +98,7 @@ class DecodeReport:
     wall_seconds: float
     options: DecodeOptions
     engine: str = "torch"
-    """what ran the encoder (decode/engines.py)"""
+    """what ran the encoder (runtime/engines.py)"""
 
     @property
     def rtf(self) -> float:
@@ -167,7 +167,7 @@ def decode_model(
     progress: bool = False,
 ) -> DecodeReport:
     """Decode lhotse cuts with a model in memory (see the module docstring). ``engine``
-    (``decode/engines.py``) runs ``simulate_streaming``; default the model in eager PyTorch.
+    (``runtime/engines.py``) runs ``simulate_streaming``; default the model in eager PyTorch.
     ``progress``: a bar over the audio seconds on stderr."""
     if engine is not None and not options.simulate_streaming:
         raise ValueError(f"the {engine.name} engine streams: it needs simulate_streaming")

@@ -17,18 +17,18 @@ from typing import List, Optional
 import torch
 
 from wenet_lite.config import ExperimentConfig
-from wenet_lite.decode.ctc_search import (
+from wenet_lite.model import ASRModel
+from wenet_lite.model.chunking import Chunking
+from wenet_lite.runtime.engines import Engine, stream_log_probs
+from wenet_lite.runtime.long_audio import long_log_probs
+from wenet_lite.search.ctc_search import (
     Hypothesis,
     ctc_greedy_search,
     ctc_prefix_beam_search,
     penalize_blank,
 )
-from wenet_lite.decode.engines import Engine, stream_log_probs
-from wenet_lite.decode.long_audio import long_log_probs
-from wenet_lite.decode.options import SearchModels, SearchOptions
-from wenet_lite.decode.rescore import Segment, rescore
-from wenet_lite.model import ASRModel
-from wenet_lite.model.chunking import Chunking
+from wenet_lite.search.options import SearchModels, SearchOptions
+from wenet_lite.search.rescore import Segment, rescore
 
 __all__ = ["DecodeOptions", "decode_batch", "decode_long", "recognize_features"]
 

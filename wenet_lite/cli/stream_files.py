@@ -31,10 +31,10 @@ from typing import IO, Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, 
 
 import numpy as np
 
-from wenet_lite.decode.ctc_search import Hypothesis
-from wenet_lite.decode.result import Result
-from wenet_lite.decode.streaming import Stream, StreamCursor, StreamingRecognizer
 from wenet_lite.features.audio import AudioError, read_audio_blocks, read_pcm16
+from wenet_lite.runtime.result import Result
+from wenet_lite.runtime.streaming import Stream, StreamCursor, StreamingRecognizer
+from wenet_lite.search.ctc_search import Hypothesis
 
 __all__ = ["STDIN", "StreamReport", "stream_inputs"]
 

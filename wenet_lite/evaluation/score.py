@@ -21,7 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from wenet_lite.decode.wer import format_details, format_summary, score_utterance, summary_record
+from wenet_lite.evaluation.wer import (
+    format_details,
+    format_summary,
+    score_utterance,
+    summary_record,
+)
 from wenet_lite.fileio import write_files_atomic
 
 __all__ = [

@@ -21,9 +21,9 @@ from typing import List, NamedTuple, Sequence
 
 import torch
 
-from wenet_lite.decode.ctc_search import Hypothesis
 from wenet_lite.model import ASRModel
 from wenet_lite.model.decoder import RESCORE_CTC_WEIGHT, RESCORE_REVERSE_WEIGHT, AttentionDecoder
+from wenet_lite.search.ctc_search import Hypothesis
 
 __all__ = ["RESCORE_CTC_WEIGHT", "RESCORE_REVERSE_WEIGHT", "Segment", "check_decoder", "rescore"]
 

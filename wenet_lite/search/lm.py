@@ -25,7 +25,7 @@ The LM is a bigram or trigram with interpolated absolute discounting (Ney, Essen
 over the vocabulary V of training words plus ``</s>`` and ``<unk>`` (any word not seen in
 training); each sums to one over V, and an unseen history backs off to h'. It is stored as
 JSON counts, or written as an ARPA back-off model (the same probabilities: D * N1+(h .) / c(h)
-is h's back-off weight). Fusion also takes any ARPA LM (:mod:`wenet_lite.decode.arpa`), e.g.
+is h's back-off weight). Fusion also takes any ARPA LM (:mod:`wenet_lite.search.arpa`), e.g.
 LibriSpeech's own from openslr.org/11.
 """
 
@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Union
 
 from wenet_lite.data.tokenizer import normalize_text
-from wenet_lite.decode.arpa import BOS, EOS, UNK, ArpaLM, Entry, NGramLM, write_arpa
 from wenet_lite.fileio import open_text, write_text_atomic
+from wenet_lite.search.arpa import BOS, EOS, UNK, ArpaLM, Entry, NGramLM, write_arpa
 
 __all__ = [
     "LanguageModel", "LMState", "LMScorer", "Perplexity", "WordLM", "load_lm", "perplexity",

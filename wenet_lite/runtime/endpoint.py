@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from wenet_lite.decode.options import flag
+from wenet_lite.config import flag
 
 __all__ = ["EndpointConfig", "detect_endpoint"]
 
