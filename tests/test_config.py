@@ -142,3 +142,18 @@ def test_silently_wrong_files_are_errors(tmp_path: Path, data: bytes, words: str
     assert str(path) in str(info.value)
     with pytest.raises(ConfigError, match="is a directory"):
         load_config(tmp_path)
+
+
+def test_shipped_configs_are_found_by_name(tmp_path, monkeypatch) -> None:
+    from wenet_lite.config import find_config, load_config, shipped_configs
+
+    assert {"conformer_u2", "synthetic_small", "tiny_test"} <= set(shipped_configs())
+    monkeypatch.chdir(tmp_path)  # no conf/ here: the package's own
+    assert load_config("tiny_test") == load_config("tiny_test.yaml")
+    assert find_config("conformer_u2").parent.name == "conf"
+    (tmp_path / "tiny_test.yaml").write_text("model:\n  ctc_weight: 1.0\n")
+    assert find_config("tiny_test.yaml") == Path("tiny_test.yaml")  # a path that exists wins
+    with pytest.raises(FileNotFoundError, match=r"nope.*shipped configs, by name: .*tiny_test"):
+        find_config("nope")
+    with pytest.raises(FileNotFoundError, match="config file not found: sub/tiny_test"):
+        find_config("sub/tiny_test")  # a path with a folder is only ever a path

@@ -108,7 +108,8 @@ if origin != root.as_uri():
     sys.exit(print(f"wenet_lite is installed from {origin or 'an index'}, not this checkout"))
 for requirement in dist.requires or []:
     name, _, marker = requirement.partition(";")
-    if "extra" in marker and "'dev'" not in marker and '"dev"' not in marker:
+    # [dev] takes in the other extras: each of theirs counts too
+    if "extra" in marker and not re.search(r"""['"](dev|train|onnx|executorch|serve)['"]""", marker):
         continue
     name = re.split(r"[\s<>=!~\[(]", name.strip(), maxsplit=1)[0]
     try:

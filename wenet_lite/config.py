@@ -13,7 +13,7 @@ import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, Literal, Tuple
+from typing import Any, Dict, Iterable, List, Literal, Tuple
 
 import yaml
 
@@ -21,6 +21,8 @@ from wenet_lite.fileio import write_text_atomic
 
 __all__ = [
     "ConfigError",
+    "find_config",
+    "shipped_configs",
     "flag",
     "FeatureConfig",
     "SpecAugConfig",
@@ -567,14 +569,36 @@ def load_config(path: str | Path, overrides: Iterable[str] = ()) -> ExperimentCo
         raise ConfigError(e.path, f"{e.message} (in {path})") from None
 
 
+SHIPPED_CONFIGS = Path(__file__).resolve().parent / "conf"
+"""the configs that come with the package (``conformer_u2``, ``synthetic_small``, ...)"""
+
+
+def shipped_configs() -> List[str]:
+    """The names of the configs that come with the package."""
+    return sorted(p.stem for p in SHIPPED_CONFIGS.glob("*.yaml"))
+
+
+def find_config(path: str | Path) -> Path:
+    """A config file: a path that exists, else a shipped config by name (``conformer_u2`` or
+    ``conformer_u2.yaml``). FileNotFoundError names the path and the shipped names."""
+    given = Path(path)
+    if given.is_dir():
+        raise ConfigError("", f"{given} is a directory, not a config file")
+    if given.is_file():
+        return given
+    if given.parent == Path("."):
+        shipped = SHIPPED_CONFIGS / (given.name if given.suffix else f"{given.name}.yaml")
+        if shipped.is_file():
+            return shipped
+    raise FileNotFoundError(
+        f"config file not found: {given} (shipped configs, by name: {', '.join(shipped_configs())})"
+    )
+
+
 def read_config_dict(path: str | Path, overrides: Iterable[str] = ()) -> Dict[str, Any]:
     """The settings a YAML config file and its overrides give explicitly (not validated, no
     defaults filled in)."""
-    path = Path(path)
-    if path.is_dir():
-        raise ConfigError("", f"{path} is a directory, not a config file")
-    if not path.is_file():
-        raise FileNotFoundError(f"config file not found: {path}")
+    path = find_config(path)
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=_StrictLoader)  # a SafeLoader
     except UnicodeDecodeError as e:

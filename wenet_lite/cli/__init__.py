@@ -125,3 +125,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         print(f"wenet-lite {args.command}: interrupted", file=sys.stderr)
         return 130
+    except ImportError as e:  # an optional extra that is not installed
+        from wenet_lite.extras import missing_extra
+
+        message = missing_extra(e)
+        if message is None:
+            raise
+        print(f"wenet-lite {args.command}: error: {message}", file=sys.stderr)
+        return 1

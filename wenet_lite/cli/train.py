@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from wenet_lite.cli.flags import UsageError, add_set, output_dir, output_file
+from wenet_lite.config import shipped_configs
 
 
 def add_prepare(sub: argparse._SubParsersAction) -> None:
@@ -55,7 +56,10 @@ def add_compute_cmvn(sub: argparse._SubParsersAction) -> None:
         "skipped and counted. `train` reads DATA/cmvn.json by default.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--config", required=True, help="experiment YAML (its features section)")
+    p.add_argument(
+        "--config", required=True,
+        help="experiment YAML, or a shipped config by name, e.g. conformer_u2 (its features)",
+    )  # fmt: skip
     p.add_argument("--data", required=True, nargs="+", help="prepared part dir(s) or cuts files")
     p.add_argument("--out", type=output_file, required=True, help="output JSON")
     add_set(p)
@@ -93,7 +97,10 @@ def add_compute_fbank(sub: argparse._SubParsersAction) -> None:
         "them (other speed factors). Run it again after `prepare` or a features change.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--config", required=True, help="experiment YAML (features, train.seed)")
+    p.add_argument(
+        "--config", required=True,
+        help="experiment YAML, or a shipped config by name (its features, train.seed)",
+    )  # fmt: skip
     p.add_argument("--data", required=True, nargs="+", help="prepared part dir(s)")
     add_set(p)
     p.add_argument("--jobs", type=int, help="DataLoader workers (default: data.num_workers)")
@@ -130,7 +137,10 @@ def add_train(sub: argparse._SubParsersAction) -> None:
         "--init MODEL.pt fine-tunes a trained model: its weights, tokenizer and CMVN.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--config", required=True, help="experiment YAML")
+    p.add_argument(
+        "--config", required=True,
+        help=f"experiment YAML, or a shipped config by name: {', '.join(shipped_configs())}",
+    )  # fmt: skip
     p.add_argument("--data", required=True, help="prepared data dir (holding <part>/cuts...)")
     p.add_argument(
         "--exp", type=output_dir, required=True, help="experiment dir for checkpoints and logs"
