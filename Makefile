@@ -10,7 +10,7 @@ PY := $(CURDIR)/.venv/bin/python
 endif
 WITH_ENV = PATH="$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$$PATH"
 
-.PHONY: setup test demo smoke lint bench
+.PHONY: setup test demo smoke lint bench docs
 
 # Install what is missing (apt packages, .venv, torch's CPU wheel, wenet_lite[dev]); a second
 # run checks and returns in about a second. See tools/setup.sh.
@@ -32,5 +32,9 @@ smoke: setup
 lint: setup
 	$(WITH_ENV) ruff check . && $(WITH_ENV) ruff format --check .
 
+# The docs site (MkDocs, Material theme) into site/; `mkdocs serve` to browse while editing.
+docs: setup
+	$(WITH_ENV) NO_MKDOCS_2_WARNING=1 mkdocs build --strict
+
 bench: setup
-	$(WITH_ENV) $(PY) tools/bench_encoder.py
+	$(WITH_ENV) $(PY) benchmarks/bench_encoder.py

@@ -6,16 +6,18 @@ from typing import Callable, Iterator, List
 
 import pytest
 
-TOOLS = Path(__file__).resolve().parents[2] / "tools"
+REPO = Path(__file__).resolve().parents[2]
+FOLDERS = (REPO / "tools", REPO / "benchmarks")
 
 
 @pytest.fixture(scope="module")
 def load_tool() -> Iterator[Callable[[str], ModuleType]]:
-    """Import a script of tools/ as a module (``load_tool("results_table")``)."""
+    """Import a script of tools/ or benchmarks/ as a module (``load_tool("results_table")``)."""
     loaded: List[str] = []
 
     def load(name: str) -> ModuleType:
-        spec = importlib.util.spec_from_file_location(name, TOOLS / f"{name}.py")
+        path = next(f / f"{name}.py" for f in FOLDERS if (f / f"{name}.py").is_file())
+        spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)

@@ -1,4 +1,4 @@
-"""tools/bench_long.py: the long files hold the set's utterances end to end, and the one-by-one
+"""benchmarks/bench_long.py: the long files hold the set's utterances end to end, and the one-by-one
 WER it compares against counts the same utterances, repeats included."""
 
 from __future__ import annotations

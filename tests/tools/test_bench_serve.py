@@ -1,5 +1,5 @@
-"""tools/bench_serve.py and tools/bench_engines.py run end to end on the tiny model and print
-their tables (the numbers are the benchmarks' business, not the tests')."""
+"""benchmarks/bench_serve.py and benchmarks/bench_engines.py run end to end on the tiny model
+and print their tables (the numbers are the benchmarks' business, not the tests')."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.slow
 def test_bench_serve_drives_our_server(tiny, corpus) -> None:  # noqa: F811
-    cmd = [sys.executable, str(ROOT / "tools" / "bench_serve.py"), "--data",
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_serve.py"), "--data",
            str(corpus / "test-clean"), "--clients", "1,3", "--seconds", "1.5", "--ramp", "0.2",
            "--serve", f"tiny={tiny.path}::--chunk-size 4 --left-chunks 2 --jobs 2",
            "--serve-flags", "", "--flood", "1"]  # fmt: skip
@@ -34,7 +34,7 @@ def test_bench_serve_drives_our_server(tiny, corpus) -> None:  # noqa: F811
 @pytest.mark.slow
 def test_bench_engines_prints_a_row_per_engine(tiny, corpus) -> None:  # noqa: F811
     engines = ["torch", "torch int8", "onnxruntime", "executorch"]
-    cmd = [sys.executable, str(ROOT / "tools" / "bench_engines.py"), "--model", str(tiny.path),
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_engines.py"), "--model", str(tiny.path),
            "--streams", "1,2", "--seconds", "2", "--chunk-size", "4", "--left-chunks", "2",
            "--repeats", "1", "--engines", ",".join(engines)]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)

@@ -1,4 +1,5 @@
-"""tools/bench_train.py: one run gives the loader, the bare step and the trainer side by side."""
+"""benchmarks/bench_train.py: one run gives the loader, the bare step and the trainer side by
+side."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_table_has_every_row_with_a_rate(synthetic_corpus) -> None:
-    cmd = [sys.executable, str(REPO / "tools" / "bench_train.py"), "--config",
+    cmd = [sys.executable, str(REPO / "benchmarks" / "bench_train.py"), "--config",
            str(REPO / "conf" / "tiny_test.yaml"), "--data", str(synthetic_corpus.data),
            "--device", "cpu", "--steps", "2", "--warmup", "1", "--no-compile",
            "--set", "data.fbank=device"]  # fmt: skip

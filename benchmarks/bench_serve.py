@@ -11,7 +11,7 @@ lets them, beside the real-time ones. The servers are measured in turns at each 
 so both see the same machine. The last line names each server's largest N whose p95 final
 latency stays under 1 s with no errors.
 
-    python tools/bench_serve.py --data exp/data/test-clean --clients 40,80,160,240 \\
+    python benchmarks/bench_serve.py --data exp/data/test-clean --clients 40,80,160,240 \\
         --serve ours=exp/u2/avg_5.pt --url sherpa=ws://127.0.0.1:6007@PID
 
 ``--serve NAME=MODEL[::FLAGS]`` starts `wenet-lite serve` on a free port (with --serve-flags and

@@ -2,7 +2,8 @@
 """Hours of audio: streaming cost and decode memory against length (a benchmark, not a test).
 
 Usage:
-    python tools/bench_long.py --model exp/synthetic/avg_5.pt --data data/synthetic/test-clean \
+    python benchmarks/bench_long.py --model exp/synthetic/avg_5.pt \
+        --data data/synthetic/test-clean \
         [--lm exp/synthetic/lm.json] [--minutes 1 10 60] [--out exp/synthetic/bench_long]
 
 Builds long files of 1, 10 and 60 minutes from the test set's utterances, one after another

@@ -3,7 +3,7 @@
 compiled), and the whole trainer, in audio seconds per second, with peak memory.
 
 Usage:
-    python tools/bench_train.py --config conf/conformer_u2.yaml --data data
+    python benchmarks/bench_train.py --config conf/conformer_u2.yaml --data data
         [--device cpu|cuda|cuda:N] [--steps 12] [--warmup 4] [--threads 2] [--no-compile]
         [--train-part train-clean-100] [--set KEY=VALUE ...]
 

@@ -1,7 +1,7 @@
 """Our engines beside WeNet's own streaming encoder, one stream, one thread, encoder + CTC head
 per chunk (no features, no search), the same windows for all.
 
-    python tools/bench_wenet_encoder.py --wenet DIR [--config conf/conformer_u2.yaml]
+    python benchmarks/bench_wenet_encoder.py --wenet DIR [--config conf/conformer_u2.yaml]
 
 ``--wenet`` is a checkout of github.com/wenet-e2e/wenet (its ``wenet/models/transformer``
 package is imported from there; nothing of it is in this repository). WeNet's
@@ -25,7 +25,7 @@ import torch
 
 def _wenet(args: argparse.Namespace, cfg, vocab: int) -> Callable[[], Callable]:
     """A factory of fresh WeNet streams: each call returns a step over one window."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # wenet_golden
     import wenet_golden  # noqa: PLC0415 - WeNet's model code without its CLI's dependencies
 
     wenet_golden._stand_ins(Path(args.wenet).resolve())

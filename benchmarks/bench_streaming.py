@@ -2,9 +2,9 @@
 """Streaming benchmark: per-chunk latency, RTF, and throughput of many streams batched.
 
 Usage:
-    python tools/bench_streaming.py [--config conf/conformer_u2.yaml] [--chunk 16]
+    python benchmarks/bench_streaming.py [--config conf/conformer_u2.yaml] [--chunk 16]
         [--left -1 4] [--streams 1 4 16] [--seconds 20] [--threads 1] [--dtypes fp32 bf16]
-    python tools/bench_streaming.py --config conf/synthetic_small.yaml --left 4 --long 3600
+    python benchmarks/bench_streaming.py --config conf/synthetic_small.yaml --left 4 --long 3600
 
 Drives ``StreamingRecognizer`` the way a server does: every stream receives one chunk of audio
 (C * 40 ms) per step, then ONE ``decode_streams`` call decodes every ready stream in a single

@@ -1,8 +1,9 @@
 """Engines side by side: the whole streaming recogniser (features, search, state batching) on
 each engine and precision, one stream and many batched, one thread.
 
-    python tools/bench_engines.py --config conf/conformer_u2.yaml [--vocab 5000]
-    python tools/bench_engines.py --model exp/synthetic/avg_5.pt [--data data/synthetic/test-clean]
+    python benchmarks/bench_engines.py --config conf/conformer_u2.yaml [--vocab 5000]
+    python benchmarks/bench_engines.py --model exp/synthetic/avg_5.pt \
+        [--data data/synthetic/test-clean]
 
 One table: per engine, ms per chunk for one stream (and the ratio to the torch fp32 engine,
 the eager path), its real-time factor, the throughput gain of 4 and 16 streams batched (audio

@@ -2,7 +2,7 @@
 
 Development only (it builds the WeNet model with WeNet's own code, like wenet_golden.py):
 
-    python tools/bench_wenet_import.py --wenet /tmp/wenet
+    python benchmarks/bench_wenet_import.py --wenet /tmp/wenet
 
 writes a LibriSpeech-shaped U2++ model (conformer 12 x 256, 4 heads, FFN 2048, kernel 15,
 random weights) as WeNet saves it, times `import_wenet` on it, then times one stream's chunk
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))  # wenet_golden
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import wenet_golden  # noqa: E402

@@ -2,7 +2,7 @@
 """Encoder speed benchmark: full forward and chunk-by-chunk streaming, eager and TorchScript.
 
 Usage:
-    python tools/bench_encoder.py [--config conf/conformer_u2.yaml] [--seconds 10]
+    python benchmarks/bench_encoder.py [--config conf/conformer_u2.yaml] [--seconds 10]
         [--threads 1 2] [--chunk 16] [--repeats 3] [--dtypes fp32 bf16]
 
 Prints a table: wall seconds for the whole input, real-time factor (seconds of compute per
