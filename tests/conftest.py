@@ -41,7 +41,10 @@ def synthetic_corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
     from wenet_lite.data.tokenizer import Tokenizer
 
     root = tmp_path_factory.mktemp("synthetic")
-    cmd = [sys.executable, str(REPO / "tools" / "make_synthetic_librispeech.py")]
+    cmd = [
+        sys.executable,
+        str(REPO / "recipes" / "synthetic" / "local" / "make_synthetic_librispeech.py"),
+    ]
     cmd += ["--out", str(root), "--hours", "0.05", "--seed", "0", "--jobs", "1"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

@@ -27,8 +27,8 @@
 #                 with the word LM; rescored at $rescore_chunk), scored and compared with
 #                 simulated streaming
 #   7  export:    TorchScript and ONNX (+int8) for chunk $export_chunk, left $export_left
-#   8  results:   tools/results_table.py (from every summary.json) -> $exp/RESULTS.md,
-#                 tools/plot_training.py
+#   8  results:   recipes/common/results_table.py (from every summary.json) -> $exp/RESULTS.md,
+#                 recipes/common/plot_training.py
 # Options: --name value (dashes or underscores) or environment variables of the same name.
 #
 # Expected cost: an ESTIMATE (no GPU run of this recipe has been made), derived in README.md
@@ -300,8 +300,8 @@ if run_stage 8; then
   test_args=()
   for test in $test_sets; do test_args+=(--test "$data/$test"); done
   for part in ${train_set//,/ }; do test_args+=(--train-data "$data/$part"); done
-  python3 tools/plot_training.py --exp "$exp"
-  python3 tools/results_table.py --exp "$exp" --model "$model" \
+  python3 recipes/common/plot_training.py --exp "$exp"
+  python3 recipes/common/results_table.py --exp "$exp" --model "$model" \
     "${test_args[@]}" \
     --note "Config: $config${overrides:+, overrides: $overrides}; train: $train_set; $ngpu GPU(s)."
 fi

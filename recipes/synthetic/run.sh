@@ -6,7 +6,7 @@
 #
 # Run from the repository root (after `pip install -e ".[dev]"` and the apt packages of the
 # README). Stages:
-#   0  generate the corpus: tools/make_synthetic_librispeech.py (skipped when it exists)
+#   0  generate the corpus: recipes/synthetic/local/make_synthetic_librispeech.py (skipped when it exists)
 #   1  prepare:        wenet-lite prepare librispeech   -> $data/<part>/cuts.jsonl.gz
 #   2  CMVN:           wenet-lite compute-cmvn          -> $data/cmvn.json
 #      features:       wenet-lite compute-fbank         -> $data/train-clean-100/fbank/
@@ -154,7 +154,7 @@ if run_stage 0; then
     log 0 "corpus exists: $corpus (delete it to generate again)"
   else
     log 0 "generating $hours h of synthetic speech into $corpus"
-    python3 tools/make_synthetic_librispeech.py --out "$corpus" --hours "$hours" --seed "$seed" \
+    python3 recipes/synthetic/local/make_synthetic_librispeech.py --out "$corpus" --hours "$hours" --seed "$seed" \
       --jobs "$jobs"
   fi
 fi
@@ -230,7 +230,7 @@ if run_stage 5; then
   tasks=("decode_lm full_lm")  # the longest first
   if [ "$hotwords" = true ]; then
     log 5 "hotword lists: test words never in the training text, and as many unrelated words"
-    python3 tools/hotword_lists.py --train-data "$data/train-clean-100" --test "$data/$test_part" \
+    python3 recipes/synthetic/local/hotword_lists.py --train-data "$data/train-clean-100" --test "$data/$test_part" \
       ${lm_text:+--lm-text "$lm_text"} --out-dir "$exp/hotwords"
     tasks+=("decode_lm full_lm_hot $(hot unseen)" "decode_lm full_lm_unrelated $(hot unrelated)")
     tasks+=("decode_test full_beam_hot ${beam_search[*]} $(hot unseen)")
@@ -315,16 +315,16 @@ fi
 if run_stage 8; then
   resolve_lm_text
   log 8 "plots and $exp/RESULTS.md"
-  python3 tools/plot_training.py --exp "$exp"
-  python3 tools/plot_alignment.py --model "$model" --data "$data/$test_part" --index 0 \
+  python3 recipes/common/plot_training.py --exp "$exp"
+  python3 recipes/synthetic/local/plot_alignment.py --model "$model" --data "$data/$test_part" --index 0 \
     --out "$exp/alignment.png"
-  python3 tools/plot_attention.py --model "$model" --data "$data/$test_part" --index 0 \
+  python3 recipes/synthetic/local/plot_attention.py --model "$model" --data "$data/$test_part" --index 0 \
     --chunk-size 16 --left-chunks 2 --out "$exp/attention.png"
   if [ "$rescore" = true ]; then
-    python3 tools/plot_cross_attention.py --model "$model" --data "$data/$test_part" --index 0 \
+    python3 recipes/synthetic/local/plot_cross_attention.py --model "$model" --data "$data/$test_part" --index 0 \
       --chunk-size "${rescore_chunk:-0}" --out "$exp/cross_attention.png"
   fi
-  python3 tools/results_table.py --exp "$exp" --model "$model" \
+  python3 recipes/common/results_table.py --exp "$exp" --model "$model" \
     --train-data "$data/train-clean-100" --test "$data/$test_part" ${lm_text:+--lm-text "$lm_text"} \
     $([ -f "$exp/hotwords/unseen.txt" ] && echo "--hotwords-list $exp/hotwords/unseen.txt") \
     --note "Corpus: $corpus ($hours h requested, seed $seed). Config: $config${overrides:+, overrides: $overrides}." \

@@ -7,12 +7,18 @@ from typing import Callable, Iterator, List
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-FOLDERS = (REPO / "tools", REPO / "benchmarks")
+FOLDERS = (
+    REPO / "tools",
+    REPO / "benchmarks",
+    REPO / "recipes" / "common",
+    REPO / "recipes" / "synthetic" / "local",
+)
 
 
 @pytest.fixture(scope="module")
 def load_tool() -> Iterator[Callable[[str], ModuleType]]:
-    """Import a script of tools/ or benchmarks/ as a module (``load_tool("results_table")``)."""
+    """Import a script of tools/, benchmarks/ or a recipe's folder as a module
+    (``load_tool("results_table")``)."""
     loaded: List[str] = []
 
     def load(name: str) -> ModuleType:

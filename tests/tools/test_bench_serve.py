@@ -37,7 +37,8 @@ def test_bench_engines_prints_a_row_per_engine(tiny, corpus) -> None:  # noqa: F
     cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_engines.py"), "--model", str(tiny.path),
            "--streams", "1,2", "--seconds", "2", "--chunk-size", "4", "--left-chunks", "2",
            "--repeats", "1", "--engines", ",".join(engines)]  # fmt: skip
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    # about a minute alone (an export per engine); generous for a loaded machine
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr
     rows = [line.split("|")[1:-1] for line in out.stdout.splitlines()[3:]]
     assert [r[0].strip() for r in rows] == engines

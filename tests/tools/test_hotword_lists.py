@@ -1,4 +1,5 @@
-"""tools/hotword_lists.py: the unseen words of the test set, and as many unrelated rare words."""
+"""recipes/synthetic/local/hotword_lists.py: the unseen words of the test set, and as many
+unrelated rare words."""
 
 from __future__ import annotations
 

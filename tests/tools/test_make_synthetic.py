@@ -1,4 +1,5 @@
-"""tools/make_synthetic_librispeech.py: layout, audio, transcripts, determinism, errors."""
+"""recipes/synthetic/local/make_synthetic_librispeech.py: layout, audio, transcripts,
+determinism, errors."""
 
 from __future__ import annotations
 
@@ -17,7 +18,13 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "make_synthetic_librispeech.py"
+SCRIPT = (
+    Path(__file__).resolve().parents[2]
+    / "recipes"
+    / "synthetic"
+    / "local"
+    / "make_synthetic_librispeech.py"
+)
 PARTS = ("train-clean-100", "dev-clean", "test-clean")
 APT_HINT = "apt-get install espeak-ng flite fortunes-min fortunes"
 HOURS = "0.01"  # 36 s of train; dev and test get their 10-utterance minimum

@@ -1,5 +1,5 @@
-"""tools/plot_attention.py: the weights it draws have the chunk structure, and it writes a PNG
-whose title names the utterance and the model."""
+"""recipes/synthetic/local/plot_attention.py: the weights it draws have the chunk structure,
+and it writes a PNG whose title names the utterance and the model."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""tools/results_table.py: which decode dirs become which rows, in which order, with the
+"""recipes/common/results_table.py: which decode dirs become which rows, in which order, with the
 numbers and settings their summary.json records."""
 
 from __future__ import annotations

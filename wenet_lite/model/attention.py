@@ -145,7 +145,7 @@ class RelPositionAttention(nn.Module):
         self, x: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor, cache: torch.Tensor
     ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The two terms of the score and the attention weights, for looking at them
-        (``tools/plot_attention.py``); arguments as :meth:`forward`.
+        (``recipes/synthetic/local/plot_attention.py``); arguments as :meth:`forward`.
 
         Returns:
             content (q_i + u)·k_j / sqrt(d_k), position (q_i + v)·p(i - j) / sqrt(d_k) and the

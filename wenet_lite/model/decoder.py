@@ -195,7 +195,8 @@ class TransformerDecoder(nn.Module):
         memory_mask: torch.Tensor,
     ) -> List[torch.Tensor]:
         """Each block's cross-attention weights (B, H, U, S) over the encoder frames, as
-        :meth:`forward` computes them (for pictures: ``tools/plot_cross_attention.py``)."""
+        :meth:`forward` computes them (for pictures: the synthetic recipe's
+        ``local/plot_cross_attention.py``)."""
         x = self.embed_tokens(tokens)
         mask = self_mask(token_lens, tokens.size(1))
         weights = []

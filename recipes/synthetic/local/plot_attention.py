@@ -2,10 +2,11 @@
 """Picture what chunked relative-position self-attention attends to, for one utterance.
 
 Usage:
-    python tools/plot_attention.py --model exp/synthetic/avg_5.pt --data data/test-clean \
+    python recipes/synthetic/local/plot_attention.py --model exp/synthetic/avg_5.pt \
+        --data data/test-clean \
         [--index 0] [--chunk-size 16] [--left-chunks 2] [--layers 0 -1] [--head 0] \
         [--max-frames 96] [--out exp/synthetic/attention.png]
-    python tools/plot_attention.py --model M --audio a.flac ...
+    python recipes/synthetic/local/plot_attention.py --model M --audio a.flac ...
 
 Self-attention is a matrix one can look at (seed 001): for every query frame i, a distribution
 over key frames j. Decoded in chunks of C frames with N chunks of history, query i sees the keys

@@ -3,9 +3,10 @@
 by encoder frame, with the CTC spike of each token marked.
 
 Usage:
-    python tools/plot_cross_attention.py --model exp/synthetic/avg_5.pt --data data/test-clean \
+    python recipes/synthetic/local/plot_cross_attention.py --model exp/synthetic/avg_5.pt \
+        --data data/test-clean \
         [--index 0] [--chunk-size 16] [--layer -1] [--out exp/synthetic/cross_attention.png]
-    python tools/plot_cross_attention.py --model M --audio a.flac ...
+    python recipes/synthetic/local/plot_cross_attention.py --model M --audio a.flac ...
 
 The utterance is decoded as `decode --mode attention_rescoring` does (prefix beam 10, its
 n-best rescored) over the encoder output of --chunk-size (0: full context). The left panel is

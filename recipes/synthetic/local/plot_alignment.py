@@ -2,9 +2,10 @@
 """Picture one utterance's CTC posteriors: fbank, per-frame log-probabilities, greedy tokens.
 
 Usage:
-    python tools/plot_alignment.py --model exp/synthetic/avg_5.pt --audio a.flac \
+    python recipes/synthetic/local/plot_alignment.py --model exp/synthetic/avg_5.pt --audio a.flac \
         [--chunk-size 16] [--ref "THE REFERENCE"] [--out exp/synthetic/alignment.png]
-    python tools/plot_alignment.py --model M --data data/test-clean [--index 0] ...
+    python recipes/synthetic/local/plot_alignment.py --model M --data data/test-clean \
+        [--index 0] ...
 
 Three panels sharing the time axis (encoder frames, converted to seconds): the log-mel fbank;
 a heatmap of log P(token | frame) for the blank and every token the greedy path emits (rows

@@ -2,7 +2,7 @@
 """Write the hotword lists the recipe measures biasing with.
 
 Usage:
-    python tools/hotword_lists.py --train-data data/synthetic/train-clean-100 \
+    python recipes/synthetic/local/hotword_lists.py --train-data data/synthetic/train-clean-100 \
         --test data/synthetic/test-clean [--lm-text corpus/librispeech-lm-norm.txt.gz] \
         --out-dir exp/synthetic/hotwords [--seed 0]
 

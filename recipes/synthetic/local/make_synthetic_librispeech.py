@@ -2,7 +2,8 @@
 """Generate a LibriSpeech-layout corpus of synthetic speech, offline, deterministically.
 
 Usage:
-    python tools/make_synthetic_librispeech.py --out data/synth --hours 1 --seed 0 [--jobs 4]
+    python recipes/synthetic/local/make_synthetic_librispeech.py --out data/synth --hours 1 \
+        --seed 0 [--jobs 4]
 
 Writes DIR/LibriSpeech/{train-clean-100,dev-clean,test-clean}/<spk>/<chapter>/ holding
 <spk>-<chapter>-<utt>.flac (16 kHz mono, 16 bit) and <spk>-<chapter>.trans.txt ("ID TEXT",
@@ -424,7 +425,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     voices = build_voices()
     targets = [args.hours * 3600, args.eval_hours * 3600, args.eval_hours * 3600]
     summary: Dict[str, object] = {
-        "generator": "tools/make_synthetic_librispeech.py",
+        "generator": "recipes/synthetic/local/make_synthetic_librispeech.py",
         "seed": args.seed,
         "hours_requested_train": args.hours,
         "hours_requested_eval": args.eval_hours,

@@ -2,7 +2,7 @@
 """Plot training curves of a `wenet-lite train` experiment: loss and dev WER by step.
 
 Usage:
-    python tools/plot_training.py --exp exp/synthetic [--out exp/synthetic/training.png]
+    python recipes/common/plot_training.py --exp exp/synthetic [--out exp/synthetic/training.png]
 
 Reads the TensorBoard events in EXP/tensorboard (train/loss every log interval; dev/loss and
 dev/wer_<setting> at each epoch end). Writes one PNG with two panels: training and dev loss

@@ -2,7 +2,7 @@
 """Collect an experiment's decoding results into RESULTS.md (WeNet README table format).
 
 Usage:
-    python tools/results_table.py --exp exp/synthetic --model exp/synthetic/avg_5.pt \
+    python recipes/common/results_table.py --exp exp/synthetic --model exp/synthetic/avg_5.pt \
         --train-data data/synthetic/train-clean-100 --test data/synthetic/test-clean \
         [--test data/other-part ...] [--note "text"] [--out exp/synthetic/RESULTS.md]
 
