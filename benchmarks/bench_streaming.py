@@ -43,18 +43,16 @@ def _recognizer(config: str, chunk: int, left: int, device: str, dtype: torch.dt
     from wenet_lite.config import load_config
     from wenet_lite.model import build_model
     from wenet_lite.model.chunking import Chunking
-    from wenet_lite.recognizer import open_recognizer
+    from wenet_lite.recognizer import EngineSpec, open_recognizer
     from wenet_lite.runtime.endpoint import EndpointConfig
 
     cfg = load_config(config)
     torch.manual_seed(0)
     model = build_model(cfg, cfg.tokenizer.vocab_size).to(device, dtype)
-    threads = torch.get_num_threads()  # open_recognizer sets the engine's (1 by default)
-    rec = open_recognizer(
-        (model, None, cfg), Chunking(chunk, left), endpoint=EndpointConfig(enabled=False)
-    )
-    torch.set_num_threads(threads)
-    return rec
+    return open_recognizer(
+        (model, None, cfg), Chunking(chunk, left), endpoint=EndpointConfig(enabled=False),
+        engine=EngineSpec(threads=torch.get_num_threads()),  # the --threads main() set
+    )  # fmt: skip
 
 
 def _run(rec, num_streams: int, seconds: float) -> Dict[str, float]:

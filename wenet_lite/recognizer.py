@@ -1,8 +1,9 @@
 """One way to open a recogniser: an engine description and :func:`open_recognizer`.
 
-Every rule about which engine runs what is checked here, once, with a ``ValueError`` that says
-what to change: the CLI (`stream`, `serve`, `decode --simulate-streaming`), `transcribe` and
-the benchmarks all open their recognisers (or engines) through this module.
+Every rule about which engine runs what is checked here, once, with a :class:`RuleError` (a
+``ValueError``) that says what to change, before anything is loaded: the CLI (`stream`,
+`serve`, `decode --simulate-streaming`), `transcribe` and the benchmarks all open their
+recognisers (or engines) through this module.
 
 Example (the executorch int8 engine from a model file, 4 threads)::
 
@@ -21,7 +22,11 @@ from wenet_lite.runtime.endpoint import EndpointConfig
 from wenet_lite.runtime.engines import ENGINES, Engine, require_fixed_cache
 from wenet_lite.search.options import SearchOptions
 
-__all__ = ["EngineSpec", "check_rules", "make_engine", "open_recognizer"]
+__all__ = ["EngineSpec", "RuleError", "make_engine", "open_recognizer"]
+
+
+class RuleError(ValueError):
+    """A combination of source, engine and chunking that cannot run (the CLI's usage error)."""
 
 
 @dataclass(frozen=True)
@@ -72,16 +77,13 @@ def make_engine(spec: EngineSpec, model: Any, chunking: Chunking) -> Engine:
     return TorchEngine(model, chunking, int8=spec.int8)
 
 
-def check_rules(
-    source: Union[str, Path, Tuple[Any, Any, Any]], chunking: Optional[Chunking], spec: EngineSpec
+def _check_rules(
+    source: Any, bundle: Any, chunking: Optional[Chunking], spec: EngineSpec
 ) -> Chunking:
-    """The chunking to open ``source`` with (an export directory's by default, else 16/4),
-    after every rule of engine, source and chunking (ValueError saying what to change). Reads
-    an export directory's record, loads nothing else: the CLI calls it before loading."""
-    if isinstance(source, (str, Path)) and Path(source).is_dir():
-        from wenet_lite.bundle import read_bundle
-
-        bundle = read_bundle(source)
+    """The chunking to open ``source`` (whose export ``bundle``, if it is a directory) with: an
+    export directory's by default, else 16/4; after every rule of engine, source and chunking
+    (ValueError saying what to change)."""
+    if bundle is not None:
         if spec.kind not in (None, bundle.engine):
             raise ValueError(f"{source} is for --engine {bundle.engine}, not {spec.kind}")
         if spec.device != "cpu":
@@ -105,19 +107,17 @@ def check_rules(
     return chunking
 
 
-def _bundle_engine(directory: Union[str, Path], spec: EngineSpec) -> Tuple[Engine, Any]:
-    """The engine of an export directory whose rules :func:`check_rules` passed, and its
-    bundle (``wenet_lite.bundle``: config, tokenizer and chunking travel in the directory)."""
-    from wenet_lite.bundle import read_bundle
+def _bundle_engine(bundle: Any, spec: EngineSpec) -> Engine:
+    """The engine of an export directory (``wenet_lite.bundle``: config, tokenizer and chunking
+    travel in it) whose rules :func:`_check_rules` passed."""
     from wenet_lite.runtime.engines import ExecuTorchEngine, OnnxRuntimeEngine
 
-    bundle = read_bundle(directory)
     if bundle.engine == "executorch":
         program = bundle.files["model_int8" if spec.int8 else "model"]
-        return ExecuTorchEngine(program, bundle.chunking, spec.threads, int8=spec.int8), bundle
+        return ExecuTorchEngine(program, bundle.chunking, spec.threads, int8=spec.int8)
     if bundle.engine == "onnxruntime":
-        return OnnxRuntimeEngine(bundle.files["model"], bundle.chunking, spec.threads), bundle
-    raise ValueError(f"{directory}: unknown engine {bundle.engine!r} in its record")
+        return OnnxRuntimeEngine(bundle.files["model"], bundle.chunking, spec.threads)
+    raise ValueError(f"{bundle.directory}: unknown engine {bundle.engine!r} in its record")
 
 
 def open_recognizer(
@@ -137,8 +137,9 @@ def open_recognizer(
         search, endpoint: the search and endpointing (defaults: greedy, ``EndpointConfig()``).
         engine: what runs the encoder (default :class:`EngineSpec`: the source's own engine).
     Raises:
-        ValueError for a combination that cannot run, saying what to change;
-        FileNotFoundError / CheckpointError for a bad source, naming it.
+        RuleError (a ValueError) for a combination that cannot run, saying what to change,
+        before anything is loaded; FileNotFoundError / ValueError (CheckpointError, a bad
+        export record) for a bad source, naming it.
     """
     import torch
 
@@ -146,13 +147,21 @@ def open_recognizer(
     from wenet_lite.runtime.streaming import StreamingRecognizer
 
     spec = engine or EngineSpec()
-    chunking = check_rules(source, chunking, spec)
-    torch.set_num_threads(spec.threads)
+    bundle = None
     if isinstance(source, (str, Path)) and Path(source).is_dir():
-        made, bundle = _bundle_engine(source, spec)
+        from wenet_lite.bundle import read_bundle
+
+        bundle = read_bundle(source)
+    try:
+        chunking = _check_rules(source, bundle, chunking, spec)
+    except ValueError as e:
+        raise RuleError(str(e)) from None
+    torch.set_num_threads(spec.threads)
+    if bundle is not None:
         return StreamingRecognizer(
-            made, bundle.cfg, bundle.tokenizer, search, endpoint=endpoint, source=str(source)
-        )
+            _bundle_engine(bundle, spec), bundle.cfg, bundle.tokenizer, search,
+            endpoint=endpoint, source=str(source),
+        )  # fmt: skip
     if isinstance(source, (str, Path)):
         from wenet_lite.model_io import load_model
 

@@ -31,8 +31,8 @@
 #                 recipes/common/plot_training.py
 # Options: --name value (dashes or underscores) or environment variables of the same name.
 #
-# Expected cost: an ESTIMATE (no GPU run of this recipe has been made), derived in README.md
-# "LibriSpeech recipe": ~7 GFLOP per trained audio-second for the 35 M-parameter model, so 80
+# Expected cost: an ESTIMATE (no GPU run of this recipe has been made), derived in docs/recipes.md
+# ("Expected training cost"): ~7 GFLOP per trained audio-second for the 35 M-parameter model, so 80
 # epochs of 960 h are ~2e18 FLOP, roughly 5-15 hours on one H100-class GPU (1-2 h on 8) when
 # each GPU has enough data-loader CPU cores; train_set=train-clean-100 costs ~10x less.
 set -euo pipefail

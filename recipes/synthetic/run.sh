@@ -5,7 +5,7 @@
 #   SMOKE=1 recipes/synthetic/run.sh        # 0.02 h, tiny model, 200 steps: end to end in ~1.5 min
 #
 # Run from the repository root (after `pip install -e ".[dev]"` and the apt packages of the
-# README). Stages:
+# README and docs/getting-started.md). Stages:
 #   0  generate the corpus: recipes/synthetic/local/make_synthetic_librispeech.py (skipped when it exists)
 #   1  prepare:        wenet-lite prepare librispeech   -> $data/<part>/cuts.jsonl.gz
 #   2  CMVN:           wenet-lite compute-cmvn          -> $data/cmvn.json
@@ -56,7 +56,7 @@ token_min_logp=${token_min_logp--5}  # ... trying only tokens above this log-pro
                                   # ("": all of the frame's top lm_beam tokens)
 lm_weight=${lm_weight:-0.4}       # LM weight, per-word bonus, penalty per word outside the
 word_bonus=${word_bonus:-2.5}     # LM's vocabulary, and blank logit penalty (tuned on dev,
-oov_penalty=${oov_penalty:-3.0}   # README "Results")
+oov_penalty=${oov_penalty:-3.0}   # docs/results.md)
 blank_penalty=${blank_penalty:-0.7}
 lm_text=${lm_text:-}              # LM training text; default: the corpus's
                                   # librispeech-lm-norm.txt.gz if any, else the train transcripts

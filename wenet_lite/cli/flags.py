@@ -253,13 +253,12 @@ def engine_spec(args: argparse.Namespace, device: str) -> Any:
 def recognizer_from(args: argparse.Namespace, options: Any, endpoint: Any) -> Any:
     """The recognizer of `stream`'s and `serve`'s flags (``recognizer.py``)."""
     from wenet_lite.bundle import read_bundle
-    from wenet_lite.recognizer import check_rules, open_recognizer
+    from wenet_lite.recognizer import RuleError, open_recognizer
 
     spec = engine_spec(args, device_from(args.device))
     defaults = read_bundle(args.model).chunking if Path(args.model).is_dir() else None
     chunking = chunking_from(args, defaults)
     try:
-        check_rules(args.model, chunking, spec)
-    except ValueError as e:
+        return open_recognizer(args.model, chunking, options, endpoint, spec)
+    except RuleError as e:  # checked before anything is loaded
         raise UsageError(str(e)) from None
-    return open_recognizer(args.model, chunking, options, endpoint, spec)

@@ -85,8 +85,6 @@ def _run_transcribe(args: argparse.Namespace) -> int:
         raise UsageError("several inputs with stdin: give --out")
     search = flags.options_from(SearchOptions, args)
     model_is_dir = Path(args.model).is_dir()
-    if args.left_chunks is None:  # 4 (constant memory) when streaming; full context has none
-        args.left_chunks = 4 if args.chunk_size else -1
     chunking = flags.chunking_from(args)
     if model_is_dir and args.chunk_size is not None:
         raise UsageError(f"{args.model} is an export directory: it streams with its own chunking")
@@ -95,18 +93,16 @@ def _run_transcribe(args: argparse.Namespace) -> int:
     streams = model_is_dir or chunking.chunk_size > 0
     if not streams and (args.engine not in (None, "torch") or args.int8):
         raise UsageError("--engine and --int8 run the streaming path: add --chunk-size C")
-    if streams:
-        from wenet_lite.recognizer import check_rules
+    from wenet_lite.recognizer import RuleError
 
-        try:
-            check_rules(args.model, chunking if chunking.chunk_size > 0 else None, spec)
-        except ValueError as e:
-            raise UsageError(str(e)) from None
-    transcriber = Transcriber(
-        args.model, chunking.chunk_size, chunking.left_chunks, search, flags.endpoint_from(args),
-        device, pause=args.pause, engine=spec,
-        progress=not args.no_progress and sys.stderr.isatty(),
-    )  # fmt: skip
+    try:
+        transcriber = Transcriber(
+            args.model, chunking.chunk_size, chunking.left_chunks, search,
+            flags.endpoint_from(args), device, pause=args.pause, engine=spec,
+            progress=not args.no_progress and sys.stderr.isatty(),
+        )  # fmt: skip
+    except RuleError as e:  # checked before anything is loaded
+        raise UsageError(str(e)) from None
     out = Path(args.out) if args.out else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)

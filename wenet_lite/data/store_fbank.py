@@ -1,8 +1,8 @@
 """Training features computed once and stored: `wenet-lite compute-fbank`.
 
 On a small CPU machine, computing fbank in a DataLoader worker competes with the training
-threads for the cores (README "Training" has the measured gain, ``benchmarks/bench_train.py``).
-:func:`store_fbank` computes each
+threads for the cores (docs/training.md has the measured gain,
+``benchmarks/bench_train.py``). :func:`store_fbank` computes each
 utterance's training fbank once (speed 1.0; dither as in training, one draw per utterance, the
 one epoch 0 would draw), stores it with lhotse's ``NumpyFilesWriter`` as float16 in
 ``PART/fbank/`` and rewrites ``PART/cuts.jsonl.gz`` with each cut's array as the custom field

@@ -41,7 +41,7 @@ RESCORE_CTC_WEIGHT = 0.5
 """attention rescoring's default weight of the CTC search score (``search/rescore.py``)"""
 RESCORE_REVERSE_WEIGHT = 0.3
 """... and of the right-to-left decoder's score; both chosen on the synthetic recipe's dev
-set (README "Attention rescoring"); exported models carry them in their metadata"""
+set (docs/decoding.md "Attention rescoring"); exported models carry them in their metadata"""
 
 IGNORE = -1
 """target id of padding in the decoder's loss (written as -1 where TorchScript compiles it)"""

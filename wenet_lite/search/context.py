@@ -65,7 +65,8 @@ __all__ = [
 ]
 
 HOTWORDS_SCORE = 0.75
-"""Default bonus per matched token, chosen on the synthetic dev set (README "Hotwords")."""
+"""Default bonus per matched token, chosen on the synthetic dev set (docs/decoding.md,
+"Hotwords")."""
 MAX_PHRASE_TOKENS = 100
 
 ROOT = 0

@@ -446,7 +446,7 @@ class StreamingPrefixBeamSearch:
     of those, tokens whose log-probability at the frame is below it are dropped (the frame's
     best token always stays), as pyctcdecode's ``token_min_logp``. CTC outputs are peaky, so
     most frames keep one or two tokens and the work per frame no longer grows with
-    beam_size * token_topk (README "Decoding and streaming" has the measured effect).
+    beam_size * token_topk (docs/decoding.md "Decoding and streaming" has the measured effect).
 
     ``nbest`` (<= beam_size) is how many hypotheses ``result`` returns, best first; fewer while
     the beam holds fewer prefixes (e.g. before the first frame).

@@ -52,7 +52,7 @@ _WORD_BOUNDARY = "\u2581"  # sentencepiece's '▁'
 Pathlike = Union[str, Path]
 
 # Defaults of the fusion everywhere (decode, stream, StreamingRecognizer): the best of a grid
-# on the synthetic corpus's dev set (README "Results").
+# on the synthetic corpus's dev set (docs/results.md).
 LM_WEIGHT = 0.4
 WORD_BONUS = 2.5
 OOV_PENALTY = 3.0

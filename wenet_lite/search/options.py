@@ -77,7 +77,7 @@ class SearchOptions:
         default=OOV_PENALTY,
         metadata=flag("--oov-penalty", "score taken where a word leaves the LM's vocabulary"),
     )
-    # The three LM defaults are the best of a grid on the synthetic dev set (README "Results").
+    # The three LM defaults are the best of a grid on the synthetic dev set (docs/results.md).
     hotwords: Optional[str] = field(
         default=None,
         metadata=flag(
