@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import platform
 import statistics
 import sys
 import tempfile
@@ -28,21 +27,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import wenet_golden  # noqa: E402
 
+from wenet_lite.cpu import cpu_summary  # noqa: E402
 from wenet_lite.model import build_model  # noqa: E402
 from wenet_lite.model.chunking import Chunking  # noqa: E402
 from wenet_lite.model_io import load_model  # noqa: E402
 from wenet_lite.runtime.engines import TorchEngine  # noqa: E402
 from wenet_lite.wenet_import import import_wenet  # noqa: E402
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def _chunk_ms(engine: TorchEngine, feats: torch.Tensor, chunks: int) -> float:
@@ -90,7 +80,7 @@ def main() -> None:
         for _ in range(args.rounds):  # interleaved: drift on a shared machine hits both
             for name, engine in engines.items():
                 rounds[name].append(_chunk_ms(engine, feats, args.chunks))
-    print(f"CPU: {_cpu()}, torch {torch.__version__}, 1 thread")
+    print(f"CPU: {cpu_summary()}, torch {torch.__version__}, 1 thread")
     print(f"import of a 12 x 256 LibriSpeech-shaped model ({size_mb:.0f} MB final.pt): "
           f"{import_s:.2f} s")  # fmt: skip
     base = min(rounds["relative positions (ours)"])

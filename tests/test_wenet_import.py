@@ -361,7 +361,7 @@ def test_cmvn_is_read_from_global_cmvn_when_the_weights_lack_it(tmp_path, name: 
 def test_a_model_subsampling_by_6_streams_exactly(imported) -> None:
     """GigaSpeech's shape: the recogniser's streamed tokens (audio in random pieces, batched
     with another stream) equal its simulated streaming over the whole audio."""
-    from wenet_lite.features.fbank import compute_fbank
+    from wenet_lite.features.stream_fbank import offline_fbank
     from wenet_lite.search.ctc_search import ctc_greedy_search
     from wenet_lite.search.options import SearchOptions
 
@@ -384,7 +384,7 @@ def test_a_model_subsampling_by_6_streams_exactly(imported) -> None:
     rec.decode_until_done(streams)
     engine = TorchEngine(model, chunking)
     for s, audio in zip(streams, audios):
-        feats = compute_fbank(audio, 16000, cfg.features)[None]
+        feats = offline_fbank(audio, cfg.features)[None]
         log_probs, _ = stream_log_probs(engine, model, feats, torch.tensor([feats.size(1)]))
         log_probs = log_probs.clone()
         log_probs[..., 0] -= 2.0  # the blank penalty, as the search applies it

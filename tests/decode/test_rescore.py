@@ -15,7 +15,7 @@ from tests.decode.test_streaming import _feed, _stream
 from wenet_lite.data.manifest import load_cuts
 from wenet_lite.evaluation.recognize import DecodeOptions, decode_cuts, decode_model
 from wenet_lite.features.audio import load_audio
-from wenet_lite.features.fbank import compute_fbank
+from wenet_lite.features.stream_fbank import offline_fbank
 from wenet_lite.model.chunking import Chunking
 from wenet_lite.model.decoder import AttentionDecoder
 from wenet_lite.recognizer import open_recognizer
@@ -165,7 +165,7 @@ def test_endpointed_segments_are_rescored_over_their_own_encoder_output(
     rec.decode_until_done([s])
     segments = s.final_results
     assert len(segments) == 2
-    feats = compute_fbank(audio, 16000, tiny_u2.cfg.features)
+    feats = offline_fbank(audio, tiny_u2.cfg.features)
     model = tiny_u2.model
     for seg in segments:
         start = round(seg.start / 0.01)
@@ -215,8 +215,8 @@ def test_lm_and_hotword_scores_stay_in_the_rescored_score(corpus: Path, tiny_u2,
         models = search.load(tiny_u2.tokenizer)
         by_id = {r.utt_id: r for r in results}
         for cut in cuts:
-            feats = compute_fbank(
-                load_audio(cut.recording.sources[0].source, 16000), 16000, tiny_u2.cfg.features
+            feats = offline_fbank(
+                load_audio(cut.recording.sources[0].source, 16000), tiny_u2.cfg.features
             )
             with torch.no_grad():
                 out = model.encoder.forward_chunk_by_chunk(feats[None], 4, -1)[0]  # (T, D)

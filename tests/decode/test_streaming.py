@@ -15,6 +15,7 @@ from wenet_lite.data.manifest import load_cuts
 from wenet_lite.evaluation.recognize import DecodeOptions, decode_model
 from wenet_lite.features.audio import load_audio
 from wenet_lite.features.fbank import compute_fbank, num_frames
+from wenet_lite.features.stream_fbank import offline_fbank
 from wenet_lite.model.chunking import Chunking
 from wenet_lite.recognizer import open_recognizer
 from wenet_lite.runtime.endpoint import EndpointConfig
@@ -58,18 +59,23 @@ def _stream(rec: StreamingRecognizer, audio: np.ndarray, seed: int = 0) -> Resul
 def test_online_features_equal_offline(corpus: Path, test_audio, tiny, tmp_path: Path) -> None:
     rec = _recognizer(tiny)
     path = load_cuts(corpus / "test-clean")[0].recording.sources[0].source
-    offline = compute_fbank(load_audio(path, 16000), 16000, tiny.cfg.features)
+    samples = load_audio(path, 16000)
+    offline = offline_fbank(samples, tiny.cfg.features)
     s = rec.create_stream()
     for _ in _feed(s, sf.read(path, dtype="float32")[0], np.random.default_rng(1)):
         pass
     s.input_finished()
-    assert torch.equal(s.fbank.get_frames(0, s.fbank.num_frames_ready), offline)
+    streamed = s.fbank.get_frames(0, s.fbank.num_frames_ready)
+    assert torch.equal(streamed, offline)  # the stream's features, however the audio was cut
+    knf = compute_fbank(samples, 16000, tiny.cfg.features)  # training's and decode's
+    assert knf.shape == streamed.shape
+    assert float((streamed - knf).abs().max()) < 5e-3  # float32 rounding (test_torch_fbank)
 
     # 22.05 kHz stereo: soxr's streaming resampler gives the samples of one-shot resampling
     # (bit-exact with soxr 1.x); the tolerance only allows for a different resampler build.
     stereo = np.stack([test_audio[0], 0.5 * test_audio[0]], 1)
     sf.write(tmp_path / "a.flac", soxr.resample(stereo, 16000, 22050), 22050)
-    offline = compute_fbank(load_audio(tmp_path / "a.flac", 16000), 16000, tiny.cfg.features)
+    offline = offline_fbank(load_audio(tmp_path / "a.flac", 16000), tiny.cfg.features)
     s = rec.create_stream()
     data = sf.read(tmp_path / "a.flac", dtype="float32")[0].mean(axis=1, dtype=np.float32)
     for _ in _feed(s, data, np.random.default_rng(2), rate=22050):
@@ -112,7 +118,7 @@ def test_last_partial_chunk_is_decoded(test_audio, tiny) -> None:
     seen_tail_tokens = partial_chunks = 0
     for k, cut_at in enumerate(np.linspace(0.3, 0.9, 8)):
         audio = test_audio[4][: int(cut_at * len(test_audio[4]))]
-        feats = compute_fbank(audio, 16000, tiny.cfg.features)
+        feats = offline_fbank(audio, tiny.cfg.features)
         with torch.no_grad():
             log_probs, lens = tiny.model.ctc_log_probs(
                 feats[None], torch.tensor([len(feats)]), chunk
@@ -173,7 +179,7 @@ def test_endpoint_splits_at_silence_and_restarts_exactly(test_audio, tiny) -> No
     assert second.timestamps[0] >= (len(a) + len(gap)) / 16000 - 0.2  # its speech is b
     assert result.token_ids == first.token_ids + second.token_ids
     # Each segment is decoded as if the audio started at its first chunk.
-    feats = compute_fbank(audio, 16000, tiny.cfg.features)
+    feats = offline_fbank(audio, tiny.cfg.features)
     for seg in (first, second):
         start = round(seg.start / 0.01)
         with torch.no_grad():

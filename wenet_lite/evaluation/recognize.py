@@ -7,7 +7,9 @@ three encoder modes:
 - full context (chunk size 0);
 - chunk-masked: the whole utterance in one forward with the streaming attention mask;
 - ``simulate_streaming``: chunk by chunk with caches (``forward_chunk_by_chunk``), exactly what
-  a streaming recogniser computes; it equals the chunk-masked mode up to float rounding.
+  a streaming recogniser computes, over the streams' own features (``offline_fbank``, equal to
+  kaldi-native-fbank's within float rounding); it equals the chunk-masked mode up to float
+  rounding.
 
 An utterance whose audio cannot be read (missing, not audio, empty, truncated, NaN) is reported
 with its file named and left out of the scores; the others are still decoded.
@@ -46,6 +48,7 @@ from wenet_lite.evaluation.wer import (
 )
 from wenet_lite.features.audio import AudioError
 from wenet_lite.features.fbank import compute_fbank
+from wenet_lite.features.stream_fbank import offline_fbank
 from wenet_lite.fileio import write_files_atomic
 from wenet_lite.model import ASRModel
 from wenet_lite.model.chunking import check_chunking
@@ -202,7 +205,7 @@ def decode_model(
             feats, kept = [], []
             for cut in batch:
                 try:
-                    feats.append(_cut_features(cut, cfg))
+                    feats.append(_cut_features(cut, cfg, options.simulate_streaming))
                     kept.append(cut)
                 except AudioError as e:
                     _log.warning("%s skipped: %s", cut.id, e)
@@ -241,9 +244,12 @@ def _batches(cuts: Sequence[Cut], batch_seconds: float) -> Iterator[List[Cut]]:
         yield batch
 
 
-def _cut_features(cut: Cut, cfg: ExperimentConfig) -> torch.Tensor:
+def _cut_features(cut: Cut, cfg: ExperimentConfig, as_streamed: bool) -> torch.Tensor:
+    """(T_in, F); ``as_streamed``: the streaming recogniser's features (bit for bit)."""
     rate = cfg.features.sample_rate
-    return compute_fbank(cut_samples(cut, rate), rate, cfg.features)  # (T_in, F)
+    if as_streamed:
+        return offline_fbank(cut_samples(cut, rate), cfg.features)
+    return compute_fbank(cut_samples(cut, rate), rate, cfg.features)
 
 
 def _utterance_result(

@@ -146,6 +146,26 @@ def _move_frames(fbank: OnlineFbank, out: torch.Tensor, done: int) -> int:
     return ready
 
 
+def scaled_samples(
+    cfg: FeatureConfig, finished: bool, sample_rate: int, samples: np.ndarray
+) -> np.ndarray:
+    """(N,) samples for a stream's ``accept_waveform``, checked (not finished, at the features'
+    rate, mono, finite) and scaled to the int16 range in a new array."""
+    if finished:
+        raise RuntimeError("accept_waveform called after input_finished")
+    if sample_rate != cfg.sample_rate:
+        raise ValueError(
+            f"samples are at {sample_rate} Hz but features.sample_rate is "
+            f"{cfg.sample_rate} Hz; resample them first"
+        )
+    x = np.asarray(samples, dtype=np.float32)
+    if x.ndim != 1:
+        raise ValueError(f"expected mono samples of shape (N,), got shape {x.shape}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError("samples contain NaN or inf")
+    return x * np.float32(INT16_SCALE)  # the caller's buffer is not touched
+
+
 class OnlineFbank:
     """Streaming fbank: accept samples in pieces of any size, read frames as they are ready.
 
@@ -186,19 +206,7 @@ class OnlineFbank:
 
     def accept_waveform(self, sample_rate: int, samples: np.ndarray) -> None:
         """Append (N,) float samples in [-1, 1]; N may be 0 or anything larger."""
-        if self._finished:
-            raise RuntimeError("accept_waveform called after input_finished")
-        if sample_rate != self.cfg.sample_rate:
-            raise ValueError(
-                f"samples are at {sample_rate} Hz but features.sample_rate is "
-                f"{self.cfg.sample_rate} Hz; resample them first"
-            )
-        x = np.asarray(samples, dtype=np.float32)
-        if x.ndim != 1:
-            raise ValueError(f"expected mono samples of shape (N,), got shape {x.shape}")
-        if not np.all(np.isfinite(x)):
-            raise ValueError("samples contain NaN or inf")
-        x = x * np.float32(INT16_SCALE)  # (N,) new array: the caller's buffer is not touched
+        x = scaled_samples(self.cfg, self._finished, sample_rate, samples)
         if self.dither > 0:
             x += np.float32(self.dither) * self._rng.standard_normal(x.shape[0], np.float32)
         self._knf.accept_waveform(float(sample_rate), x)

@@ -17,7 +17,7 @@ Shapes: the legend in ``wenet_lite`` (N samples, T_in frames, F mel bins; K samp
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple
+from typing import Optional, Tuple, Union
 
 import torch
 from torch import nn
@@ -25,9 +25,11 @@ from torch import nn
 from wenet_lite.config import FeatureConfig
 from wenet_lite.features.fbank import HIGH_FREQ_HZ, INT16_SCALE, LOW_FREQ_HZ, _window_samples
 
-__all__ = ["TorchFbank", "kaldi_mel_banks"]
+__all__ = ["TorchFbank", "kaldi_mel_banks", "reflect_index"]
 
 _PREEMPH = 0.97
+MEL_BLOCK = 64
+"""Rows per mel product of ``TorchFbank.log_mel(row_invariant=True)``."""
 _EPSILON = torch.finfo(torch.float32).eps
 
 
@@ -52,6 +54,15 @@ def kaldi_mel_banks(
     weights = torch.where(mel <= center, up, down)
     inside = (mel > left) & (mel < right)
     return torch.where(inside, weights, torch.zeros(())).float()
+
+
+def reflect_index(index: torch.Tensor, n: Union[torch.Tensor, int]) -> torch.Tensor:
+    """Sample indices mirrored into [0, n) as Kaldi's ``ExtractWindow`` does (``-i - 1`` before
+    the start, ``2n - 1 - i`` past the end, again until inside, which a signal shorter than a
+    frame needs): the mirror image repeats every 2n samples. n = 0 gives 0."""
+    period = 2 * (n.clamp(min=1) if isinstance(n, torch.Tensor) else max(n, 1))
+    r = index.remainder(period)  # in [0, 2n)
+    return torch.where(r < period // 2, r, period - 1 - r)
 
 
 class TorchFbank(nn.Module):
@@ -101,17 +112,38 @@ class TorchFbank(nn.Module):
         offset = 0 if self.snip_edges else self.shift // 2 - self.length // 2
         index = t * self.shift + offset + k  # (1, T_in, K)
         n = lens.view(-1, 1, 1)  # (B, 1, 1)
-        index = torch.where(index < 0, -index - 1, index)
-        index = torch.where(index >= n, 2 * n - 1 - index, index).clamp(min=0)  # (B, T_in, K)
+        index = reflect_index(index, n)  # (B, T_in, K)
         flat = index.expand(samples.size(0), -1, -1).reshape(samples.size(0), -1)
         frames = samples.float().gather(1, flat).view(samples.size(0), t_max, self.length)
-        frames = frames * INT16_SCALE
-        frames = frames - frames.mean(dim=-1, keepdim=True)  # remove the DC offset
-        previous = torch.cat([frames[..., :1], frames[..., :-1]], dim=-1)  # x[0] against itself
-        frames = (frames - _PREEMPH * previous) * self.window  # (B, T_in, K)
-        spectrum = torch.fft.rfft(frames, n=self.fft_size)  # (B, T_in, fft_size / 2 + 1)
-        power = spectrum.real.square() + spectrum.imag.square()
-        mel = torch.matmul(power[..., : self.fft_size // 2], self.banks)  # (B, T_in, F)
-        feats = mel.clamp(min=_EPSILON).log()
+        feats = self.log_mel(frames * INT16_SCALE)
         valid = torch.arange(t_max, device=device).unsqueeze(0) < frames_per.unsqueeze(1)
         return feats * valid.unsqueeze(-1), frames_per
+
+    @torch.no_grad()
+    def log_mel(self, frames: torch.Tensor, row_invariant: bool = False) -> torch.Tensor:
+        """(..., K) int16-scaled frames -> (..., F) log-mel.
+
+        ``row_invariant``: frames is (R, K), and each frame's numbers must not depend on how
+        many frames share the call (the streaming fbank's exactness). The per-frame steps and
+        the FFT are; the mel product is not (a GEMM of few rows takes another kernel, which
+        rounds differently), so it is done in blocks of :data:`MEL_BLOCK` rows, every block
+        the same shape (tested bit for bit)."""
+        frames = frames - frames.mean(dim=-1, keepdim=True)  # remove the DC offset
+        previous = torch.cat([frames[..., :1], frames[..., :-1]], dim=-1)  # x[0] against itself
+        frames = (frames - _PREEMPH * previous) * self.window  # (..., K)
+        spectrum = torch.fft.rfft(frames, n=self.fft_size)  # (..., fft_size / 2 + 1)
+        power = spectrum.real.square() + spectrum.imag.square()
+        power = power[..., : self.fft_size // 2]  # (..., fft_size / 2)
+        if row_invariant:
+            mel = self._blocked_mel(power)
+        else:
+            mel = torch.matmul(power, self.banks)  # (..., F)
+        return mel.clamp(min=_EPSILON).log()
+
+    def _blocked_mel(self, power: torch.Tensor) -> torch.Tensor:
+        rows = power.size(0)
+        blocks = -(-rows // MEL_BLOCK)
+        padded = nn.functional.pad(power, (0, 0, 0, blocks * MEL_BLOCK - rows))
+        padded = padded.view(blocks, MEL_BLOCK, -1)  # (blocks, MEL_BLOCK, fft_size / 2)
+        mel = torch.bmm(padded, self.banks.expand(blocks, -1, -1))  # (blocks, MEL_BLOCK, F)
+        return mel.view(blocks * MEL_BLOCK, -1)[:rows]

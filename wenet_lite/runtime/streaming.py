@@ -1,12 +1,14 @@
 """Streaming recognition: online fbank, chunk-by-chunk encoding with caches, CTC search and
-endpointing, with many streams batched through one encoder call.
+endpointing, with many streams batched through one feature call and one encoder call.
 
 Shapes: the legend in ``wenet_lite`` (B: streams decoded in one call).
 
 A stream is exact: its tokens equal those of ``ConformerEncoder.forward_chunk_by_chunk`` over
-the offline features of the whole audio (and so the chunk-masked full forward), whatever sizes
-the audio arrives in, whether it is batched with other streams, and at any input sample rate
-(soxr's streaming resampler gives the same samples as resampling the whole file). The last,
+the offline features of the whole audio (``stream_fbank.offline_fbank``, equal to training's
+kaldi-native-fbank features within float32 rounding), and so the chunk-masked full forward,
+whatever sizes the audio arrives in, whether it is batched with other streams, and at any
+input sample rate (soxr's streaming resampler gives the same samples as resampling the whole
+file). The last,
 partial window at ``input_finished`` is zero-padded with its true length passed as
 ``window_lens``, which masks exactly what ``forward_chunk_by_chunk``'s shorter window leaves
 out. When an endpoint closes a segment the encoder state and the search restart (as the WeNet
@@ -38,7 +40,7 @@ import torch
 
 from wenet_lite.config import ExperimentConfig
 from wenet_lite.data.tokenizer import Tokenizer
-from wenet_lite.features.fbank import OnlineFbank
+from wenet_lite.features.stream_fbank import FbankStream, compute_ready
 from wenet_lite.malloc import keep_freed_memory
 from wenet_lite.model import ASRModel
 from wenet_lite.model.chunking import Chunking, check_chunking
@@ -88,8 +90,9 @@ class Stream:
     ) -> None:
         self._rec = recognizer
         self._context = hotwords if hotwords is not None else recognizer.models.context
-        self.fbank = OnlineFbank(recognizer.cfg.features)
-        """Online features; frames before the next window are discarded as decoding goes."""
+        self.fbank = FbankStream(recognizer.cfg.features)
+        """Online features (computed for all ready streams at once by ``decode_streams``);
+        frames before the next window are discarded as decoding goes."""
         self._resampler: Optional[soxr.ResampleStream] = None
         self._input_rate: Optional[int] = None
         self._next_frame = 0  # first input frame of the next chunk's window
@@ -257,21 +260,34 @@ class Stream:
         return self.fbank.get_frames(self._next_frame, min(available, self._rec.window_size))
 
     def advance(
-        self, log_probs: torch.Tensor, state: EncoderState, encoded: Optional[torch.Tensor]
+        self,
+        log_probs: torch.Tensor,
+        state: EncoderState,
+        encoded: Optional[torch.Tensor],
+        best: Optional[Tuple[List[int], List[float]]] = None,
     ) -> None:
         """Take one decoded chunk (the recogniser's call): (n, V) log-probs of its valid
-        frames, the new state and, for attention rescoring, the (n, D) encoder output."""
+        frames, the new state, for attention rescoring the (n, D) encoder output, and each
+        frame's argmax id and log-prob if the caller has them (the recogniser takes them for
+        the whole batch in one call)."""
         rec = self._rec
         self._state = state
-        found = self._search.accept(log_probs)  # the n-best, best first
+        if best is None:
+            best_lp, best_id = log_probs.max(dim=-1)  # (n,), (n,)
+            best = (best_id.tolist(), best_lp.tolist())
+        ids, lps = best
+        if isinstance(self._search, StreamingGreedySearch):
+            found = self._search.accept_best(ids, lps)  # only the argmax leaves the tensor
+        else:
+            found = self._search.accept(log_probs)  # the n-best, best first
         self._hyp = found[0]
         if encoded is not None:  # rescoring: the search is the prefix beam, found its n-best
             self._nbest = found
             self._encoded.append(encoded)
-        non_blank = (log_probs.argmax(dim=-1) != BLANK).nonzero()  # (frames, 1)
-        n = log_probs.size(0)
-        if non_blank.numel():
-            self._trailing_blanks = n - 1 - int(non_blank[-1, 0])
+        n = len(ids)
+        last = next((t for t in range(n - 1, -1, -1) if ids[t] != BLANK), None)
+        if last is not None:
+            self._trailing_blanks = n - 1 - last
         else:
             self._trailing_blanks += n
         self._segment_frames += n
@@ -479,6 +495,7 @@ class StreamingRecognizer:
         for s in ready:
             if s.recognizer is not self:
                 raise ValueError("a stream can only be decoded by the recognizer that created it")
+        compute_ready([s.fbank for s in ready])  # every ready stream's new frames, one call
         feats, lens = self._batch_windows(ready)  # (B, W, F), (B,)
         state = self._batcher.stack([s.state for s in ready])
         encoded: Optional[torch.Tensor] = None
@@ -495,10 +512,14 @@ class StreamingRecognizer:
                 "endpoint yet): time and memory per chunk grow with it; --left-chunks 4 or "
                 "endpointing keep them flat", round(self._growth_warning * self._frame_seconds),
             )  # fmt: skip
+        best_lp, best_id = log_probs.max(dim=-1)  # (B, C): the frames' argmax, for all at once
+        ids, lps = best_id.tolist(), best_lp.tolist()
         for i, (s, own) in enumerate(zip(ready, self._batcher.unstack(new_state))):
+            n = valid[i]
             s.advance(
-                log_probs[i, : valid[i]], own, None if encoded is None else encoded[i, : valid[i]]
-            )
+                log_probs[i, :n], own, None if encoded is None else encoded[i, :n],
+                best=(ids[i][:n], lps[i][:n]),
+            )  # fmt: skip
         self.rescore_pending(streams)
         return ready
 

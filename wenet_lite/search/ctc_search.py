@@ -238,7 +238,12 @@ class StreamingGreedySearch:
         best path (a list, as the prefix beam search's n-best)."""
         _check_chunk(log_probs)
         best_lp, best_id = log_probs.max(dim=-1)  # (C,), (C,)
-        self._accept_best(best_id.tolist(), best_lp.tolist())
+        return self.accept_best(best_id.tolist(), best_lp.tolist())
+
+    def accept_best(self, ids: List[int], lps: List[float]) -> List[Hypothesis]:
+        """As :meth:`accept`, given each frame's argmax id and its log-prob (a batch's argmax
+        taken in one call)."""
+        self._accept_best(ids, lps)
         return self.result()
 
     def result(self) -> List[Hypothesis]:

@@ -1,0 +1,96 @@
+"""What the CPU offers for inference and training precision, read from its flags.
+
+bf16 is fast only where the CPU multiplies bf16 natively (``amx_bf16``: Intel's AMX tiles,
+Sapphire Rapids and later; ``avx512_bf16``: Cooper Lake, Zen 4 and later). Elsewhere oneDNN
+and torch emulate it with fp32 arithmetic plus conversions, several times slower than fp32,
+so ``auto`` never picks it there. int8 products are native with VNNI (``avx512_vnni``,
+``avx_vnni``) or AMX (``amx_int8``).
+
+Shapes: none. Used by ``recognizer.EngineSpec`` (``precision="auto"``), the trainer
+(``train.precision: bf16`` on the CPU) and ``wenet-lite --version``.
+"""
+
+from __future__ import annotations
+
+import functools
+import platform
+from pathlib import Path
+from typing import FrozenSet, Iterable, Optional
+
+__all__ = [
+    "PRECISIONS",
+    "auto_precision",
+    "cpu_flags",
+    "cpu_model",
+    "cpu_summary",
+    "native_bf16",
+    "native_int8",
+]
+
+PRECISIONS = ("auto", "fp32", "bf16", "int8")
+"""``--precision`` of the engines: ``auto`` picks by the CPU (:func:`auto_precision`)."""
+BF16_FLAGS = ("amx_bf16", "avx512_bf16")
+INT8_FLAGS = ("amx_int8", "avx512_vnni", "avx_vnni")
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_flags() -> FrozenSet[str]:
+    """The CPU's feature flags (Linux ``/proc/cpuinfo``; empty where it cannot be read)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith(("flags", "Features")):
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), or what ``platform`` says."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def native_bf16(flags: Optional[Iterable[str]] = None) -> bool:
+    """Whether the CPU multiplies bf16 in hardware (AMX or AVX-512 bf16)."""
+    have = set(cpu_flags() if flags is None else flags)
+    return any(f in have for f in BF16_FLAGS)
+
+
+def native_int8(flags: Optional[Iterable[str]] = None) -> bool:
+    """Whether the CPU has int8 dot products (AMX int8 or VNNI)."""
+    have = set(cpu_flags() if flags is None else flags)
+    return any(f in have for f in INT8_FLAGS)
+
+
+def auto_precision(flags: Optional[Iterable[str]] = None) -> str:
+    """The precision ``auto`` means on this CPU: bf16 where it is native, else fp32.
+
+    int8 is never chosen: it is the fastest only on some CPUs and models, and changes results
+    more than bf16 (see benchmarks/README.md, *Precision*); ``--precision int8`` asks for it.
+    """
+    return "bf16" if native_bf16(flags) else "fp32"
+
+
+def cpu_summary(flags: Optional[Iterable[str]] = None) -> str:
+    """One line: the CPU, what it multiplies natively and what ``auto`` picks there."""
+    have = set(cpu_flags() if flags is None else flags)
+    simd = next(
+        (name for flag, name in (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("neon", "NEON"),
+                                 ("asimd", "NEON")) if flag in have),
+        "no AVX2",
+    )  # fmt: skip
+    bf16 = ", ".join(f for f in BF16_FLAGS if f in have)
+    int8 = ", ".join(f for f in INT8_FLAGS if f in have)
+    return (
+        f"CPU {cpu_model()}: {simd}; bf16 {f'native ({bf16})' if bf16 else 'emulated'}; "
+        f"int8 {f'native ({int8})' if int8 else 'without VNNI'}; "
+        f"--precision auto: {auto_precision(have)}"
+    )
