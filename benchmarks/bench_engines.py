@@ -91,7 +91,7 @@ def _recognizer(name: str, model, tokenizer, cfg, chunking, work: Path) -> Tuple
     if name.startswith("torch"):
         torch.save(model.state_dict(), work / "model.pt")
         size = (work / "model.pt").stat().st_size if name == "torch" else 0
-        spec = EngineSpec(int8=name.endswith("int8"))
+        spec = EngineSpec(precision="int8" if name.endswith("int8") else "fp32")
         return open_recognizer((model, tokenizer, cfg), chunking, None, no_endpoint, spec), size
     path = work / "program"
     argv = [a for a in sys.argv[1:] if a != "--one" and a != name]

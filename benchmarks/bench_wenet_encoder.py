@@ -98,7 +98,7 @@ def main() -> None:
                for _ in range(args.chunks)]  # fmt: skip
     streams: Dict[str, Callable[[], Callable]] = {  # built first: the exports take minutes
         "WeNet ConformerEncoder.forward_chunk (eager)": _wenet(args, cfg, args.vocab),
-        **{name: _engine(make_engine(EngineSpec(kind, int8), model, chunking))
+        **{name: _engine(make_engine(EngineSpec(kind, "int8" if int8 else "fp32"), model, chunking))
            for name, kind, int8 in (("torch", "torch", False), ("torch int8", "torch", True),
                                     ("onnxruntime", "onnxruntime", False),
                                     ("executorch", "executorch", False),

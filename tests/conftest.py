@@ -11,6 +11,14 @@ import torch
 # Tests are small; one thread keeps them fast and deterministic on a shared 2-core machine.
 torch.set_num_threads(1)
 
+# `--precision auto` (the default) picks bf16 on CPUs that multiply it natively. The suite runs
+# as on a CPU without it (the same choices on every machine, so fp32 references hold); the bf16
+# tests ask for bf16 themselves, and the tests of `auto` set the flags they need. Subprocesses
+# inherit this.
+from wenet_lite.cpu import BF16_FLAGS, FLAGS_ENV, cpu_flags  # noqa: E402
+
+os.environ[FLAGS_ENV] = " ".join(sorted(cpu_flags(real=True) - set(BF16_FLAGS)))
+
 # Recipes and CLI subprocesses call `wenet-lite` and `python3`: those of the environment running
 # the tests, whether or not it is activated (`make test` runs .venv/bin/python directly).
 os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")

@@ -13,11 +13,13 @@ Shapes: none. Used by ``recognizer.EngineSpec`` (``precision="auto"``), the trai
 from __future__ import annotations
 
 import functools
+import os
 import platform
 from pathlib import Path
 from typing import FrozenSet, Iterable, Optional
 
 __all__ = [
+    "FLAGS_ENV",
     "PRECISIONS",
     "auto_precision",
     "cpu_flags",
@@ -33,9 +35,22 @@ BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 INT8_FLAGS = ("amx_int8", "avx512_vnni", "avx_vnni")
 
 
+FLAGS_ENV = "WENET_LITE_CPU_FLAGS"
+"""Environment variable that, when set, replaces the CPU's flags (space-separated): to force
+a choice of ``auto``, or to test it."""
+
+
+def cpu_flags(real: bool = False) -> FrozenSet[str]:
+    """The CPU's feature flags: ``$WENET_LITE_CPU_FLAGS`` if set (unless ``real``), else Linux
+    ``/proc/cpuinfo``'s (empty where it cannot be read)."""
+    forced = os.environ.get(FLAGS_ENV)
+    if forced is not None and not real:
+        return frozenset(forced.split())
+    return _proc_flags()
+
+
 @functools.lru_cache(maxsize=1)
-def cpu_flags() -> FrozenSet[str]:
-    """The CPU's feature flags (Linux ``/proc/cpuinfo``; empty where it cannot be read)."""
+def _proc_flags() -> FrozenSet[str]:
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:

@@ -8,21 +8,25 @@ recognisers (or engines) through this module.
 Example (the executorch int8 engine from a model file, 4 threads)::
 
     rec = open_recognizer("exp/u2/avg_5.pt", Chunking(16, 4),
-                          engine=EngineSpec("executorch", int8=True, threads=4))
+                          engine=EngineSpec("executorch", "int8", threads=4))
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Tuple, Union
 
+from wenet_lite.cpu import PRECISIONS, auto_precision, cpu_model, native_bf16
 from wenet_lite.model.chunking import Chunking
 from wenet_lite.runtime.endpoint import EndpointConfig
 from wenet_lite.runtime.engines import ENGINES, Engine, require_fixed_cache
 from wenet_lite.search.options import SearchOptions
 
 __all__ = ["EngineSpec", "RuleError", "make_engine", "open_recognizer"]
+
+_log = logging.getLogger(__name__)
 
 
 class RuleError(ValueError):
@@ -31,28 +35,48 @@ class RuleError(ValueError):
 
 @dataclass(frozen=True)
 class EngineSpec:
-    """What runs the encoder: ``kind`` (None: the source's own, torch for a model), int8
-    linears (torch and executorch: batch-invariant; onnxruntime's int8 is not), intra-op
-    threads, and the device (the torch fp32 engine only may leave the CPU)."""
+    """What runs the encoder: ``kind`` (None: the source's own, torch for a model), the
+    precision (``auto``: bf16 on a CPU that multiplies it natively, else fp32, see
+    ``wenet_lite.cpu``; ``bf16`` on the torch engine; ``int8`` on the torch or executorch
+    engine, batch-invariant, where onnxruntime's is not), intra-op threads, and the device
+    (the torch fp32 engine only may leave the CPU)."""
 
     kind: Optional[str] = None
-    int8: bool = False
+    precision: str = "auto"
     threads: int = 1
     device: str = "cpu"
 
     def __post_init__(self) -> None:
         if self.kind is not None and self.kind not in ENGINES:
             raise ValueError(f"engine {self.kind!r} is not one of {', '.join(ENGINES)}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision {self.precision!r} is not one of {', '.join(PRECISIONS)}")
         if self.threads < 1:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
-        what = "--int8" if self.int8 else f"--engine {self.kind}"
-        if self.device != "cpu" and (self.int8 or self.kind not in (None, "torch")):
+        reduced = self.precision in ("bf16", "int8")
+        what = f"--precision {self.precision}" if reduced else f"--engine {self.kind}"
+        if self.device != "cpu" and (reduced or self.kind not in (None, "torch")):
             raise ValueError(f"{what} runs on the CPU: drop --device {self.device}")
-        if self.int8 and self.kind == "onnxruntime":
+        if self.precision == "int8" and self.kind == "onnxruntime":
             raise ValueError(
-                "--int8 runs on the torch or executorch engine (onnxruntime's int8 is not "
-                "batch-invariant)"
+                "--precision int8 runs on the torch or executorch engine (onnxruntime's int8 "
+                "is not batch-invariant)"
             )
+        if self.precision == "bf16" and self.kind not in (None, "torch"):
+            raise ValueError(f"--precision bf16 runs on the torch engine, not {self.kind}")
+
+    @property
+    def int8(self) -> bool:
+        return self.precision == "int8"
+
+    def resolved(self, exported: bool = False) -> str:
+        """fp32, bf16 or int8: what ``auto`` means here (bf16 only for the torch engine on the
+        CPU; an export directory's own engines run fp32)."""
+        if self.precision != "auto":
+            return self.precision
+        if exported or self.kind not in (None, "torch") or self.device != "cpu":
+            return "fp32"
+        return auto_precision()
 
     def check_chunking(self, chunking: Chunking) -> None:
         """The exported engines need a fixed cache (ValueError)."""
@@ -65,16 +89,23 @@ def make_engine(spec: EngineSpec, model: Any, chunking: Chunking) -> Engine:
     from wenet_lite.runtime.engines import ExecuTorchEngine, OnnxRuntimeEngine, TorchEngine
 
     spec.check_chunking(chunking)
+    precision = spec.resolved()
     if spec.kind == "executorch":
         from wenet_lite.export.executorch import lower_executorch
 
-        program = lower_executorch(model, chunking, "int8" if spec.int8 else None)
-        return ExecuTorchEngine(program, chunking, spec.threads, int8=spec.int8)
+        int8 = precision == "int8"
+        program = lower_executorch(model, chunking, "int8" if int8 else None)
+        return ExecuTorchEngine(program, chunking, spec.threads, int8=int8)
     if spec.kind == "onnxruntime":
         from wenet_lite.export.batched import export_batched_onnx
 
         return OnnxRuntimeEngine(export_batched_onnx(model, chunking), chunking, spec.threads)
-    return TorchEngine(model, chunking, int8=spec.int8)
+    if precision == "bf16" and not native_bf16():
+        _log.warning(
+            "--precision bf16 on a CPU without native bf16 (%s): emulated, slower than fp32",
+            cpu_model(),
+        )
+    return TorchEngine(model, chunking, precision)
 
 
 def _check_rules(
@@ -89,6 +120,11 @@ def _check_rules(
         if spec.device != "cpu":
             raise ValueError(f"--engine {bundle.engine} runs on the CPU: drop --device "
                              f"{spec.device}")  # fmt: skip
+        if spec.precision == "bf16":
+            raise ValueError(
+                f"{source} is for --engine {bundle.engine}: --precision bf16 runs on the torch "
+                "engine, so stream the model file"
+            )
         if spec.int8 and bundle.engine == "onnxruntime":
             raise ValueError(
                 f"{source} is for onnxruntime, whose int8 is not batch-invariant: export with "
@@ -165,7 +201,7 @@ def open_recognizer(
     if isinstance(source, (str, Path)):
         from wenet_lite.model_io import load_model
 
-        torch_fp32 = spec.kind in (None, "torch") and not spec.int8
+        torch_fp32 = spec.kind in (None, "torch") and spec.resolved() == "fp32"
         device = torch.device(spec.device if torch_fp32 else "cpu")
         model, tokenizer, cfg = load_model(source, device)
         name = str(source)

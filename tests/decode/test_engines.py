@@ -13,6 +13,7 @@ import torch
 from tests.decode.test_streaming import _feed, _stream
 from wenet_lite.export.batched import export_batched_onnx
 from wenet_lite.model.chunking import Chunking
+from wenet_lite.model.state import unstack_state
 from wenet_lite.runtime.endpoint import EndpointConfig
 from wenet_lite.runtime.engines import OnnxRuntimeEngine, TorchEngine
 from wenet_lite.runtime.streaming import StreamingRecognizer
@@ -124,13 +125,18 @@ def test_stream_cli_with_onnxruntime(tiny, corpus, capsys) -> None:
     assert code == 2 and "needs a fixed cache: --left-chunks >= 0" in capsys.readouterr().err
 
 
-def test_int8_is_batch_invariant_and_close_to_fp32(test_audio, tiny) -> None:
+@pytest.mark.parametrize("precision", ["int8", "bf16"])
+def test_reduced_precision_is_batch_invariant_and_close_to_fp32(
+    test_audio, tiny, precision: str
+) -> None:
+    from wenet_lite.model.bf16 import Bf16Linear
     from wenet_lite.model.int8 import Int8Linear
 
-    engine = TorchEngine(tiny.model, CHUNKING, int8=True)
-    assert engine.name == "torch int8"
-    assert sum(isinstance(m, Int8Linear) for m in engine.model.modules()) > 10
-    assert not any(isinstance(m, Int8Linear) for m in tiny.model.modules())  # a copy
+    layer = Int8Linear if precision == "int8" else Bf16Linear
+    engine = TorchEngine(tiny.model, CHUNKING, precision)
+    assert engine.name == f"torch {precision}"
+    assert sum(isinstance(m, layer) for m in engine.model.modules()) > 10
+    assert not any(isinstance(m, layer) for m in tiny.model.modules())  # a copy
     rec = _recognizer(tiny, engine)
     audios = test_audio[:4]
     alone = [_stream(rec, a, seed=30 + k) for k, a in enumerate(audios)]
@@ -155,23 +161,47 @@ def test_int8_is_batch_invariant_and_close_to_fp32(test_audio, tiny) -> None:
     )
     lens = torch.full((2,), window)
     q, f = engine.run(feats, lens, state)[0], eager.run(feats, lens, state)[0]
+    assert not torch.equal(q, f)  # it is another precision
     assert (q.argmax(-1) == f.argmax(-1)).float().mean() >= 0.8
     assert (q.exp() - f.exp()).abs().max() < 0.2
+    # Each row of a batched call equals that row alone, bit for bit (random caches).
+    state = enc.init_state(3, CHUNKING.chunk_size, CHUNKING.left_chunks)
+    gen = torch.Generator().manual_seed(2)
+    state.att_cache.copy_(torch.randn(state.att_cache.shape, generator=gen))
+    state.conv_cache.copy_(torch.randn(state.conv_cache.shape, generator=gen))
+    state.cache_len.fill_(state.att_cache.size(3))
+    feats = torch.randn(3, window, enc.cmvn.mean.numel(), generator=gen)
+    lens = torch.tensor([window, window, window - 5])
+    batched = engine.run(feats, lens, state)[0]
+    for i, own in enumerate(unstack_state(state)):
+        alone = engine.run(feats[i : i + 1], lens[i : i + 1], own)[0]
+        assert torch.equal(batched[i : i + 1], alone), i
 
 
-def test_int8_flag_of_stream(tiny, corpus, capsys) -> None:
+def test_precision_flag_of_stream(tiny, corpus, capsys, monkeypatch) -> None:
     from wenet_lite.cli import main
+    from wenet_lite.cpu import FLAGS_ENV
     from wenet_lite.data.manifest import load_cuts
 
     path = str(load_cuts(corpus / "test-clean")[0].recording.sources[0].source)
-    assert main(["stream", "--model", str(tiny.path), "--int8", "--json", path]) == 0
-    out = capsys.readouterr().out.splitlines()
-    assert json.loads(out[-1])["engine"] == "torch int8"
-    code = main(["stream", "--model", str(tiny.path), "--int8", "--engine", "onnxruntime", path])
-    assert code == 2 and "--int8 runs on the torch or executorch engine" in capsys.readouterr().err
+    model = ["stream", "--model", str(tiny.path)]
+    for flags, engine in ((["--precision", "int8"], "torch int8"), (["--int8"], "torch int8"),
+                          (["--precision", "bf16"], "torch bf16"), ([], "torch")):  # fmt: skip
+        assert main([*model, *flags, "--json", path]) == 0
+        assert json.loads(capsys.readouterr().out.splitlines()[-1])["engine"] == engine
+    monkeypatch.setenv(FLAGS_ENV, "avx2 avx512f amx_bf16")  # a CPU with AMX: auto is bf16
+    assert main([*model, "--json", path]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["engine"] == "torch bf16"
+    assert main([*model, "--precision", "fp32", "--json", path]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["engine"] == "torch"
+    code = main([*model, "--precision", "int8", "--engine", "onnxruntime", path])
+    err = capsys.readouterr().err
+    assert code == 2 and "--precision int8 runs on the torch or executorch engine" in err
+    assert main([*model, "--engine", "onnxruntime", "--left-chunks", "1", "--json", path]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["engine"] == "onnxruntime"
 
 
-@pytest.mark.parametrize("kind", ["torch", "torch int8", "onnxruntime"])
+@pytest.mark.parametrize("kind", ["torch", "torch int8", "torch bf16", "onnxruntime"])
 def test_decode_simulate_streaming_with_an_engine_equals_its_streams(
     corpus, test_audio, tiny, graph, kind
 ) -> None:
@@ -180,7 +210,8 @@ def test_decode_simulate_streaming_with_an_engine_equals_its_streams(
 
     engines = {
         "torch": lambda: TorchEngine(tiny.model, CHUNKING),
-        "torch int8": lambda: TorchEngine(tiny.model, CHUNKING, int8=True),
+        "torch int8": lambda: TorchEngine(tiny.model, CHUNKING, "int8"),
+        "torch bf16": lambda: TorchEngine(tiny.model, CHUNKING, "bf16"),
         "onnxruntime": lambda: OnnxRuntimeEngine(graph, CHUNKING),
     }
     cuts = list(load_cuts(corpus / "test-clean"))
@@ -193,7 +224,7 @@ def test_decode_simulate_streaming_with_an_engine_equals_its_streams(
     rec = _recognizer(tiny, engine)
     for k, (cut, audio) in enumerate(zip(cuts, test_audio)):
         assert _stream(rec, audio, seed=k).token_ids == decoded[cut.id], cut.id
-    if kind != "torch int8":  # fp32 engines: the eager chunk-by-chunk forward's tokens
+    if kind in ("torch", "onnxruntime"):  # fp32 engines: the eager chunk-by-chunk forward's
         assert decoded == plain
 
 

@@ -235,7 +235,7 @@ def test_export_directory_misuse(tiny, export_dir, tmp_path, capsys, monkeypatch
         open_recognizer(broken)
     (broken / "model.int8.pte").write_bytes(b"not a program")
     with pytest.raises(ValueError, match=r"model\.int8\.pte.* not an ExecuTorch program"):
-        open_recognizer(broken, engine=EngineSpec(int8=True))
+        open_recognizer(broken, engine=EngineSpec(precision="int8"))
     (broken / "wenet_lite.json").write_text("{")
     with pytest.raises(ValueError, match=r"wenet_lite\.json: not a wenet_lite export record"):
         open_recognizer(broken)

@@ -43,14 +43,16 @@ def test_every_source_and_engine_gives_the_torch_transcripts(tiny, test_audio, o
     for name, rec in opened.items():
         got = [_stream(rec, a).token_ids for a in test_audio[:3]]
         assert got == want, name
-    int8 = open_recognizer(tiny.path, CHUNKING, engine=EngineSpec(int8=True))
+    int8 = open_recognizer(tiny.path, CHUNKING, engine=EngineSpec(precision="int8"))
     assert int8.engine.name == "torch int8"
 
 
 @pytest.mark.parametrize(
     "spec, message",
     [
-        (dict(kind="onnxruntime", int8=True), "onnxruntime's int8 is not batch-invariant"),
+        (dict(kind="onnxruntime", precision="int8"), "onnxruntime's int8 is not batch-invariant"),
+        (dict(kind="executorch", precision="bf16"), "bf16 runs on the torch engine, not exec"),
+        (dict(precision="fp16"), "precision 'fp16' is not one of auto, fp32, bf16, int8"),
         (dict(kind="executorch", device="cuda"), "runs on the CPU: drop --device cuda"),
         (dict(kind="tensorrt"), "is not one of torch, onnxruntime, executorch"),
         (dict(threads=0), "threads must be >= 1"),
@@ -69,7 +71,7 @@ def test_source_rules_are_one_line(tiny, onnx_dir) -> None:
     with pytest.raises(ValueError, match=f"{onnx_dir} is for --engine onnxruntime, not executorch"):
         open_recognizer(onnx_dir, engine=EngineSpec("executorch"))
     with pytest.raises(ValueError, match="whose int8 is not batch-invariant"):
-        open_recognizer(onnx_dir, engine=EngineSpec(int8=True))
+        open_recognizer(onnx_dir, engine=EngineSpec(precision="int8"))
     with pytest.raises(ValueError, match="was exported for"):
         open_recognizer(onnx_dir, Chunking(8, 2))
 

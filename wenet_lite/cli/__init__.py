@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Callable, List, NoReturn, Optional
+from typing import Any, Callable, List, NoReturn, Optional
 
 from wenet_lite.cli.decode import add_decode, add_score, add_stream, add_train_lm
 from wenet_lite.cli.export import add_export, add_import_wenet
@@ -62,7 +62,9 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="wenet-lite", description="Streaming Conformer CTC speech recognition.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument(
+        "--version", action=_Version, nargs=0, help="the version, and the CPU's precisions"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="<subcommand>")
     for add in _SUBCOMMANDS:
         add(sub)
@@ -74,18 +76,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Version(argparse.Action):
+    """Prints :func:`_version` as it is (argparse's ``version`` action rewraps lines)."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        print(_version())
+        parser.exit()
+
+
 def _version() -> str:
-    """``wenet-lite 0.1.0 (torch 2.13.0, Python 3.11.7)``, read without importing torch."""
+    """``wenet-lite 0.1.0 (torch 2.13.0, Python 3.11.7)`` and the CPU's line
+    (``cpu.cpu_summary``: what it multiplies natively, what ``--precision auto`` picks), read
+    without importing torch."""
     import platform
     from importlib import metadata
 
     from wenet_lite import __version__
+    from wenet_lite.cpu import cpu_summary
 
     try:
         torch = metadata.version("torch")
     except metadata.PackageNotFoundError:
         torch = "not installed"
-    return f"wenet-lite {__version__} (torch {torch}, Python {platform.python_version()})"
+    return (
+        f"wenet-lite {__version__} (torch {torch}, Python {platform.python_version()})\n"
+        + cpu_summary()
+    )
 
 
 def _os_error(e: OSError) -> str:

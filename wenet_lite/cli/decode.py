@@ -91,11 +91,12 @@ def _run_decode(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     device = device_from(args.device)
     make = None
-    if args.engine not in (None, "torch") or args.int8:
-        if not args.simulate_streaming:
-            what = "--int8" if args.int8 else f"--engine {args.engine}"
-            raise UsageError(f"{what} runs the streaming path: add --simulate-streaming")
-        spec = engine_spec(args, device)
+    spec = engine_spec(args, device)
+    other_engine = args.engine not in (None, "torch")
+    if not args.simulate_streaming and (other_engine or args.precision in ("bf16", "int8")):
+        what = f"--engine {args.engine}" if other_engine else f"--precision {args.precision}"
+        raise UsageError(f"{what} runs the streaming path: add --simulate-streaming")
+    if args.simulate_streaming and (other_engine or spec.resolved() != "fp32"):
         try:
             spec.check_chunking(options.chunking)
         except ValueError as e:

@@ -9,6 +9,8 @@ import typing
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional, Sequence, Union
 
+from wenet_lite.cpu import PRECISIONS
+
 __all__ = [
     "UsageError", "add_set", "add_options", "options_from", "add_chunking", "chunking_from",
     "add_endpoint", "endpoint_from",
@@ -223,7 +225,7 @@ def device_from(name: Optional[str]) -> str:
 
 
 def add_engine(p: argparse.ArgumentParser, scope: str = "") -> None:
-    """`--engine`, `--int8` and `--threads` of `stream`, `serve` and `decode`."""
+    """`--engine`, `--precision` and `--threads` of `stream`, `serve` and `decode`."""
     p.add_argument(
         "--engine", choices=("torch", "onnxruntime", "executorch"), default=None,
         help=f"{scope}what runs the encoder: torch (eager; the default for a model file), "
@@ -233,19 +235,24 @@ def add_engine(p: argparse.ArgumentParser, scope: str = "") -> None:
     )  # fmt: skip
     p.add_argument("--threads", type=positive_int, default=1, help="intra-op threads (1)")
     p.add_argument(
-        "--int8", action="store_true",
-        help="torch or executorch engine: int8 encoder linears scaled per frame (batched == "
-        "alone still holds)",
+        "--precision", choices=PRECISIONS, default="auto",
+        help="the encoder's arithmetic: fp32; bf16 (torch engine: linears in bf16, fast where "
+        "the CPU multiplies bf16 natively: AMX, AVX-512 bf16); int8 (torch or executorch "
+        "engine: int8 linears scaled per frame); auto (default): bf16 where native, else fp32. "
+        "Batched == alone holds for each; `wenet-lite --version` shows what auto picks here",
     )  # fmt: skip
+    p.add_argument(
+        "--int8", dest="precision", action="store_const", const="int8", help=argparse.SUPPRESS
+    )  # the older spelling of --precision int8
 
 
 def engine_spec(args: argparse.Namespace, device: str) -> Any:
-    """The engine description of `--engine`, `--int8`, `--threads` and `--device` (a refused
-    combination is a usage error)."""
+    """The engine description of `--engine`, `--precision`, `--threads` and `--device` (a
+    refused combination is a usage error)."""
     from wenet_lite.recognizer import EngineSpec
 
     try:
-        return EngineSpec(args.engine, args.int8, args.threads, device)
+        return EngineSpec(args.engine, args.precision, args.threads, device)
     except ValueError as e:
         raise UsageError(str(e)) from None
 

@@ -91,8 +91,10 @@ def _run_transcribe(args: argparse.Namespace) -> int:
     device = flags.device_from(args.device)
     spec = flags.engine_spec(args, device)
     streams = model_is_dir or chunking.chunk_size > 0
-    if not streams and (args.engine not in (None, "torch") or args.int8):
-        raise UsageError("--engine and --int8 run the streaming path: add --chunk-size C")
+    if not streams and (args.engine not in (None, "torch") or args.precision in ("bf16", "int8")):
+        raise UsageError(
+            "--engine and --precision bf16/int8 run the streaming path: add --chunk-size C"
+        )
     from wenet_lite.recognizer import RuleError
 
     try:

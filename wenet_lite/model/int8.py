@@ -20,6 +20,7 @@ Shapes: the legend in ``wenet_lite.model``; N rows (B*C frames), I in and O out 
 from __future__ import annotations
 
 import copy
+from typing import Callable
 
 import torch
 from torch import nn
@@ -27,7 +28,7 @@ from torch import nn
 from wenet_lite.model.linear import Linear
 from wenet_lite.model.subsampling import Conv2dSubsampling
 
-__all__ = ["Int8Linear", "PerSample", "quantize_int8"]
+__all__ = ["Int8Linear", "PerSample", "quantize_int8", "replace_linears"]
 
 _QMAX = 127.0
 
@@ -85,6 +86,12 @@ def quantize_int8(module: nn.Module) -> nn.Module:
     """A copy of ``module`` (an ASRModel or an encoder) whose :class:`Linear` layers are
     :class:`Int8Linear`, except under ``_KEEP_FP32``, and whose subsampling convolutions run
     :class:`PerSample` (batch-invariant inputs to the first int8 layer)."""
+    return replace_linears(module, Int8Linear)
+
+
+def replace_linears(module: nn.Module, make: Callable[[Linear], nn.Module]) -> nn.Module:
+    """A copy of ``module`` whose :class:`Linear` layers are ``make(layer)``, except under
+    ``_KEEP_FP32``, with the subsampling convolutions run :class:`PerSample`."""
     out = copy.deepcopy(module).eval()
     for child in out.modules():
         if isinstance(child, Conv2dSubsampling) and not isinstance(child.conv, PerSample):
@@ -94,5 +101,5 @@ def quantize_int8(module: nn.Module) -> nn.Module:
             continue
         for attr, layer in list(child.named_children()):
             if isinstance(layer, Linear):
-                setattr(child, attr, Int8Linear(layer))
+                setattr(child, attr, make(layer))
     return out

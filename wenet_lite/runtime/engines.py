@@ -5,7 +5,7 @@ recogniser above it (features, search, LM, hotwords, endpointing, batching of st
 is one code path for every engine.
 
 - :class:`TorchEngine`: the model in eager PyTorch (any chunking, growing caches included), in
-  fp32 or batch-invariant int8.
+  fp32, bf16 (on CPUs that multiply it natively) or int8, all batch-invariant.
 - :class:`OnnxRuntimeEngine`: the batched ONNX graph of ``wenet_lite.export.batched`` (written
   by torch.export, ``torch.onnx.export(dynamo=True)``) in onnxruntime; a fixed cache only
   (``left_chunks >= 0``).
@@ -92,20 +92,27 @@ class Engine:
 
 
 class TorchEngine(Engine):
-    """The model's own ``forward_chunk`` + CTC head, eager, on the model's device; with
-    ``int8`` a copy whose encoder linears are batch-invariant int8 (``model/int8.py``: per-row
-    activation scales, exact integer products, so batched == alone still holds)."""
+    """The model's own ``forward_chunk`` + CTC head, eager, on the model's device.
+
+    ``precision``: ``fp32``; ``int8``, a copy whose encoder linears are batch-invariant int8
+    (``model/int8.py``: per-row activation scales, exact integer products); ``bf16``, a copy
+    whose encoder linears multiply in bf16, one stream at a time (``model/bf16.py``). Batched
+    == alone holds for all three."""
 
     name = "torch"
 
-    def __init__(self, model: ASRModel, chunking: Chunking, int8: bool = False) -> None:
-        if int8:
+    def __init__(self, model: ASRModel, chunking: Chunking, precision: str = "fp32") -> None:
+        if precision not in ("fp32", "bf16", "int8"):
+            raise ValueError(f"the torch engine runs fp32, bf16 or int8, not {precision!r}")
+        if precision != "fp32":
+            from wenet_lite.model.bf16 import to_bf16
             from wenet_lite.model.int8 import quantize_int8
 
             if model.encoder.cmvn.mean.device.type != "cpu":
-                raise ValueError("int8 runs on the CPU (torch._int_mm); the model is not there")
-            model = quantize_int8(model)
-            self.name = "torch int8"
+                raise ValueError(f"{precision} runs on the CPU; the model is not there")
+            model = quantize_int8(model) if precision == "int8" else to_bf16(model)
+            self.name = f"torch {precision}"
+        self.precision = precision
         self.model, self.chunking = model.eval(), chunking
         self._positions = PositionTables(model.encoder, chunking.chunk_size)
         self.device, self.dtype = model.encoder.cmvn.mean.device, model.encoder.cmvn.mean.dtype
