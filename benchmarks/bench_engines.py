@@ -36,7 +36,7 @@ import torch
 
 from wenet_lite.model.chunking import Chunking
 
-ENGINES = ("torch", "torch int8", "onnxruntime", "executorch", "executorch int8")
+ENGINES = ("torch", "torch bf16", "torch int8", "onnxruntime", "executorch", "executorch int8")
 
 
 def _model(args: argparse.Namespace):
@@ -91,7 +91,7 @@ def _recognizer(name: str, model, tokenizer, cfg, chunking, work: Path) -> Tuple
     if name.startswith("torch"):
         torch.save(model.state_dict(), work / "model.pt")
         size = (work / "model.pt").stat().st_size if name == "torch" else 0
-        spec = EngineSpec(precision="int8" if name.endswith("int8") else "fp32")
+        spec = EngineSpec(precision=name.split()[1] if " " in name else "fp32")
         return open_recognizer((model, tokenizer, cfg), chunking, None, no_endpoint, spec), size
     path = work / "program"
     argv = [a for a in sys.argv[1:] if a != "--one" and a != name]
@@ -193,10 +193,12 @@ def main() -> None:
         rows[name] = json.loads(done.stdout.strip().splitlines()[-1])
         first = args.streams.split(",")[0]
         print(f"{name}: {rows[name]['step_ms_' + first]:.1f} ms a chunk", file=sys.stderr)
+    from wenet_lite.cpu import cpu_summary
+
     what = args.model or f"{args.config} (random weights, vocab {args.vocab})"
     title = (
         f"{what}: C={args.chunk_size}, N={args.left_chunks}, one thread, {args.seconds:g} s "
-        f"per stream, best of {args.repeats}"
+        f"per stream, best of {args.repeats}\n{cpu_summary()}"
     )
     print(_table(rows, [int(x) for x in args.streams.split(",")], title))
 

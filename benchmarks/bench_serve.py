@@ -268,6 +268,9 @@ def main() -> None:
     if not targets:
         raise SystemExit("bench_serve: give --serve NAME=MODEL or --url NAME=URL")
     audios = _load_audio(args.data, 200)
+    from wenet_lite.cpu import cpu_summary
+
+    print(cpu_summary())
     rows = []
     head = ("| server | N | p50 final s | p95 final s | max final s | partial lag p50/p95 s "
             "| errors | server CPU cores | clients late by s | server RSS growth MB |")  # fmt: skip

@@ -39,7 +39,9 @@ RATE = 16000
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
-def _recognizer(config: str, chunk: int, left: int, device: str, dtype: torch.dtype):
+def _recognizer(
+    config: str, chunk: int, left: int, device: str, dtype: torch.dtype, precision: str = "fp32"
+):
     from wenet_lite.config import load_config
     from wenet_lite.model import build_model
     from wenet_lite.model.chunking import Chunking
@@ -51,7 +53,7 @@ def _recognizer(config: str, chunk: int, left: int, device: str, dtype: torch.dt
     model = build_model(cfg, cfg.tokenizer.vocab_size).to(device, dtype)
     return open_recognizer(
         (model, None, cfg), Chunking(chunk, left), endpoint=EndpointConfig(enabled=False),
-        engine=EngineSpec(threads=torch.get_num_threads()),  # the --threads main() set
+        engine=EngineSpec(precision=precision, threads=torch.get_num_threads(), device=device),
     )  # fmt: skip
 
 
@@ -128,7 +130,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="audio per stream")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--dtypes", nargs="+", default=["fp32"], choices=["fp32", "bf16"])
+    parser.add_argument(
+        "--dtypes", nargs="+", default=["fp32"], choices=["fp32", "bf16"],
+        help="the whole model cast to this dtype (a GPU's bf16)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--precisions", nargs="+", default=["fp32"], choices=["fp32", "bf16", "int8", "auto"],
+        help="the CPU engine's --precision (bf16: linears only, batch-invariant)",
+    )  # fmt: skip
     parser.add_argument(
         "--long",
         type=float,
@@ -143,29 +152,42 @@ def main() -> None:
         for left in args.left:
             print(f"{args.config}, chunk {args.chunk}, left {left}, one stream of "
                   f"{args.long:g} s, {args.threads} thread(s)")  # fmt: skip
-            rec = _recognizer(args.config, args.chunk, left, args.device, _DTYPES[args.dtypes[0]])
+            rec = _recognizer(
+                args.config, args.chunk, left, args.device, _DTYPES[args.dtypes[0]],
+                args.precisions[0],
+            )  # fmt: skip
             _long_run(rec, args.long, args.report)
         return
     chunk_ms = args.chunk * 40
+    from wenet_lite.cpu import cpu_summary
+
     print(f"{args.config}, chunk {args.chunk} ({chunk_ms} ms), {args.seconds:g} s per stream, "
-          f"{args.threads} thread(s), {args.device}")  # fmt: skip
+          f"{args.threads} thread(s), {args.device}\n{cpu_summary()}")  # fmt: skip
     print(
-        "| dtype | left | streams | step ms (mean / p95) | RTF per stream | x realtime | speedup |"
+        "| dtype | left | streams | step ms (mean / p95) | RTF per stream | x realtime | speedup "
+        "| x one fp32 stream |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
+    base = None  # the first row's throughput: one stream of the first dtype (fp32 by default)
     for dtype in args.dtypes:
-        for left in args.left:
-            rec = _recognizer(args.config, args.chunk, left, args.device, _DTYPES[dtype])
-            single = None
-            for n in args.streams:
-                r = _run(rec, n, args.seconds)
-                assert r["batch"] == n, "every stream should be decoded in each step's one batch"
-                single = r["throughput"] if single is None else single
-                print(
-                    f"| {dtype} | {left} | {n} | {r['step_ms']:.1f} / {r['p95_ms']:.1f} "
-                    f"| {r['rtf']:.4f} | {r['throughput']:.1f} | {r['throughput'] / single:.2f} |",
-                    flush=True,
+        for precision in args.precisions:
+            for left in args.left:
+                rec = _recognizer(
+                    args.config, args.chunk, left, args.device, _DTYPES[dtype], precision
                 )
+                name = dtype if rec.engine.name == "torch" else rec.engine.name.split()[1]
+                single = None
+                for n in args.streams:
+                    r = _run(rec, n, args.seconds)
+                    assert r["batch"] == n, "every stream should be in each step's one batch"
+                    single = r["throughput"] if single is None else single
+                    base = r["throughput"] / n if base is None else base
+                    print(
+                        f"| {name} | {left} | {n} | {r['step_ms']:.1f} / {r['p95_ms']:.1f} "
+                        f"| {r['rtf']:.4f} | {r['throughput']:.1f} | "
+                        f"{r['throughput'] / single:.2f} | {r['throughput'] / base:.2f} |",
+                        flush=True,
+                    )
 
 
 if __name__ == "__main__":

@@ -65,6 +65,9 @@ def main() -> int:
         cfg = load_config(args.config, overrides)
     except (DeviceError, ConfigError, FileNotFoundError) as e:
         ap.error(str(e))
+    from wenet_lite.cpu import cpu_summary
+
+    print(cpu_summary())
     rows: List[Tuple[str, float, float, int]] = []  # name, audio s/s, peak MiB, steps
     with tempfile.TemporaryDirectory() as tmp:
         exp = Path(tmp) / "exp"

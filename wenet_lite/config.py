@@ -358,8 +358,11 @@ class TrainConfig:
     """stop after this many optimizer steps (0: no limit)"""
     grad_clip: float = 5.0
     accum_grad: int = 1
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
-    """autocast dtype on CUDA; CPU always trains in fp32"""
+    precision: Literal["fp32", "bf16", "fp16", "auto"] = "fp32"
+    """autocast dtype of the forward pass: on CUDA bf16 or fp16 as asked; on the CPU bf16 only
+    where the CPU multiplies it natively (AMX, AVX-512 bf16), else fp32 with a warning; ``auto``:
+    bf16 where it is native (CPU) or supported (CUDA), else fp32. The CTC loss and the
+    optimizer's state are fp32 in every case; `train.log` says what trained"""
     compile: bool = False
     """run the model's forward and backward through ``torch.compile`` (dynamic shapes: a
     handful of compilations per run, not one per batch length); checkpoints are the same"""

@@ -249,6 +249,13 @@ def training_lines(exp: Path) -> List[str]:
             f"logged step to the last, {mean_speed:.0f} audio-seconds per second on average, "
             f"last logged loss {loss[-1].value:.4f}."
         )
+    log = exp / "train.log"
+    if log.is_file():  # the trainer logs what trained: "training precision: bf16 (...)"
+        said = [line.split("training precision: ", 1)[1] for line in log.read_text().splitlines()
+                if "training precision: " in line]  # fmt: skip
+        if said:
+            lines.append(f"Precision: {said[-1]} (`train.precision`; `wenet-lite --version` "
+                         "says what the CPU offers).")  # fmt: skip
     dev = scalars.get("dev/loss")
     if dev:
         wers = ", ".join(

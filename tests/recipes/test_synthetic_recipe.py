@@ -103,7 +103,9 @@ def test_decode_stream_and_results(smoke_run: Path) -> None:
     assert lm["mode"] == "prefix_beam" and lm["lm"].endswith("lm.json")
     assert (lm["beam_size"], lm["token_min_logp"], lm["blank_penalty"]) == (20, -5.0, 0.7)
     assert (lm["lm_weight"], lm["word_bonus"], lm["oov_penalty"]) == (0.4, 2.5, 3.0)
-    # RESULTS.md's rows carry those numbers, row by row.
+    # RESULTS.md's rows carry those numbers, row by row, and it says what precision trained
+    # (the suite runs as on a CPU without native bf16: the config's auto means fp32).
+    assert "Precision: fp32 (`train.precision`" in (smoke_run / "RESULTS.md").read_text()
     rows = [r for r in (smoke_run / "RESULTS.md").read_text().splitlines() if r.startswith("| ")]
     greedy = next(r for r in rows if r.startswith("| ctc greedy, full context |"))
     assert greedy.endswith(

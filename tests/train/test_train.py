@@ -156,6 +156,66 @@ def test_resume_gives_the_same_losses_as_an_uninterrupted_run(synthetic_corpus, 
     assert json.loads((exp / "skipped.json").read_text()) == full.skipped
 
 
+def test_bf16_on_the_cpu_learns_and_resumes_exactly(
+    synthetic_corpus, make_data, tmp_path, monkeypatch
+) -> None:
+    """``train.precision: bf16`` on a CPU that multiplies bf16 natively: autocast in bf16, the
+    loss falls, an interrupted run repeats every logged loss. On a CPU without it the same
+    arithmetic is emulated (slower, same results), so the flags are set to claim AMX here."""
+    from wenet_lite.cpu import FLAGS_ENV, cpu_flags
+
+    monkeypatch.setenv(FLAGS_ENV, " ".join(cpu_flags(real=True) | {"amx_bf16"}))
+    data, tok = synthetic_corpus.data, synthetic_corpus.tokenizer
+    cuts = load_cuts(data / "train-clean-100")
+    few = make_data({"few": CutSet.from_cuts(sorted(cuts, key=lambda c: c.duration)[:6])})
+    # One bucket, one batch: the same 6 utterances every step.
+    learned = _train(
+        few,
+        tmp_path / "few",
+        "train.max_epochs=30",
+        "data.num_buckets=1",
+        "train.lr=0.005",
+        "train.warmup_steps=5",
+        "train.precision=bf16",
+        train_parts=("few",),
+        dev_parts=(),
+        tokenizer=tok,
+    )
+    losses = [learned.losses[s] for s in sorted(learned.losses)]
+    assert learned.nonfinite_steps == 0 and sum(losses[-5:]) < 0.7 * sum(losses[:5]), losses
+    log = (tmp_path / "few" / "train.log").read_text()
+    assert "training precision: bf16 (autocast on the CPU)" in log
+    common = (*RANDOM, "train.precision=bf16")
+    full = _train(data, tmp_path / "full", *common, tokenizer=tok)
+    fp32 = _train(data, tmp_path / "fp32", *common, "train.precision=fp32", tokenizer=tok)
+    assert all(fp32.losses[s] != full.losses[s] for s in full.losses)  # bf16 really ran
+    exp = tmp_path / "cut"
+    a = _train(data, exp, *common, "train.max_steps=3", tokenizer=tok)
+    b = _train(data, exp, *common, resume=True)
+    assert {**a.losses, **b.losses} == full.losses  # exactly, step by step
+    for key, value in _state(full).items():
+        assert torch.equal(value, _state(b)[key]), key
+    assert all(v.dtype == torch.float32 for v in _state(b).values() if v.is_floating_point())
+
+
+def test_bf16_without_native_bf16_trains_fp32_with_one_warning(
+    synthetic_corpus, tmp_path, monkeypatch, caplog
+) -> None:
+    from wenet_lite.cpu import BF16_FLAGS, FLAGS_ENV, cpu_flags
+
+    monkeypatch.setenv(FLAGS_ENV, " ".join(cpu_flags(real=True) - set(BF16_FLAGS)))
+    data, tok = synthetic_corpus.data, synthetic_corpus.tokenizer
+    few = ("train.max_steps=2",)
+    with caplog.at_level("WARNING"):
+        asked = _train(data, tmp_path / "a", *few, "train.precision=bf16", tokenizer=tok)
+    warnings = [r.getMessage() for r in caplog.records if "train.precision bf16" in r.getMessage()]
+    assert len(warnings) == 1 and warnings[0].endswith("training in fp32"), warnings
+    assert "\n" not in warnings[0]
+    plain = _train(data, tmp_path / "b", *few, "train.precision=fp32", tokenizer=tok)
+    assert asked.losses == plain.losses  # fp32 indeed
+    assert "training precision: fp32" in (tmp_path / "a" / "train.log").read_text()
+
+
 def test_resume_refuses_a_different_model(synthetic_corpus, tmp_path) -> None:
     data, tok = synthetic_corpus.data, synthetic_corpus.tokenizer
     _train(data, tmp_path / "exp", "train.max_steps=1", tokenizer=tok, dev_parts=())

@@ -30,6 +30,7 @@ from torch import nn
 from tqdm import tqdm
 
 from wenet_lite.config import ExperimentConfig
+from wenet_lite.cpu import cpu_model, native_bf16
 from wenet_lite.data.dataset import SKIP_REASONS, Batch, merge_counts, spec_augment_batch
 from wenet_lite.data.sampler import BucketingSampler
 from wenet_lite.data.tokenizer import Tokenizer
@@ -111,12 +112,49 @@ class _Window:
     """(step, loss, skipped, gradient norm) of the steps not yet read back"""
 
 
+def training_dtype(precision: str, device: torch.device) -> Optional[torch.dtype]:
+    """The autocast dtype of ``train.precision`` on ``device``, None for fp32.
+
+    CUDA: bf16 or fp16 as asked (``auto``: bf16 where the GPU supports it). CPU: bf16 only where
+    the CPU multiplies it natively (``wenet_lite.cpu``: AMX or AVX-512 bf16; elsewhere it is
+    emulated, several times slower than fp32), for ``bf16`` and ``auto``; fp16 never. The CTC
+    loss, the attention decoder's log-softmax and the optimizer's state stay fp32.
+    """
+    if precision == "fp32":
+        return None
+    if device.type == "cuda":
+        if precision == "auto":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else None
+        return torch.bfloat16 if precision == "bf16" else torch.float16
+    if precision in ("bf16", "auto") and native_bf16():
+        return torch.bfloat16
+    return None
+
+
+def precision_note(precision: str, device: torch.device) -> Tuple[str, Optional[str]]:
+    """What trains, for the log (``training precision: bf16 (autocast on the CPU)``), and a
+    one-line warning when ``train.precision`` asked for what this device cannot do fast."""
+    dtype = training_dtype(precision, device)
+    name = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+    where = "the CPU" if device.type == "cpu" else str(device)
+    line = f"training precision: {name}" + (f" (autocast on {where})" if dtype else "")
+    warning = None
+    if dtype is None and precision in ("bf16", "fp16"):
+        why = (
+            f"{cpu_model()} has no native bf16 (emulated it is several times slower)"
+            if precision == "bf16" and device.type == "cpu"
+            else f"{precision} autocast runs on CUDA"
+        )
+        warning = f"train.precision {precision}: {why}: training in fp32"
+    return line, warning
+
+
 def autocast_for(precision: str, device: torch.device) -> ContextManager:
-    """The autocast of ``train.precision`` on CUDA; CPU always trains in fp32."""
-    if device.type != "cuda" or precision == "fp32":
+    """The autocast of ``train.precision`` on ``device`` (:func:`training_dtype`)."""
+    dtype = training_dtype(precision, device)
+    if dtype is None:
         return contextlib.nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast("cuda", dtype=dtype)
+    return torch.autocast(device.type, dtype=dtype)
 
 
 class Trainer:

@@ -61,7 +61,7 @@ from wenet_lite.model import ASRModel, build_model
 from wenet_lite.model.asr import compile_for_training
 from wenet_lite.model.subsampling import min_input_frames
 from wenet_lite.train.dist import DistInfo, cleanup_distributed, init_distributed
-from wenet_lite.train.loop import Progress, Trainer, TrainParts
+from wenet_lite.train.loop import Progress, Trainer, TrainParts, precision_note
 from wenet_lite.train.resume import restore_training_state, save_training_checkpoint
 from wenet_lite.train.scheduler import WarmupLR
 
@@ -360,6 +360,10 @@ def build_loaders(
         cfg, tokenizer, layers, out["sampler"], True, info, stored, on_device
     )
     _log.info("training fbank computed %s", f"on {info.device}" if on_device else "in workers")
+    line, warning = precision_note(cfg.train.precision, info.device)
+    _log.info("%s", line)
+    if warning and info.is_main:
+        _log.warning("%s", warning)
     if dev_cuts is not None:
         dev_kept, out["dev_filtered"] = filter_cuts(dev_cuts, tokenizer, cfg.data)
         _log_filtered("dev", len(dev_cuts), out["dev_filtered"])
