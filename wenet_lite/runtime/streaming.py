@@ -8,10 +8,9 @@ the offline features of the whole audio (``stream_fbank.offline_fbank``, equal t
 kaldi-native-fbank features within float32 rounding), and so the chunk-masked full forward,
 whatever sizes the audio arrives in, whether it is batched with other streams, and at any
 input sample rate (soxr's streaming resampler gives the same samples as resampling the whole
-file). The last,
-partial window at ``input_finished`` is zero-padded with its true length passed as
-``window_lens``, which masks exactly what ``forward_chunk_by_chunk``'s shorter window leaves
-out. When an endpoint closes a segment the encoder state and the search restart (as the WeNet
+file). The last, partial window at ``input_finished`` is zero-padded with its true length
+passed as ``window_lens``, which masks exactly what ``forward_chunk_by_chunk``'s shorter window
+leaves out. When an endpoint closes a segment the encoder state and the search restart (as the WeNet
 and sherpa-onnx runtimes do): the next segment is decoded as if its audio started at that
 chunk, which keeps the context within what the model was trained on and bounds the attention
 cache even with unlimited left context.
