@@ -240,3 +240,11 @@ def test_decode_engine_flags(tiny, corpus, tmp_path, capsys) -> None:
     assert (
         summary["settings"]["simulate_streaming"] and summary["settings"]["engine"] == "torch int8"
     )
+    assert main([*base, "--precision", "bf16"]) == 2  # the utterance path is fp32 only
+    assert "--precision bf16 runs the streaming path" in capsys.readouterr().err
+    assert main([*base, "--simulate-streaming", "--precision", "bf16"]) == 0
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["settings"]["engine"] == "torch bf16"
+    assert main([*base, "--simulate-streaming"]) == 0  # auto: fp32 on a CPU without bf16
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["settings"]["engine"] == "torch"

@@ -181,8 +181,8 @@ def test_decode_shows_progress_over_the_audio(tiny, corpus, capsys) -> None:
 
 
 def test_cli_engines_stream(tiny, files, capsys) -> None:
-    """--engine/--int8 run with --chunk-size (the fp32 engine gives the torch text); without
-    it they are refused in one line."""
+    """--engine/--precision run with --chunk-size (the fp32 engine gives the torch text);
+    without it they are refused in one line."""
     model = ["--model", str(tiny.path), files[0], "--chunk-size", "4"]
     assert main(["transcribe", *model]) == 0
     torch_text = capsys.readouterr().out
@@ -190,3 +190,6 @@ def test_cli_engines_stream(tiny, files, capsys) -> None:
     assert capsys.readouterr().out == torch_text
     assert main(["transcribe", "--model", str(tiny.path), files[0], "--int8"]) == 2
     assert "add --chunk-size" in capsys.readouterr().err
+    assert main(["transcribe", "--model", str(tiny.path), files[0], "--precision", "bf16"]) == 2
+    assert "add --chunk-size" in capsys.readouterr().err
+    assert main(["transcribe", *model, "--precision", "bf16"]) == 0  # streams in bf16
