@@ -40,7 +40,9 @@ def test_bench_engines_prints_a_row_per_engine(tiny, corpus) -> None:  # noqa: F
     # about a minute alone (an export per engine); generous for a loaded machine
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr
-    rows = [line.split("|")[1:-1] for line in out.stdout.splitlines()[3:]]
+    assert "\nCPU " in out.stdout and "--precision auto:" in out.stdout  # the machine
+    table = [line for line in out.stdout.splitlines() if line.startswith("|")]
+    rows = [line.split("|")[1:-1] for line in table[2:]]  # after the header and its rule
     assert [r[0].strip() for r in rows] == engines
     assert rows[0][2].strip() == "1.00x"  # the torch engine is the base
     for r in rows:
