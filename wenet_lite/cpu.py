@@ -16,7 +16,7 @@ import functools
 import os
 import platform
 from pathlib import Path
-from typing import FrozenSet, Iterable, Optional
+from typing import Dict, FrozenSet, Iterable, Optional
 
 __all__ = [
     "FLAGS_ENV",
@@ -26,7 +26,6 @@ __all__ = [
     "cpu_model",
     "cpu_summary",
     "native_bf16",
-    "native_int8",
 ]
 
 PRECISIONS = ("auto", "fp32", "bf16", "int8")
@@ -50,39 +49,36 @@ def cpu_flags(real: bool = False) -> FrozenSet[str]:
 
 
 @functools.lru_cache(maxsize=1)
-def _proc_flags() -> FrozenSet[str]:
+def _cpuinfo() -> Dict[str, str]:
+    """The first value of each key of Linux ``/proc/cpuinfo`` (empty where it cannot be read)."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return frozenset()
+        return {}
+    info: Dict[str, str] = {}
     for line in text.splitlines():
-        if line.startswith(("flags", "Features")):
-            return frozenset(line.split(":", 1)[1].split())
-    return frozenset()
+        key, sep, value = line.partition(":")
+        if sep:
+            info.setdefault(key.strip(), value.strip())
+    return info
 
 
-@functools.lru_cache(maxsize=1)
+def _proc_flags() -> FrozenSet[str]:
+    info = _cpuinfo()
+    return frozenset((info.get("flags") or info.get("Features") or "").split())
+
+
 def cpu_model() -> str:
     """The CPU's model name (``/proc/cpuinfo``), or what ``platform`` says."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
+    return (
+        _cpuinfo().get("model name") or platform.processor() or platform.machine() or "unknown CPU"
+    )
 
 
 def native_bf16(flags: Optional[Iterable[str]] = None) -> bool:
     """Whether the CPU multiplies bf16 in hardware (AMX or AVX-512 bf16)."""
     have = set(cpu_flags() if flags is None else flags)
     return any(f in have for f in BF16_FLAGS)
-
-
-def native_int8(flags: Optional[Iterable[str]] = None) -> bool:
-    """Whether the CPU has int8 dot products (AMX int8 or VNNI)."""
-    have = set(cpu_flags() if flags is None else flags)
-    return any(f in have for f in INT8_FLAGS)
 
 
 def auto_precision(flags: Optional[Iterable[str]] = None) -> str:
