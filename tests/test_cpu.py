@@ -7,7 +7,14 @@ import subprocess
 
 import pytest
 
-from wenet_lite.cpu import FLAGS_ENV, auto_precision, cpu_flags, cpu_summary, native_bf16
+from wenet_lite.cpu import (
+    FLAGS_ENV,
+    auto_precision,
+    cpu_flags,
+    cpu_summary,
+    int8_kernel,
+    native_bf16,
+)
 from wenet_lite.recognizer import EngineSpec
 
 AMD_AVX2 = "fpu sse4_2 avx avx2 fma"
@@ -22,13 +29,26 @@ def test_auto_is_bf16_only_where_it_is_native() -> None:
     assert auto_precision([]) == "fp32"  # flags unreadable
 
 
+def test_int8_kernel_is_int_mm_only_where_int8_is_native() -> None:
+    assert int8_kernel(AMD_AVX2.split()) == "fp32"
+    assert int8_kernel(XEON_AMX.split()) == "int_mm"
+    assert int8_kernel(["avx2", "avx_vnni"]) == "int_mm"  # Alder Lake and later
+    assert int8_kernel([]) == "fp32"
+
+
 def test_the_summary_line_names_the_cpu_and_the_choice() -> None:
     line = cpu_summary(AMD_AVX2.split())
-    assert "AVX2" in line and "bf16 emulated" in line and "int8 without VNNI" in line
+    assert (
+        "AVX2" in line
+        and "bf16 emulated" in line
+        and "int8 without VNNI: exact fp32 products" in line
+    )
     assert line.endswith("--precision auto: fp32")
     line = cpu_summary(XEON_AMX.split())
     assert "AVX-512" in line and "bf16 native (amx_bf16, avx512_bf16)" in line
-    assert "int8 native (amx_int8, avx512_vnni)" in line and line.endswith("auto: bf16")
+    assert "int8 native (amx_int8, avx512_vnni): _int_mm products" in line and line.endswith(
+        "auto: bf16"
+    )
 
 
 def test_engine_specs_resolve_auto_by_the_flags(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,6 +25,7 @@ __all__ = [
     "cpu_flags",
     "cpu_model",
     "cpu_summary",
+    "int8_kernel",
     "native_bf16",
 ]
 
@@ -81,6 +82,14 @@ def native_bf16(flags: Optional[Iterable[str]] = None) -> bool:
     return any(f in have for f in BF16_FLAGS)
 
 
+def int8_kernel(flags: Optional[Iterable[str]] = None) -> str:
+    """The int8 engine's integer product here (``wenet_lite.model.int8``; the same numbers
+    either way): ``int_mm`` (``torch._int_mm``) where the CPU multiplies int8 natively (VNNI,
+    AMX), else ``fp32`` (exact fp32 products: torch's ``_int_mm`` has no fast kernel there)."""
+    have = set(cpu_flags() if flags is None else flags)
+    return "int_mm" if any(f in have for f in INT8_FLAGS) else "fp32"
+
+
 def auto_precision(flags: Optional[Iterable[str]] = None) -> str:
     """The precision ``auto`` means on this CPU: bf16 where it is native, else fp32.
 
@@ -102,6 +111,6 @@ def cpu_summary(flags: Optional[Iterable[str]] = None) -> str:
     int8 = ", ".join(f for f in INT8_FLAGS if f in have)
     return (
         f"CPU {cpu_model()}: {simd}; bf16 {f'native ({bf16})' if bf16 else 'emulated'}; "
-        f"int8 {f'native ({int8})' if int8 else 'without VNNI'}; "
+        f"int8 {f'native ({int8}): _int_mm' if int8 else 'without VNNI: exact fp32'} products; "
         f"--precision auto: {auto_precision(have)}"
     )
