@@ -89,15 +89,16 @@ class Int8Linear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Args: x (..., I). Returns: (..., O) float32."""
         flat = x.reshape(-1, self.in_features).float()  # (N, I)
-        scale = flat.abs().amax(dim=1, keepdim=True).clamp(min=1e-12) / _QMAX  # (N, 1)
-        q = torch.round(flat / scale)  # (N, I), integers in [-127, 127]
+        scale = flat.abs().amax(dim=1, keepdim=True).clamp_(min=1e-12).div_(_QMAX)  # (N, 1)
+        q = torch.div(flat, scale).round_()  # (N, I), integers in [-127, 127]
         if self.weight_f is not None:
             acc = exact_int_product(q, self.weight_f)  # (N, O)
         else:
             acc = torch._int_mm(q.to(torch.int8), self.weight_q).float()  # (N, O), exact sum
-        y = acc * (scale * self.weight_scale)  # (N, O)
+        # Scaled in place, row by row then column by column (no (N, O) table of scales).
+        y = acc.mul_(scale).mul_(self.weight_scale)  # (N, O)
         if self.bias is not None:
-            y = y + self.bias
+            y.add_(self.bias)
         return y.view(x.shape[:-1] + (self.out_features,))
 
     def extra_repr(self) -> str:
