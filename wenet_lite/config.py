@@ -68,11 +68,16 @@ class FeatureConfig:
     sample_rate: int = 16000
     """Hz; every input is resampled to this rate."""
     num_mel_bins: int = 80
+    """mel filter banks per frame: the model's input width (the demo config uses 40)"""
     frame_length_ms: float = 25.0
+    """analysis window per frame (Povey window)"""
     frame_shift_ms: float = 10.0
+    """hop between frames; the encoder's frame is this times the subsampling rate"""
     dither: float = 1.0
     """Gaussian dither on int16-scaled samples, training only (decoding always uses 0)."""
     snip_edges: bool = False
+    """Kaldi's snip_edges: true drops the frames that overhang the ends; false (sherpa-onnx's
+    and the streaming fbank's) centres frames and mirrors the edges"""
     high_freq: float = -400.0
     """Hz, the top edge of the highest mel filter; <= 0 counts from the Nyquist frequency
     (Kaldi's convention): -400 is 7600 Hz at 16 kHz (sherpa-onnx's features), 0 the whole band
@@ -104,10 +109,13 @@ class SpecAugConfig:
     """SpecAugment on fbank features during training."""
 
     enabled: bool = True
+    """SpecAugment on the training features (never when decoding)"""
     num_freq_masks: int = 2
+    """frequency bands masked per utterance, each up to max_freq_width bins"""
     max_freq_width: int = 10
     """mel bins"""
     num_time_masks: int = 2
+    """time spans masked per utterance, each up to max_time_width frames"""
     max_time_width: int = 40
     """fbank frames (10 ms each)"""
     start_step: int = 0
@@ -138,6 +146,7 @@ class ChunkConfig:
     random_left_chunks: bool = False
     """dynamic: also draw the left-chunk count uniformly from 0..max_left_chunks"""
     max_left_chunks: int = 8
+    """dynamic with random_left_chunks: the largest left-chunk count drawn"""
 
     def __post_init__(self) -> None:
         _require(self.size > 0, "size", f"must be positive, got {self.size}")
@@ -154,18 +163,26 @@ class EncoderConfig:
     """Conformer encoder dimensions; all sizes in encoder frames unless stated."""
 
     d_model: int = 256
+    """width of every Conformer block (the attention, convolution and residual stream)"""
     num_heads: int = 4
+    """attention heads per block (d_model must divide by it)"""
     ffn_dim: int = 2048
+    """hidden width of each block's two feed-forward modules"""
     num_blocks: int = 12
+    """Conformer blocks"""
     subsampling_rate: int = 4
     """conv2d front-end: 4, 6 or 8 input frames per encoder frame"""
     subsampling_channels: int = 0
     """channels of the front-end's conv layers (0: d_model); its second conv costs
     channels^2, so a small model trains much faster with fewer (e.g. 64 for d_model 144)"""
     conv_kernel: int = 15
+    """depthwise convolution kernel in frames (causal: all of it on the left; its K - 1 inputs
+    are the stream's conv cache)"""
     causal_conv: bool = True
     """left-only depthwise conv; required for chunked (streaming) attention"""
     conv_norm: Literal["layer_norm", "batch_norm"] = "layer_norm"
+    """normalisation after the depthwise convolution: layer_norm or batch_norm (WeNet's default;
+    its running statistics when decoding)"""
     pos_enc: Literal["xl", "shaw", "wenet"] = "xl"
     """xl: sinusoid of the signed distance + projection (Transformer-XL); shaw: learned table;
     wenet: the same projection of the keys' absolute positions, no shift (WeNet's term; whole
@@ -173,7 +190,9 @@ class EncoderConfig:
     max_rel_dist: int = 0
     """clipping radius Z for relative distances (0: no clipping; shaw needs Z > 0)"""
     dropout: float = 0.1
+    """dropout on the blocks' module outputs and the feed-forward hidden layer (training only)"""
     attention_dropout: float = 0.0
+    """dropout on the attention weights (training only)"""
     final_norm: bool = False
     """a LayerNorm after the last block (WeNet's ``after_norm``)"""
     norm_eps: float = 1e-5
@@ -235,9 +254,13 @@ class DecoderConfig:
     r2l_num_blocks: int = 3
     """right-to-left decoder blocks (0: left to right only; needs model.reverse_weight 0)"""
     num_heads: int = 4
+    """attention heads per decoder block"""
     ffn_dim: int = 2048
+    """hidden width of each decoder block's feed-forward module"""
     dropout: float = 0.1
+    """dropout in the decoder blocks (training only)"""
     attention_dropout: float = 0.0
+    """dropout on the decoder's attention weights (training only)"""
     activation: Literal["silu", "relu"] = "silu"
     """of the feed-forward layers (WeNet's decoders: relu)"""
     norm_eps: float = 1e-5
@@ -270,6 +293,7 @@ class ModelConfig:
     R2L)``, each summed over tokens and divided by the batch size."""
 
     ctc_weight: float = 0.3
+    """weight of the CTC loss against the attention decoder's (1.0 when the model has no decoder)"""
     reverse_weight: float = 0.3
     """share of the right-to-left decoder in the attention loss"""
     lsm_weight: float = 0.1
@@ -286,6 +310,7 @@ class TokenizerConfig:
     """sentencepiece model trained on the training transcripts; id 0 is the CTC blank."""
 
     model_type: Literal["unigram", "bpe", "char"] = "unigram"
+    """the SentencePiece algorithm (unigram or bpe), or char: one token per character"""
     vocab_size: int = 256
     """including the blank and <unk>"""
 
@@ -304,15 +329,21 @@ class DataConfig:
     max_duration: float = 20.0
     """seconds; longer utterances are skipped and counted"""
     num_buckets: int = 10
+    """duration buckets of the batch sampler: a batch takes utterances of one bucket, so little
+    of it is padding"""
     speed_perturb: Tuple[float, ...] = (1.0,)
     """speed factors drawn uniformly per utterance, e.g. [0.9, 1.0, 1.1]"""
     num_workers: int = 1
+    """DataLoader worker processes that read audio and compute features (`train --jobs`
+    overrides)"""
     fbank: Literal["auto", "workers", "device"] = "auto"
     """where training fbank is computed: ``workers`` (DataLoader workers, kaldi-native-fbank;
     stored fbank is used), ``device`` (the workers only decode, resample and dither; the trainer
     computes the padded batch's fbank on its device in torch, equal within 1e-3), ``auto``:
     device on CUDA, workers on CPU. Dev scoring always uses workers."""
     shuffle: bool = True
+    """shuffle the batches every epoch (seeded by train.seed and the epoch, so a resumed run
+    sees the same order)"""
     sort_first_epoch: bool = False
     """train the first epoch on batches in increasing duration ("SortaGrad", Amodei et al.
     2016, sec. 3.1): short utterances first shorten CTC's all-blank phase; later epochs are
@@ -344,20 +375,28 @@ class TrainConfig:
     """Optimisation, checkpoints and logging."""
 
     optimizer: Literal["adam", "adamw"] = "adam"
+    """adam (weight_decay added to the gradient as an L2 term) or adamw (decoupled weight decay)"""
     lr: float = 1e-3
     """peak learning rate, reached at the end of warmup"""
     warmup_steps: int = 25000
+    """steps of linear warmup to the peak lr"""
     schedule: Literal["noam", "cosine"] = "noam"
     """after warmup: noam (inverse square root, open-ended) or cosine (decays to
     ``final_lr_scale`` * lr at ``max_steps``, which it requires)"""
     final_lr_scale: float = 0.02
     """cosine: the learning rate at max_steps, as a share of the peak"""
     weight_decay: float = 1e-6
+    """the optimizer's weight decay"""
     max_epochs: int = 100
+    """stop after this many passes over the training data (or at max_steps, whichever comes
+    first)"""
     max_steps: int = 0
     """stop after this many optimizer steps (0: no limit)"""
     grad_clip: float = 5.0
+    """clip the gradients' global norm to this before each optimizer step"""
     accum_grad: int = 1
+    """batches whose gradients are summed per optimizer step (a larger effective batch at the
+    same memory)"""
     precision: Literal["fp32", "bf16", "fp16", "auto"] = "fp32"
     """autocast dtype of the forward pass: on CUDA bf16 or fp16 as asked; on the CPU bf16 only
     where the CPU multiplies it natively (AMX, AVX-512 bf16), else fp32 with a warning; ``auto``:
@@ -371,10 +410,14 @@ class TrainConfig:
     ``:4096:8``, CTC's backward on the CPU when training on CUDA): a resumed CUDA run repeats
     an uninterrupted one exactly, at a cost. CPU training is deterministic without it"""
     seed: int = 777
+    """seeds the initial weights, dropout, batch order and augmentation: one seed, one run"""
     log_interval: int = 10
+    """steps between the loss lines of train.log"""
     checkpoint_interval: int = 0
     """save a checkpoint every N optimizer steps (0: only at epoch ends)"""
     keep_checkpoints: int = 5
+    """newest checkpoints kept in the experiment dir (older ones are deleted; `average` averages
+    among these)"""
 
     def __post_init__(self) -> None:
         _require(self.lr > 0, "lr", f"must be positive, got {self.lr}")
@@ -400,7 +443,9 @@ class DecodeConfig:
     """Search defaults; flags of `wenet-lite decode` / `stream` override them."""
 
     beam_size: int = 10
+    """prefix beam size when `--beam` is not given"""
     nbest: int = 1
+    """hypotheses the prefix beam keeps per utterance when `--nbest` is not given"""
 
     def __post_init__(self) -> None:
         _require(self.beam_size >= 1, "beam_size", "must be >= 1")
