@@ -83,9 +83,10 @@ def native_bf16(flags: Optional[Iterable[str]] = None) -> bool:
 
 
 def int8_kernel(flags: Optional[Iterable[str]] = None) -> str:
-    """The int8 engine's integer product here (``wenet_lite.model.int8``; the same numbers
-    either way): ``int_mm`` (``torch._int_mm``) where the CPU multiplies int8 natively (VNNI,
-    AMX), else ``fp32`` (exact fp32 products: torch's ``_int_mm`` has no fast kernel there)."""
+    """The int8 engine's integer product that the flags suggest (``wenet_lite.model.int8``;
+    the same numbers either way): ``int_mm`` (``torch._int_mm``) where the CPU multiplies int8
+    natively (VNNI, AMX), else ``fp32`` (exact fp32 products: torch's ``_int_mm`` has no fast
+    kernel there). ``model.int8.default_kernel`` also times ``_int_mm`` before using it."""
     have = set(cpu_flags() if flags is None else flags)
     return "int_mm" if any(f in have for f in INT8_FLAGS) else "fp32"
 

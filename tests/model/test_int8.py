@@ -8,7 +8,14 @@ import pytest
 import torch
 
 from wenet_lite.cpu import FLAGS_ENV
-from wenet_lite.model.int8 import EXACT_BLOCK, Int8Linear, exact_int_product, quantize_int8
+from wenet_lite.model.int8 import (
+    EXACT_BLOCK,
+    KERNEL_ENV,
+    Int8Linear,
+    default_kernel,
+    exact_int_product,
+    quantize_int8,
+)
 from wenet_lite.model.linear import Linear
 
 
@@ -43,12 +50,34 @@ def test_blocks_keep_large_sums_exact() -> None:
     assert not torch.equal(exact_int_product(q, w, block=size), exact)
 
 
-def test_the_cpu_picks_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cpu_picks_the_kernel(monkeypatch: pytest.MonkeyPatch, caplog) -> None:
+    import wenet_lite.model.int8 as int8
+
     layer = torch.nn.Sequential(Linear(8, 8))
-    monkeypatch.setenv(FLAGS_ENV, "avx2 fma")
-    assert "fp32 kernel" in repr(quantize_int8(layer))
+    monkeypatch.delenv(KERNEL_ENV, raising=False)
+    monkeypatch.setenv(FLAGS_ENV, "avx2 fma")  # no VNNI: fp32, nothing timed
+    monkeypatch.setattr(int8, "_int_mm_speed", lambda: pytest.fail("timed without VNNI"))
+    assert default_kernel() == "fp32" and "fp32 kernel" in repr(quantize_int8(layer))
     monkeypatch.setenv(FLAGS_ENV, "avx2 avx512f avx512_vnni amx_int8")
-    assert "int_mm kernel" in repr(quantize_int8(layer))
+    monkeypatch.setattr(int8, "_int_mm_speed", lambda: (1e-5, 4e-5))  # _int_mm the faster
+    assert default_kernel() == "int_mm" and "int_mm kernel" in repr(quantize_int8(layer))
     assert "fp32 kernel" in repr(quantize_int8(layer, "fp32"))
+    monkeypatch.setattr(int8, "_int_mm_speed", lambda: (9e-4, 4e-5))  # a torch without one
+    with caplog.at_level("WARNING", logger="wenet_lite.model.int8"):
+        assert default_kernel() == "fp32"
+    assert "torch._int_mm is slower than the fp32 product" in caplog.text
+    monkeypatch.setenv(KERNEL_ENV, "int_mm")  # forced
+    assert default_kernel() == "int_mm"
+    monkeypatch.setenv(KERNEL_ENV, "int4")
+    with pytest.raises(ValueError, match="WENET_LITE_INT8_KERNEL must be one of int_mm, fp32"):
+        default_kernel()
     with pytest.raises(ValueError, match="int8 kernel must be one of"):
         Int8Linear(Linear(8, 8), "int4")
+
+
+def test_the_timing_measures_both_products() -> None:
+    from wenet_lite.model.int8 import _int_mm_speed
+
+    int_mm_s, fp32_s = _int_mm_speed()
+    assert 0 < int_mm_s < 10 and 0 < fp32_s < 10
+    assert _int_mm_speed() == (int_mm_s, fp32_s)  # once per process

@@ -11,7 +11,7 @@ row (one frame of one stream) gets its own scale and the weights one scale per o
 The integer sum is exact, so a layer's output row is a function of its input row alone: the
 quantisation adds no dependence on the batch, and batched == alone holds as in fp32 (where the
 other layers' kernels may round differently by batch size, at the 1e-7 level). Two kernels
-compute it, chosen by the CPU (``wenet_lite.cpu.int8_kernel``), bit for bit the same:
+compute it, bit for bit the same, chosen by :func:`default_kernel`:
 
 - ``int_mm``: ``torch._int_mm``, int8 x int8 with int32 accumulation, where the CPU multiplies
   int8 natively (VNNI, AMX): 2.65-3.26x fp32's product on an AMX Xeon (N x 256 by 256 x 2048,
@@ -23,12 +23,21 @@ compute it, chosen by the CPU (``wenet_lite.cpu.int8_kernel``), bit for bit the 
   fast kernel (on an AVX2 AMD EPYC: 16 x 256 by 256 x 1024 in 6.7 ms against fp32's 0.15 ms),
   and this one costs about what the fp32 product does.
 
+Where the flags promise native int8, :func:`default_kernel` still times ``_int_mm`` against
+the fp32 product once per process (a few milliseconds) and takes fp32 with a warning if
+``_int_mm`` is the slower, as it would be in a torch build without a fast kernel for the CPU;
+``$WENET_LITE_INT8_KERNEL`` forces one. The choice changes speed only, never the numbers.
+
 Shapes: the legend in ``wenet_lite.model``; N rows (B*C frames), I in and O out features.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
+import logging
+import os
+import time
 from typing import Callable, Optional
 
 import torch
@@ -37,14 +46,63 @@ from torch import nn
 from wenet_lite.model.linear import Linear
 from wenet_lite.model.subsampling import Conv2dSubsampling
 
-__all__ = ["KERNELS", "Int8Linear", "PerSample", "exact_int_product", "quantize_int8",
-           "replace_linears"]  # fmt: skip
+__all__ = ["KERNELS", "KERNEL_ENV", "Int8Linear", "PerSample", "default_kernel",
+           "exact_int_product", "quantize_int8", "replace_linears"]  # fmt: skip
+
+_log = logging.getLogger(__name__)
 
 _QMAX = 127.0
 KERNELS = ("int_mm", "fp32")
 """The kernels of the integer product (module docstring); their results are identical."""
 EXACT_BLOCK = 1024
 """Input features per fp32 block: 1024 * 127 * 127 < 2^24, so a block's sum is exact."""
+KERNEL_ENV = "WENET_LITE_INT8_KERNEL"
+"""Environment variable that, when set (``int_mm`` or ``fp32``), forces the kernel."""
+
+
+def default_kernel() -> str:
+    """The integer product's kernel here: ``$WENET_LITE_INT8_KERNEL`` if set, else the CPU's
+    (``wenet_lite.cpu.int8_kernel``: ``int_mm`` with VNNI or AMX), where ``_int_mm`` must also
+    win a short timing against the fp32 product (:func:`_int_mm_speed`)."""
+    from wenet_lite.cpu import int8_kernel
+
+    forced = os.environ.get(KERNEL_ENV)
+    if forced:
+        if forced not in KERNELS:
+            raise ValueError(f"${KERNEL_ENV} must be one of {', '.join(KERNELS)}, not {forced!r}")
+        return forced
+    if int8_kernel() != "int_mm":
+        return "fp32"
+    int_mm_s, fp32_s = _int_mm_speed()
+    if int_mm_s > fp32_s:
+        _log.warning(
+            "torch._int_mm is slower than the fp32 product on this CPU (%.0f against %.0f us "
+            "for 32 x 512 by 512 x 512): int8 uses exact fp32 products (the same numbers)",
+            int_mm_s * 1e6, fp32_s * 1e6,
+        )  # fmt: skip
+        return "fp32"
+    return "int_mm"
+
+
+@functools.lru_cache(maxsize=1)
+def _int_mm_speed() -> tuple[float, float]:
+    """Seconds of ``torch._int_mm`` and of the fp32 product for 32 x 512 by 512 x 512, best of
+    five after a warm-up (measured once per process)."""
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randint(-127, 128, (32, 512), dtype=torch.int8, generator=gen)
+    w = torch.randint(-127, 128, (512, 512), dtype=torch.int8, generator=gen)
+    qf, wf = q.float(), w.float()
+
+    def best(fn: Callable[[], torch.Tensor]) -> float:
+        fn()
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    return best(lambda: torch._int_mm(q, w)), best(lambda: qf @ wf)
 
 
 def exact_int_product(q: torch.Tensor, w: torch.Tensor, block: int = EXACT_BLOCK) -> torch.Tensor:
@@ -69,9 +127,7 @@ class Int8Linear(nn.Module):
     def __init__(self, linear: Linear, kernel: Optional[str] = None) -> None:
         super().__init__()
         if kernel is None:
-            from wenet_lite.cpu import int8_kernel
-
-            kernel = int8_kernel()
+            kernel = default_kernel()
         if kernel not in KERNELS:
             raise ValueError(f"int8 kernel must be one of {KERNELS}, not {kernel!r}")
         self.kernel = kernel
@@ -133,11 +189,9 @@ def quantize_int8(module: nn.Module, kernel: Optional[str] = None) -> nn.Module:
     """A copy of ``module`` (an ASRModel or an encoder) whose :class:`Linear` layers are
     :class:`Int8Linear`, except under ``_KEEP_FP32``, and whose subsampling convolutions run
     :class:`PerSample` (batch-invariant inputs to the first int8 layer). ``kernel``: one of
-    :data:`KERNELS`, or None for the CPU's (``wenet_lite.cpu.int8_kernel``)."""
+    :data:`KERNELS`, or None for :func:`default_kernel`."""
     if kernel is None:
-        from wenet_lite.cpu import int8_kernel
-
-        kernel = int8_kernel()
+        kernel = default_kernel()
     return replace_linears(module, lambda layer: Int8Linear(layer, kernel))
 
 
