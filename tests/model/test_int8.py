@@ -36,6 +36,9 @@ def test_kernels_give_the_same_numbers(features) -> None:
     assert set(fp32.state_dict()) == set(int_mm.state_dict()) == {
         "weight_q", "weight_scale", "bias",
     }  # fmt: skip
+    other = Int8Linear(Linear(*features), "fp32")  # other weights, loaded from int_mm's
+    other.load_state_dict(int_mm.state_dict())
+    assert torch.equal(other(x), int_mm(x))
 
 
 def test_blocks_keep_large_sums_exact() -> None:

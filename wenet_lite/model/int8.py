@@ -142,6 +142,11 @@ class Int8Linear(nn.Module):
         weight_f = self.weight_q.float() if kernel == "fp32" else None
         self.register_buffer("weight_f", weight_f, persistent=False)
 
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:  # noqa: ANN001
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        if self.weight_f is not None:  # the fp32 kernel's copy follows the loaded weights
+            self.weight_f = self.weight_q.float()
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Args: x (..., I). Returns: (..., O) float32."""
         flat = x.reshape(-1, self.in_features).float()  # (N, I)
