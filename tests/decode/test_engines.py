@@ -218,6 +218,11 @@ def test_precision_flag_of_stream(tiny, corpus, capsys, monkeypatch) -> None:
     assert code == 2 and "--precision int8 runs on the torch or executorch engine" in err
     assert main([*model, "--engine", "onnxruntime", "--left-chunks", "1", "--json", path]) == 0
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["engine"] == "onnxruntime"
+    monkeypatch.setenv("WENET_LITE_INT8_KERNEL", "int4")  # a bad forced kernel: one line
+    assert main([*model, "--precision", "int8", path]) != 0
+    err = capsys.readouterr().err
+    assert "WENET_LITE_INT8_KERNEL must be one of int_mm, fp32, not 'int4'" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("kind", ["torch", "torch int8", "torch bf16", "onnxruntime"])
