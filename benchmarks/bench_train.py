@@ -206,10 +206,14 @@ def _peak(device: torch.device) -> float:
 
 
 def _print(args, cfg, device: torch.device, rows, bare: float) -> None:
+    from wenet_lite.train.loop import training_dtype
+
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    dtype = training_dtype(cfg.train.precision, device)
+    trains = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
     print(
-        f"{args.config} on {device} ({name}, {args.threads} threads), precision "
-        f"{cfg.train.precision if device.type == 'cuda' else 'fp32'}, data.fbank "
+        f"{args.config} on {device} ({name}, {args.threads} threads), train.precision "
+        f"{cfg.train.precision}: {trains}, data.fbank "
         f"{cfg.data.fbank}, {cfg.data.num_workers} workers, speed perturbation "
         f"{list(cfg.data.speed_perturb)}; {args.steps} steps a row after {args.warmup}"
     )

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Dict, FrozenSet, Iterable, Optional
 
 __all__ = [
+    "BF16_MIN_WIDTH",
     "FLAGS_ENV",
     "PRECISIONS",
     "auto_precision",
@@ -91,13 +92,24 @@ def int8_kernel(flags: Optional[Iterable[str]] = None) -> str:
     return "int_mm" if any(f in have for f in INT8_FLAGS) else "fp32"
 
 
-def auto_precision(flags: Optional[Iterable[str]] = None) -> str:
-    """The precision ``auto`` means on this CPU: bf16 where it is native, else fp32.
+BF16_MIN_WIDTH = 256
+"""Encoder width (d_model) from which ``auto`` picks bf16 where it is native. Measured on an AMX
+Xeon, one thread (benchmarks/README.md, *Precision*): at 256 (conformer_u2) the bf16 engine
+takes 0.66x fp32's time for one stream and 16 batched streams run 1.9x as fast; at 144 (the
+demo model) one stream takes 1.3x fp32's time and 16 streams run as fast as fp32: its products
+are too small for bf16 to save what the conversions around them cost."""
+
+
+def auto_precision(flags: Optional[Iterable[str]] = None, width: Optional[int] = None) -> str:
+    """The precision ``auto`` means on this CPU for an encoder ``width`` wide (None: any):
+    bf16 where it is native and the encoder at least :data:`BF16_MIN_WIDTH` wide, else fp32.
 
     int8 is never chosen: it is the fastest only on some CPUs and models, and changes results
     more than bf16 (see benchmarks/README.md, *Precision*); ``--precision int8`` asks for it.
     """
-    return "bf16" if native_bf16(flags) else "fp32"
+    if not native_bf16(flags) or (width is not None and width < BF16_MIN_WIDTH):
+        return "fp32"
+    return "bf16"
 
 
 def cpu_summary(flags: Optional[Iterable[str]] = None) -> str:
@@ -110,8 +122,11 @@ def cpu_summary(flags: Optional[Iterable[str]] = None) -> str:
     )  # fmt: skip
     bf16 = ", ".join(f for f in BF16_FLAGS if f in have)
     int8 = ", ".join(f for f in INT8_FLAGS if f in have)
+    auto_text = auto_precision(have)
+    if auto_text == "bf16":
+        auto_text = f"bf16 for encoders {BF16_MIN_WIDTH} wide or more, else fp32"
     return (
         f"CPU {cpu_model()}: {simd}; bf16 {f'native ({bf16})' if bf16 else 'emulated'}; "
         f"int8 {f'native ({int8}): _int_mm' if int8 else 'without VNNI: exact fp32'} products; "
-        f"--precision auto: {auto_precision(have)}"
+        f"--precision auto: {auto_text}"
     )

@@ -36,10 +36,10 @@ class RuleError(ValueError):
 @dataclass(frozen=True)
 class EngineSpec:
     """What runs the encoder: ``kind`` (None: the source's own, torch for a model), the
-    precision (``auto``: bf16 on a CPU that multiplies it natively, else fp32, see
-    ``wenet_lite.cpu``; ``bf16`` on the torch engine; ``int8`` on the torch or executorch
-    engine, batch-invariant, where onnxruntime's is not), intra-op threads, and the device
-    (the torch fp32 engine only may leave the CPU)."""
+    precision (``auto``: bf16 on a CPU that multiplies it natively, for an encoder 256 wide or
+    more, else fp32, see ``wenet_lite.cpu``; ``bf16`` on the torch engine; ``int8`` on the
+    torch or executorch engine, batch-invariant, where onnxruntime's is not), intra-op threads,
+    and the device (the torch fp32 engine only may leave the CPU)."""
 
     kind: Optional[str] = None
     precision: str = "auto"
@@ -69,14 +69,15 @@ class EngineSpec:
     def int8(self) -> bool:
         return self.precision == "int8"
 
-    def resolved(self, exported: bool = False) -> str:
-        """fp32, bf16 or int8: what ``auto`` means here (bf16 only for the torch engine on the
-        CPU; an export directory's own engines run fp32)."""
+    def resolved(self, exported: bool = False, width: Optional[int] = None) -> str:
+        """fp32, bf16 or int8: what ``auto`` means here for an encoder ``width`` wide (bf16
+        only for the torch engine on the CPU, ``cpu.auto_precision``; an export directory's
+        own engines run fp32)."""
         if self.precision != "auto":
             return self.precision
         if exported or self.kind not in (None, "torch") or self.device != "cpu":
             return "fp32"
-        return auto_precision()
+        return auto_precision(width=width)
 
     def check_chunking(self, chunking: Chunking) -> None:
         """The exported engines need a fixed cache (ValueError)."""
@@ -89,7 +90,7 @@ def make_engine(spec: EngineSpec, model: Any, chunking: Chunking) -> Engine:
     from wenet_lite.runtime.engines import ExecuTorchEngine, OnnxRuntimeEngine, TorchEngine
 
     spec.check_chunking(chunking)
-    precision = spec.resolved()
+    precision = spec.resolved(width=model.encoder.subsampling.out.out_features)
     if spec.kind == "executorch":
         from wenet_lite.export.executorch import lower_executorch
 

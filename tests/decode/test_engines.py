@@ -208,8 +208,10 @@ def test_precision_flag_of_stream(tiny, corpus, capsys, monkeypatch) -> None:
                           (["--precision", "bf16"], "torch bf16"), ([], "torch")):  # fmt: skip
         assert main([*model, *flags, "--json", path]) == 0
         assert json.loads(capsys.readouterr().out.splitlines()[-1])["engine"] == engine
-    monkeypatch.setenv(FLAGS_ENV, "avx2 avx512f amx_bf16")  # a CPU with AMX: auto is bf16
-    assert main([*model, "--json", path]) == 0
+    monkeypatch.setenv(FLAGS_ENV, "avx2 avx512f amx_bf16")  # a CPU with AMX: auto is bf16 for
+    assert main([*model, "--json", path]) == 0  # wide encoders only, not this 32-wide one
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["engine"] == "torch"
+    assert main([*model, "--precision", "bf16", "--json", path]) == 0
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["engine"] == "torch bf16"
     assert main([*model, "--precision", "fp32", "--json", path]) == 0
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["engine"] == "torch"

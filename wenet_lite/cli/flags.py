@@ -236,9 +236,10 @@ def add_engine(p: argparse.ArgumentParser, scope: str = "") -> None:
     p.add_argument("--threads", type=positive_int, default=1, help="intra-op threads (1)")
     p.add_argument(
         "--precision", choices=PRECISIONS, default="auto",
-        help="the encoder's arithmetic: fp32; bf16 (torch engine: linears in bf16, fast where "
-        "the CPU multiplies bf16 natively: AMX, AVX-512 bf16); int8 (torch or executorch "
-        "engine: int8 linears scaled per frame); auto (default): bf16 where native, else fp32. "
+        help="the encoder's arithmetic: fp32; bf16 (torch engine: linears and subsampling in "
+        "bf16, fast where the CPU multiplies bf16 natively: AMX, AVX-512 bf16); int8 (torch or "
+        "executorch engine: int8 linears scaled per frame); auto (default): bf16 where native "
+        "and the encoder is 256 wide or more, else fp32. "
         "Batched == alone holds for each; `wenet-lite --version` shows what auto picks here",
     )  # fmt: skip
     p.add_argument(

@@ -1,63 +1,191 @@
-"""bf16 linear layers for streaming inference on CPUs that multiply bf16 natively (AMX,
-AVX-512 bf16; ``wenet_lite.cpu``).
+"""bf16 layers for streaming inference on CPUs that multiply bf16 natively (AMX, AVX-512 bf16;
+``wenet_lite.cpu``).
 
-Only the encoder's linear layers (the feed-forward modules, the attention projections and the
-convolution module's pointwise layers) compute in bf16: 72 % of a chunk's multiply-adds for the
-conformer_u2 size at C = 16 with 4 left chunks (counted with forward hooks). Their weights are
-stored in bf16 and their inputs rounded to it; the products accumulate in fp32 inside the
-kernel and the output is rounded to bf16 and widened back. Everything else stays fp32, as does
-everything around the encoder: the features and CMVN; the subsampling convolutions (26 % of
-the multiply-adds, but they see the raw features, and one sample at a time they are exact
-across batches; a bf16 version is a candidate once measured on an AMX machine); the attention
-scores and softmax over the cache (3 %; rounding there would compound over the cache); the
-depthwise convolution (memory-bound: bf16 saves nothing); layer norms, the CTC head and its
-log-softmax, and the search.
+What computes in bf16: the encoder's linear layers (the feed-forward modules, the attention
+projections and the convolution module's pointwise layers: 72 % of a chunk's multiply-adds for
+the conformer_u2 size at C = 16 with 4 left chunks, counted with forward hooks) and the
+subsampling convolutions (26 %). Their weights are stored in bf16 and their inputs rounded to
+it; the products accumulate in fp32 inside the kernel and the output is rounded to bf16 and
+widened back. Everything else stays fp32: the features and CMVN, the attention scores and
+softmax over the cache (3 % of the multiply-adds; rounding there would compound over the
+cache), the depthwise convolution (memory-bound: bf16 saves nothing), layer norms, the CTC
+head and its log-softmax, and the search. Measured on an AMX Xeon (benchmarks/README.md,
+*Precision*): the subsampling in bf16 takes a conformer_u2 step of 16 streams from 203 to
+145 ms; the linears alone in bf16 from 273 (fp32) to 203.
 
-Batched == alone: a layer's input (..., C, I) is multiplied as one (C, I) x (I, O) product per
-leading index (one stream's chunk, or one utterance): ``torch.bmm`` of one shape whatever the
-batch, so a stream's rows never depend on which streams share the call (a GEMM over all rows
-at once picks its kernel, and so its rounding, by the row count). The subsampling runs one
-sample at a time (``int8.PerSample``) for the same reason. Tested: batched equals alone and
-streamed equals simulated, token for token.
+Batched == alone, and streamed == simulated. A GEMM kernel may pick its blocking, and so its
+order of additions and its roundings, by the number of rows: on an AMX Xeon (torch 2.11, one
+thread) a 2048 x 256 bf16 product gives other numbers for a row when the product has 160 rows
+or more than when it has 16. So every product here has at most :func:`row_group` rows
+(streams' chunks or utterance frames are cut into groups of that many rows), and that size is
+chosen when a layer is made, per weight shape, as the largest of :data:`ROW_GROUPS` for which
+a row's result does not depend on how many rows share its product (:func:`rows_independent`:
+random rows multiplied in products of several sizes up to it, compared bit for bit). Down to
+one row a product, which holds by construction. The subsampling convolutions get the same
+treatment (:func:`conv_independent`: a batch of windows against each window alone, and each
+window against the same frames cut from a long input); where that check fails they run fp32,
+one sample at a time (``int8.PerSample``), as the int8 engine's do. So a stream's numbers never
+depend on which streams share its call or on how its audio was cut, on any CPU.
 
-Shapes: the legend in ``wenet_lite.model``; I in and O out features.
+Shapes: the legend in ``wenet_lite.model``; N rows (B*C frames or B*T), I in and O out
+features.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
+import logging
+from typing import Callable, Sequence
+
 import torch
 from torch import nn
 
-from wenet_lite.model.int8 import replace_linears
+from wenet_lite.model.int8 import PerSample, replace_linears
 from wenet_lite.model.linear import Linear
+from wenet_lite.model.subsampling import Conv2dSubsampling
 
-__all__ = ["Bf16Linear", "to_bf16"]
+__all__ = ["ROW_GROUPS", "Bf16Conv", "Bf16Linear", "conv_independent", "row_group",
+           "rows_independent", "to_bf16"]  # fmt: skip
+
+_log = logging.getLogger(__name__)
+
+ROW_GROUPS = (128, 64, 32, 16, 1)
+"""Candidate row counts per product, largest first (128 rows: 8 streams of C = 16; products of
+128 rows run at 3x fp32's speed on AMX, as many as 256 do)."""
+
+Product = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def _bf16_product(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return x @ w
+
+
+def rows_independent(
+    size_in: int, size_out: int, rows: int, product: Product = _bf16_product
+) -> bool:
+    """Whether, for an (I, O) bf16 weight, each row of a product of up to ``rows`` rows comes out
+    the same bit for bit however many rows share the product: one product of ``rows`` random
+    rows against products of its first M rows (M of 1, 2, 3, 5, 8, 16, 17 and the multiples of
+    16 up to ``rows``) and against groups of 16 rows. Kernels are picked by shape, not by
+    value, so random rows find any dependence on the row count."""
+    if rows <= 1:
+        return True  # one row a product: nothing shares it
+    gen = torch.Generator().manual_seed(size_in * 131 + size_out)
+    x = torch.randn(rows, size_in, generator=gen).to(torch.bfloat16)
+    w = torch.randn(size_in, size_out, generator=gen).to(torch.bfloat16)
+    whole = product(x, w)
+    counts = {m for m in (1, 2, 3, 5, 8, 16, 17) if m < rows} | set(range(16, rows, 16))
+    for m in sorted(counts):
+        if not torch.equal(product(x[:m], w), whole[:m]):
+            return False
+    if rows > 16:
+        pieces = torch.cat([product(x[i : i + 16], w) for i in range(0, rows, 16)])
+        return torch.equal(pieces, whole)
+    return True
+
+
+@functools.cache
+def row_group(size_in: int, size_out: int) -> int:
+    """Rows per product for an (I, O) bf16 weight on this CPU: the largest of
+    :data:`ROW_GROUPS` for which :func:`rows_independent` holds (checked once per process and
+    shape: a few milliseconds where bf16 is native)."""
+    for rows in ROW_GROUPS:
+        if rows_independent(size_in, size_out, rows):
+            if rows != ROW_GROUPS[0]:
+                _log.info("bf16 %d x %d products: %d rows at a time (batch-invariant here)",
+                          size_in, size_out, rows)  # fmt: skip
+            return rows
+    return 1
 
 
 class Bf16Linear(nn.Module):
-    """A :class:`Linear` whose weights and product are bf16; input and output fp32."""
+    """A :class:`Linear` whose weights and product are bf16; input and output fp32. ``rows``:
+    rows per product (None: :func:`row_group` of its shape)."""
 
-    def __init__(self, linear: Linear) -> None:
+    def __init__(self, linear: Linear, rows: int | None = None) -> None:
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.rows = row_group(self.in_features, self.out_features) if rows is None else rows
+        if self.rows < 1:
+            raise ValueError(f"rows per product must be >= 1, got {self.rows}")
         self.register_buffer("weight", linear.weight.detach().to(torch.bfloat16).contiguous())
         bias = linear.bias.detach().float() if linear.bias is not None else None
         self.register_buffer("bias", bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Args: x (B, ..., I). Returns: (B, ..., O) float32, each of the B computed alone."""
-        rows = x.reshape(x.size(0), -1, self.in_features).to(torch.bfloat16)  # (B, N, I)
-        weight = self.weight.expand(rows.size(0), -1, -1)  # (B, I, O), no copy
-        y = torch.bmm(rows, weight).float()  # (B, N, O)
+        """Args: x (..., I). Returns: (..., O) float32; each row computed as if alone."""
+        flat = x.reshape(-1, self.in_features).to(torch.bfloat16)  # (N, I)
+        if flat.size(0) <= self.rows:
+            y = flat @ self.weight
+        else:
+            y = torch.cat([part @ self.weight for part in flat.split(self.rows)])
+        y = y.float()  # (N, O)
         if self.bias is not None:
-            y = y + self.bias
+            y.add_(self.bias)
         return y.view(x.shape[:-1] + (self.out_features,))
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, bf16"
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, bf16, "
+            f"{self.rows} rows a product"
+        )
 
 
-def to_bf16(module: nn.Module) -> nn.Module:
+class Bf16Conv(nn.Module):
+    """Convolutions (the subsampling's ``nn.Sequential``) with bf16 weights and inputs; output
+    fp32."""
+
+    def __init__(self, module: nn.Module) -> None:
+        super().__init__()
+        self.module = copy.deepcopy(module).to(torch.bfloat16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Args: x (B, 1, T, F). Returns: (B, channels, T', F') float32."""
+        return self.module(x.to(torch.bfloat16)).float()
+
+
+def conv_independent(
+    convs: nn.Module, rate: int, freq: int, windows: Sequence[int] = (67, 31)
+) -> bool:
+    """Whether the subsampling's convolutions ``convs`` (overall stride ``rate`` in time, on
+    ``freq`` input bins) in bf16 give each window the same numbers bit for bit alone, in a
+    batch of four, and cut from a longer input (what streaming and simulated streaming feed
+    them): checked on random features of ``windows`` input frames."""
+    conv = Bf16Conv(convs)
+    gen = torch.Generator().manual_seed(7)
+    with torch.inference_mode():
+        for size in windows:
+            x = torch.randn(4, 1, size, freq, generator=gen)
+            batch = conv(x)
+            for i in range(4):
+                if not torch.equal(conv(x[i : i + 1]), batch[i : i + 1]):
+                    return False
+            # A window from input frame k * 16 * rate gives the outputs from frame k * 16 on.
+            long = torch.randn(1, 1, size + 3 * 16 * rate, freq, generator=gen)
+            whole = conv(long)
+            for k in range(4):
+                part = conv(long[:, :, k * 16 * rate : k * 16 * rate + size])
+                if not torch.equal(part, whole[:, :, k * 16 : k * 16 + part.size(2)]):
+                    return False
+    return True
+
+
+ConvCheck = Callable[[nn.Module, int, int], bool]
+
+
+def to_bf16(module: nn.Module, conv_check: ConvCheck = conv_independent) -> nn.Module:
     """A copy of ``module`` (an ASRModel or an encoder) whose encoder linears are
-    :class:`Bf16Linear` (the position projection and the CTC head stay fp32)."""
-    return replace_linears(module, Bf16Linear)
+    :class:`Bf16Linear` (the position projection and the CTC head stay fp32) and whose
+    subsampling convolutions run in bf16 where ``conv_check`` passes (else fp32, one sample at
+    a time)."""
+    out = replace_linears(module, Bf16Linear)
+    for child in out.modules():
+        if isinstance(child, Conv2dSubsampling) and isinstance(child.conv, PerSample):
+            convs = child.conv.module
+            if conv_check(convs, child.rate, child.input_dim):
+                child.conv = Bf16Conv(convs)
+            else:
+                _log.info("bf16 subsampling: fp32 convolutions, one sample at a time (bf16 ones "
+                          "are not batch-invariant here)")  # fmt: skip
+    return out

@@ -78,7 +78,7 @@ class Conv2dSubsampling(nn.Module):
             raise ValueError(f"input_dim ({input_dim}) is too small for subsampling rate {rate}")
         self.conv = nn.Sequential(*convs)
         self.out = Linear(width * freq, d_model)
-        self.rate = rate
+        self.input_dim, self.rate = input_dim, rate
         self.right_context = min_input_frames(self.layers) - 1
 
     def output_lengths(self, lens: torch.Tensor) -> torch.Tensor:

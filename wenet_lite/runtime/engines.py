@@ -96,7 +96,7 @@ class TorchEngine(Engine):
 
     ``precision``: ``fp32``; ``int8``, a copy whose encoder linears are batch-invariant int8
     (``model/int8.py``: per-row activation scales, exact integer products); ``bf16``, a copy
-    whose encoder linears multiply in bf16, one stream at a time (``model/bf16.py``). Batched
+    whose encoder linears and subsampling multiply in bf16 (``model/bf16.py``). Batched
     == alone holds for all three."""
 
     name = "torch"

@@ -1,0 +1,126 @@
+"""bf16 layers: a row's numbers never depend on how many rows share its product, the checks
+that choose the rows per product and the subsampling's precision, and ``auto`` by width."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from wenet_lite.model import bf16
+from wenet_lite.model.bf16 import (
+    Bf16Conv,
+    Bf16Linear,
+    conv_independent,
+    row_group,
+    rows_independent,
+    to_bf16,
+)  # fmt: skip
+from wenet_lite.model.int8 import PerSample
+from wenet_lite.model.linear import Linear
+from wenet_lite.model.subsampling import Conv2dSubsampling
+
+
+def _rows(n: int, size: int, seed: int) -> torch.Tensor:
+    return torch.randn(n, size, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("rows", [128, 16, 1])
+def test_a_row_is_the_same_in_any_call(rows: int) -> None:
+    torch.manual_seed(0)
+    layer = Bf16Linear(Linear(48, 96), rows=rows)
+    assert f"{rows} rows a product" in repr(layer)
+    x = _rows(300, 48, 1)  # more rows than one product holds: cut into groups
+    whole = layer(x)
+    assert whole.dtype == torch.float32 and whole.shape == (300, 96)
+    for start, size in ((0, 1), (5, 16), (17, 130), (160, 140)):
+        assert torch.equal(layer(x[start : start + size]), whole[start : start + size])
+    streams = x[:256].view(16, 16, 48)  # (B, C, I): 16 streams' chunks
+    assert torch.equal(layer(streams).view(256, 96), whole[:256])
+    # bf16: the inputs and the output are rounded; close to fp32, not equal to it
+    fp32 = x @ layer.weight.float() + layer.bias
+    assert not torch.equal(whole, fp32) and (whole - fp32).abs().max() < 0.05 * fp32.abs().max()
+
+
+def test_rows_per_product_are_the_largest_that_keep_rows_independent(monkeypatch) -> None:
+    assert rows_independent(64, 32, 128) and rows_independent(64, 32, 1)
+    assert row_group(40, 24) == bf16.ROW_GROUPS[0]  # this CPU's kernel: rows independent
+
+    # Negative control: a kernel that rounds differently from 40 rows on is caught, and the
+    # layer then multiplies at most 32 rows at a time; one that depends on any row count
+    # leaves one row a product.
+    def from_40(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        y = (x @ w).float()  # the real bf16 product (rows independent here, as asserted)
+        return y + 1e-3 if x.size(0) >= 40 else y
+
+    assert not rows_independent(64, 32, 64, from_40) and rows_independent(64, 32, 32, from_40)
+
+    def any_count(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return (x @ w).float() + 1e-3 * x.size(0)
+
+    original = bf16.rows_independent
+    for fake, expected in ((from_40, 32), (any_count, 1)):
+        row_group.cache_clear()
+        monkeypatch.setattr(bf16, "rows_independent", lambda i, o, r, f=fake: original(i, o, r, f))
+        assert row_group(64, 32) == expected
+        assert Bf16Linear(Linear(64, 32)).rows == expected
+    row_group.cache_clear()
+    with pytest.raises(ValueError, match="rows per product must be >= 1"):
+        Bf16Linear(Linear(4, 4), rows=0)
+
+
+def test_subsampling_runs_bf16_only_where_it_is_batch_invariant() -> None:
+    torch.manual_seed(0)
+    sub = Conv2dSubsampling(40, 32, 4, 8).eval()
+    assert conv_independent(sub.conv, sub.rate, 40)  # this CPU's bf16 convolutions
+    model = torch.nn.Sequential(sub)
+    assert isinstance(to_bf16(model)[0].conv, Bf16Conv)
+    refused = to_bf16(model, conv_check=lambda convs, rate, freq: False)
+    assert isinstance(refused[0].conv, PerSample)  # fp32, one sample at a time
+    assert refused[0].conv.module[0].weight.dtype == torch.float32
+    # The check multiplies the layer's own input bins.
+    seen = []
+    to_bf16(model, conv_check=lambda convs, rate, freq: seen.append((rate, freq)) or True)
+    assert seen == [(4, 40)]
+    # bf16 subsampling: a window alone equals it in a batch and cut from a longer input.
+    conv = Bf16Conv(sub.conv)
+    x = torch.randn(3, 1, 67, 40)
+    batch = conv(x)
+    assert batch.dtype == torch.float32
+    assert all(torch.equal(conv(x[i : i + 1]), batch[i : i + 1]) for i in range(3))
+
+
+def test_conv_check_catches_a_batch_dependent_convolution() -> None:
+    """Negative control: convolutions whose output depends on the batch fail the check."""
+
+    class BatchDependent(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv2d(1, 4, 3, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.conv(x) + 1e-2 * x.size(0)
+
+    assert not conv_independent(BatchDependent(), 2, 20)
+
+    class LengthDependent(BatchDependent):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.conv(x) + 1e-2 * (x.size(2) > 100)
+
+    assert not conv_independent(LengthDependent(), 2, 20)
+    plain = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, 2), torch.nn.ReLU())
+    assert conv_independent(plain, 2, 20)
+
+
+def test_auto_picks_bf16_by_the_encoder_width(monkeypatch) -> None:
+    from wenet_lite.config import load_config
+    from wenet_lite.cpu import FLAGS_ENV
+    from wenet_lite.model import build_model
+    from wenet_lite.model.chunking import Chunking
+    from wenet_lite.recognizer import EngineSpec, make_engine
+
+    monkeypatch.setenv(FLAGS_ENV, "avx2 avx512f avx512_bf16 amx_bf16")
+    for width, engine in ((256, "torch bf16"), (64, "torch")):
+        sets = [f"encoder.d_model={width}", "encoder.ffn_dim=64", "encoder.num_blocks=1"]
+        cfg = load_config("conf/tiny_test.yaml", sets)
+        model = build_model(cfg, 10).eval()
+        assert make_engine(EngineSpec(), model, Chunking(4, 2)).name == engine
