@@ -44,6 +44,15 @@ def test_a_row_is_the_same_in_any_call(rows: int) -> None:
 def test_rows_per_product_are_the_largest_that_keep_rows_independent(monkeypatch) -> None:
     assert rows_independent(64, 32, 128) and rows_independent(64, 32, 1)
     assert row_group(40, 24) == bf16.ROW_GROUPS[0]  # this CPU's kernel: rows independent
+    threads = torch.get_num_threads()
+    try:  # chosen per thread count too: a kernel may split its sums by threads
+        bf16._row_group.cache_clear()
+        for count in (1, 2, 1):
+            torch.set_num_threads(count)
+            row_group(40, 24)
+        assert bf16._row_group.cache_info().currsize == 2
+    finally:
+        torch.set_num_threads(threads)
 
     # Negative control: a kernel that rounds differently from 40 rows on is caught, and the
     # layer then multiplies at most 32 rows at a time; one that depends on any row count
@@ -58,12 +67,16 @@ def test_rows_per_product_are_the_largest_that_keep_rows_independent(monkeypatch
         return (x @ w).float() + 1e-3 * x.size(0)
 
     original = bf16.rows_independent
-    for fake, expected in ((from_40, 32), (any_count, 1)):
-        row_group.cache_clear()
-        monkeypatch.setattr(bf16, "rows_independent", lambda i, o, r, f=fake: original(i, o, r, f))
-        assert row_group(64, 32) == expected
-        assert Bf16Linear(Linear(64, 32)).rows == expected
-    row_group.cache_clear()
+    try:
+        for fake, expected in ((from_40, 32), (any_count, 1)):
+            bf16._row_group.cache_clear()
+            monkeypatch.setattr(
+                bf16, "rows_independent", lambda i, o, r, f=fake: original(i, o, r, f)
+            )
+            assert row_group(64, 32) == expected
+            assert Bf16Linear(Linear(64, 32)).rows == expected
+    finally:
+        bf16._row_group.cache_clear()  # no fake choice left for other tests
     with pytest.raises(ValueError, match="rows per product must be >= 1"):
         Bf16Linear(Linear(4, 4), rows=0)
 

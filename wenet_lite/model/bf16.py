@@ -85,11 +85,16 @@ def rows_independent(
     return True
 
 
-@functools.cache
 def row_group(size_in: int, size_out: int) -> int:
     """Rows per product for an (I, O) bf16 weight on this CPU: the largest of
-    :data:`ROW_GROUPS` for which :func:`rows_independent` holds (checked once per process and
-    shape: a few milliseconds where bf16 is native)."""
+    :data:`ROW_GROUPS` for which :func:`rows_independent` holds (checked once per process,
+    shape and intra-op thread count, since a kernel may split its work by threads: a few
+    milliseconds where bf16 is native)."""
+    return _row_group(size_in, size_out, torch.get_num_threads())
+
+
+@functools.cache
+def _row_group(size_in: int, size_out: int, threads: int) -> int:
     for rows in ROW_GROUPS:
         if rows_independent(size_in, size_out, rows):
             if rows != ROW_GROUPS[0]:
