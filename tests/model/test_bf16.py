@@ -133,7 +133,12 @@ def test_auto_picks_bf16_by_the_encoder_width(monkeypatch) -> None:
 
     monkeypatch.setenv(FLAGS_ENV, "avx2 avx512f avx512_bf16 amx_bf16")
     for width, engine in ((256, "torch bf16"), (64, "torch")):
-        sets = [f"encoder.d_model={width}", "encoder.ffn_dim=64", "encoder.num_blocks=1"]
+        sets = [
+            f"encoder.d_model={width}",
+            "encoder.ffn_dim=64",
+            "encoder.num_blocks=1",
+            "encoder.subsampling_channels=8",
+        ]
         cfg = load_config("conf/tiny_test.yaml", sets)
         model = build_model(cfg, 10).eval()
         assert make_engine(EngineSpec(), model, Chunking(4, 2)).name == engine
