@@ -206,11 +206,10 @@ def _peak(device: torch.device) -> float:
 
 
 def _print(args, cfg, device: torch.device, rows, bare: float) -> None:
-    from wenet_lite.train.loop import training_dtype
+    from wenet_lite.train.loop import training_precision
 
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-    dtype = training_dtype(cfg.train.precision, device)
-    trains = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+    trains = training_precision(cfg.train.precision, device)
     print(
         f"{args.config} on {device} ({name}, {args.threads} threads), train.precision "
         f"{cfg.train.precision}: {trains}, data.fbank "

@@ -90,7 +90,7 @@ def make_engine(spec: EngineSpec, model: Any, chunking: Chunking) -> Engine:
     from wenet_lite.runtime.engines import ExecuTorchEngine, OnnxRuntimeEngine, TorchEngine
 
     spec.check_chunking(chunking)
-    precision = spec.resolved(width=model.encoder.subsampling.out.out_features)
+    precision = spec.resolved(width=model.encoder.d_model)
     if spec.kind == "executorch":
         from wenet_lite.export.executorch import lower_executorch
 

@@ -84,7 +84,7 @@ def test_rows_per_product_are_the_largest_that_keep_rows_independent(monkeypatch
 def test_subsampling_runs_bf16_only_where_it_is_batch_invariant() -> None:
     torch.manual_seed(0)
     sub = Conv2dSubsampling(40, 32, 4, 8).eval()
-    assert conv_independent(sub.conv, sub.rate, 40)  # this CPU's bf16 convolutions
+    assert conv_independent(Bf16Conv(sub.conv), sub.rate, 40)  # this CPU's bf16 convolutions
     model = torch.nn.Sequential(sub)
     assert isinstance(to_bf16(model)[0].conv, Bf16Conv)
     refused = to_bf16(model, conv_check=lambda convs, rate, freq: False)
@@ -113,15 +113,15 @@ def test_conv_check_catches_a_batch_dependent_convolution() -> None:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.conv(x) + 1e-2 * x.size(0)
 
-    assert not conv_independent(BatchDependent(), 2, 20)
+    assert not conv_independent(Bf16Conv(BatchDependent()), 2, 20)
 
     class LengthDependent(BatchDependent):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.conv(x) + 1e-2 * (x.size(2) > 100)
 
-    assert not conv_independent(LengthDependent(), 2, 20)
+    assert not conv_independent(Bf16Conv(LengthDependent()), 2, 20)
     plain = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, 2), torch.nn.ReLU())
-    assert conv_independent(plain, 2, 20)
+    assert conv_independent(Bf16Conv(plain), 2, 20)
 
 
 def test_auto_picks_bf16_by_the_encoder_width(monkeypatch) -> None:

@@ -151,15 +151,14 @@ class Bf16Conv(nn.Module):
 
 
 def conv_independent(
-    convs: nn.Module, rate: int, freq: int, windows: Sequence[int] = (67, 31)
+    conv: nn.Module, rate: int, freq: int, windows: Sequence[int] = (67, 31)
 ) -> bool:
-    """Whether the subsampling's convolutions ``convs`` (overall stride ``rate`` in time, on
-    ``freq`` input bins) in bf16 give each window the same numbers bit for bit alone, in a
-    batch of four, and cut from a longer input (what streaming and simulated streaming feed
-    them): checked on random features of ``windows`` input frames and an input 128 output
-    frames longer (a few milliseconds where bf16 is native; seconds for conformer_u2 where it
-    is emulated)."""
-    conv = Bf16Conv(convs)
+    """Whether the subsampling's convolutions ``conv`` (a :class:`Bf16Conv`; overall stride
+    ``rate`` in time, on ``freq`` input bins) give each window the same numbers bit for bit
+    alone, in a batch of four, and cut from a longer input (what streaming and simulated
+    streaming feed them): checked on random features of ``windows`` input frames and an input
+    128 output frames longer (a few milliseconds where bf16 is native; seconds for conformer_u2
+    where it is emulated)."""
     gen = torch.Generator().manual_seed(7)
     with torch.inference_mode():
         for size in windows:
@@ -179,7 +178,7 @@ def conv_independent(
     return True
 
 
-ConvCheck = Callable[[nn.Module, int, int], bool]
+ConvCheck = Callable[[Bf16Conv, int, int], bool]
 
 
 def to_bf16(module: nn.Module, conv_check: ConvCheck = conv_independent) -> nn.Module:
@@ -190,9 +189,9 @@ def to_bf16(module: nn.Module, conv_check: ConvCheck = conv_independent) -> nn.M
     out = replace_linears(module, Bf16Linear)
     for child in out.modules():
         if isinstance(child, Conv2dSubsampling) and isinstance(child.conv, PerSample):
-            convs = child.conv.module
-            if conv_check(convs, child.rate, child.input_dim):
-                child.conv = Bf16Conv(convs)
+            conv = Bf16Conv(child.conv.module)
+            if conv_check(conv, child.rate, child.input_dim):
+                child.conv = conv
             else:
                 _log.info("bf16 subsampling: fp32 convolutions, one sample at a time (bf16 ones "
                           "are not batch-invariant here)")  # fmt: skip

@@ -131,15 +131,20 @@ def training_dtype(precision: str, device: torch.device) -> Optional[torch.dtype
     return None
 
 
+def training_precision(precision: str, device: torch.device) -> str:
+    """fp32, bf16 or fp16: what ``train.precision`` trains in on ``device``."""
+    dtype = training_dtype(precision, device)
+    return {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+
+
 def precision_note(precision: str, device: torch.device) -> Tuple[str, Optional[str]]:
     """What trains, for the log (``training precision: bf16 (autocast on the CPU)``), and a
     one-line warning when ``train.precision`` asked for what this device cannot do fast."""
-    dtype = training_dtype(precision, device)
-    name = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+    name = training_precision(precision, device)
     where = "the CPU" if device.type == "cpu" else str(device)
-    line = f"training precision: {name}" + (f" (autocast on {where})" if dtype else "")
+    line = f"training precision: {name}" + (f" (autocast on {where})" if name != "fp32" else "")
     warning = None
-    if dtype is None and precision in ("bf16", "fp16"):
+    if name == "fp32" and precision in ("bf16", "fp16"):
         why = (
             f"{cpu_model()} has no native bf16 (emulated it is several times slower)"
             if precision == "bf16" and device.type == "cpu"
