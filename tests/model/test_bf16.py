@@ -15,6 +15,7 @@ from wenet_lite.model.bf16 import (
     rows_independent,
     to_bf16,
 )  # fmt: skip
+from wenet_lite.model.conformer import FeedForward
 from wenet_lite.model.int8 import PerSample
 from wenet_lite.model.linear import Linear
 from wenet_lite.model.subsampling import Conv2dSubsampling
@@ -41,6 +42,27 @@ def test_a_row_is_the_same_in_any_call(rows: int) -> None:
     assert not torch.equal(whole, fp32) and (whole - fp32).abs().max() < 0.05 * fp32.abs().max()
 
 
+def test_the_feed_forward_keeps_its_inner_activations_in_bf16() -> None:
+    torch.manual_seed(0)
+    ffn = FeedForward(32, 96, 0.1).eval()
+    converted = to_bf16(torch.nn.Sequential(ffn))[0]
+    inner, outer = converted[0], converted[-1]
+    assert inner.bf16_output and not outer.bf16_output and "bf16 output" in repr(inner)
+    x = _rows(40, 32, 2)
+    assert inner(x).dtype == torch.bfloat16
+    out = converted(x)
+    assert out.dtype == torch.float32
+    # The first layer's product and bias in bf16, SiLU in bf16, then the second layer: bit for
+    # bit.
+    h = (x.to(torch.bfloat16) @ inner.weight) + inner.bias.to(torch.bfloat16)
+    h = torch.nn.functional.silu(h)
+    assert torch.equal(out, (h @ outer.weight).float() + outer.bias)
+    fp32 = ffn(x)  # and close to fp32's
+    assert (out - fp32).abs().max() < 0.05 * fp32.abs().max()
+    # A row alone equals it among others (the engine's batched == alone).
+    assert all(torch.equal(converted(x[i : i + 1]), out[i : i + 1]) for i in (0, 17, 39))
+
+
 def test_rows_per_product_are_the_largest_that_keep_rows_independent(monkeypatch) -> None:
     assert rows_independent(64, 32, 128) and rows_independent(64, 32, 1)
     assert row_group(40, 24) == bf16.ROW_GROUPS[0]  # this CPU's kernel: rows independent
@@ -58,13 +80,13 @@ def test_rows_per_product_are_the_largest_that_keep_rows_independent(monkeypatch
     # layer then multiplies at most 32 rows at a time; one that depends on any row count
     # leaves one row a product.
     def from_40(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        y = (x @ w).float()  # the real bf16 product (rows independent here, as asserted)
-        return y + 1e-3 if x.size(0) >= 40 else y
+        y = x @ w  # the real bf16 product (rows independent here, as asserted)
+        return y * 2 if x.size(0) >= 40 else y
 
     assert not rows_independent(64, 32, 64, from_40) and rows_independent(64, 32, 32, from_40)
 
     def any_count(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        return (x @ w).float() + 1e-3 * x.size(0)
+        return (x @ w) + x.size(0)
 
     original = bf16.rows_independent
     try:

@@ -2,16 +2,19 @@
 ``wenet_lite.cpu``).
 
 What computes in bf16: the encoder's linear layers (the feed-forward modules, the attention
-projections and the convolution module's pointwise layers: 72 % of a chunk's multiply-adds for
-the conformer_u2 size at C = 16 with 4 left chunks, counted with forward hooks) and the
-subsampling convolutions (26 %). Their weights are stored in bf16 and their inputs rounded to
-it; the products accumulate in fp32 inside the kernel and the output is rounded to bf16 and
-widened back. Everything else stays fp32: the features and CMVN, the attention scores and
-softmax over the cache (3 % of the multiply-adds; rounding there would compound over the
-cache), the depthwise convolution (memory-bound: bf16 saves nothing), layer norms, the CTC
+projections and the convolution module's pointwise layers: 72 % of a chunk's multiply-adds for the
+conformer_u2 size at C = 16 with 4 left chunks, counted with forward hooks) and the subsampling
+convolutions (26 %). Their weights are stored in bf16 and their inputs rounded to it; the products
+accumulate in fp32 inside the kernel and the output is rounded to bf16 and widened back as the bias
+is added (one pass). Inside a feed-forward module the first layer's output, its bias and the
+activation stay bf16 and go to the second layer as they are: those 4 x D-wide tensors are two thirds
+of the values a block would otherwise convert (a 256-row feed-forward of the conformer_u2 size
+spends 4.2x less time outside its products). Everything else stays fp32: the features and CMVN, the
+attention scores and softmax over the cache (3 % of the multiply-adds; rounding there would compound
+over the cache), the depthwise convolution (memory-bound: bf16 saves nothing), layer norms, the CTC
 head and its log-softmax, and the search. Measured on an AMX Xeon (benchmarks/README.md,
-*Precision*): the subsampling in bf16 takes a conformer_u2 step of 16 streams from 203 to
-145 ms; the linears alone in bf16 from 273 (fp32) to 203.
+*Precision*): the subsampling in bf16 takes a conformer_u2 step of 16 streams from 203 to 145 ms;
+the linears alone in bf16 from 273 (fp32) to 203.
 
 Batched == alone, and streamed == simulated. A GEMM kernel may pick its blocking, and so its
 order of additions and its roundings, by the number of rows: on an AMX Xeon (torch 2.11, one
@@ -41,12 +44,13 @@ from typing import Callable, Sequence
 import torch
 from torch import nn
 
+from wenet_lite.model.conformer import FeedForward
 from wenet_lite.model.int8 import PerSample, replace_linears
 from wenet_lite.model.linear import Linear
 from wenet_lite.model.subsampling import Conv2dSubsampling
 
-__all__ = ["ROW_GROUPS", "Bf16Conv", "Bf16Linear", "conv_independent", "row_group",
-           "rows_independent", "to_bf16"]  # fmt: skip
+__all__ = ["ROW_GROUPS", "Bf16Conv", "Bf16Linear", "conv_independent", "grouped_product",
+           "row_group", "rows_independent", "to_bf16"]  # fmt: skip
 
 _log = logging.getLogger(__name__)
 
@@ -59,6 +63,18 @@ Product = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 def _bf16_product(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return x @ w
+
+
+def grouped_product(x: torch.Tensor, w: torch.Tensor, rows: int) -> torch.Tensor:
+    """``x @ w`` computed ``rows`` rows at a time, each group written in place into the
+    result (no concatenation). Args: x (N, I), w (I, O). Returns: (N, O)."""
+    n = x.size(0)
+    if n <= rows:
+        return x @ w
+    out = x.new_empty(n, w.size(1))
+    for start in range(0, n, rows):
+        torch.mm(x[start : start + rows], w, out=out[start : start + rows])
+    return out
 
 
 def rows_independent(
@@ -79,9 +95,8 @@ def rows_independent(
     for m in sorted(counts):
         if not torch.equal(product(x[:m], w), whole[:m]):
             return False
-    if rows > 16:
-        pieces = torch.cat([product(x[i : i + 16], w) for i in range(0, rows, 16)])
-        return torch.equal(pieces, whole)
+    if rows > 16:  # 16-row groups written into one result, as the layers compute them
+        return torch.equal(grouped_product(x, w, 16), whole)
     return True
 
 
@@ -105,8 +120,10 @@ def _row_group(size_in: int, size_out: int, threads: int) -> int:
 
 
 class Bf16Linear(nn.Module):
-    """A :class:`Linear` whose weights and product are bf16; input and output fp32. ``rows``:
-    rows per product (None: :func:`row_group` of its shape)."""
+    """A :class:`Linear` whose weights and product are bf16. Input fp32 or bf16; output fp32,
+    or bf16 when ``bf16_output`` is set (the inner layer of a feed-forward module, whose
+    activation then runs in bf16 and whose next layer takes bf16 as it comes). ``rows``: rows
+    per product (None: :func:`row_group` of its shape)."""
 
     def __init__(self, linear: Linear, rows: int | None = None) -> None:
         super().__init__()
@@ -114,26 +131,31 @@ class Bf16Linear(nn.Module):
         self.rows = row_group(self.in_features, self.out_features) if rows is None else rows
         if self.rows < 1:
             raise ValueError(f"rows per product must be >= 1, got {self.rows}")
+        self.bf16_output = False
         self.register_buffer("weight", linear.weight.detach().to(torch.bfloat16).contiguous())
         bias = linear.bias.detach().float() if linear.bias is not None else None
         self.register_buffer("bias", bias)
+        self.register_buffer("bias_bf16", None if bias is None else bias.to(torch.bfloat16))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Args: x (..., I). Returns: (..., O) float32; each row computed as if alone."""
+        """Args: x (..., I). Returns: (..., O) float32 (bf16 with ``bf16_output``); each row
+        computed as if alone."""
         flat = x.reshape(-1, self.in_features).to(torch.bfloat16)  # (N, I)
-        if flat.size(0) <= self.rows:
-            y = flat @ self.weight
+        y = grouped_product(flat, self.weight, self.rows)  # (N, O) bf16
+        if self.bf16_output:
+            if self.bias_bf16 is not None:
+                y.add_(self.bias_bf16)
+        elif self.bias is not None:
+            y = torch.add(y, self.bias)  # widened to fp32 as it is added: one pass
         else:
-            y = torch.cat([part @ self.weight for part in flat.split(self.rows)])
-        y = y.float()  # (N, O)
-        if self.bias is not None:
-            y.add_(self.bias)
+            y = y.float()
         return y.view(x.shape[:-1] + (self.out_features,))
 
     def extra_repr(self) -> str:
+        out = ", bf16 output" if self.bf16_output else ""
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, bf16, "
-            f"{self.rows} rows a product"
+            f"{self.rows} rows a product{out}"
         )
 
 
@@ -187,6 +209,10 @@ def to_bf16(module: nn.Module, conv_check: ConvCheck = conv_independent) -> nn.M
     subsampling convolutions run in bf16 where ``conv_check`` passes (else fp32, one sample at
     a time)."""
     out = replace_linears(module, Bf16Linear)
+    for child in out.modules():  # the feed-forward's inner activations stay bf16
+        if isinstance(child, FeedForward) and isinstance(child[0], Bf16Linear):
+            if isinstance(child[-1], Bf16Linear):
+                child[0].bf16_output = True
     for child in out.modules():
         if isinstance(child, Conv2dSubsampling) and isinstance(child.conv, PerSample):
             conv = Bf16Conv(child.conv.module)
