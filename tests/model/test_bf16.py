@@ -88,6 +88,14 @@ def test_rows_per_product_are_the_largest_that_keep_rows_independent(monkeypatch
     def any_count(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return (x @ w) + x.size(0)
 
+    # ... and so is a kernel whose rows change when groups are written into one result.
+    real_grouped = bf16.grouped_product
+    monkeypatch.setattr(
+        bf16, "grouped_product", lambda x, w, rows: real_grouped(x, w, rows) * (x.size(0) <= rows)
+    )
+    assert not rows_independent(64, 32, 32)
+    monkeypatch.setattr(bf16, "grouped_product", real_grouped)
+
     original = bf16.rows_independent
     try:
         for fake, expected in ((from_40, 32), (any_count, 1)):

@@ -2,19 +2,20 @@
 ``wenet_lite.cpu``).
 
 What computes in bf16: the encoder's linear layers (the feed-forward modules, the attention
-projections and the convolution module's pointwise layers: 72 % of a chunk's multiply-adds for the
-conformer_u2 size at C = 16 with 4 left chunks, counted with forward hooks) and the subsampling
-convolutions (26 %). Their weights are stored in bf16 and their inputs rounded to it; the products
-accumulate in fp32 inside the kernel and the output is rounded to bf16 and widened back as the bias
-is added (one pass). Inside a feed-forward module the first layer's output, its bias and the
-activation stay bf16 and go to the second layer as they are: those 4 x D-wide tensors are two thirds
-of the values a block would otherwise convert (a 256-row feed-forward of the conformer_u2 size
-spends 4.2x less time outside its products). Everything else stays fp32: the features and CMVN, the
-attention scores and softmax over the cache (3 % of the multiply-adds; rounding there would compound
-over the cache), the depthwise convolution (memory-bound: bf16 saves nothing), layer norms, the CTC
-head and its log-softmax, and the search. Measured on an AMX Xeon (benchmarks/README.md,
-*Precision*): the subsampling in bf16 takes a conformer_u2 step of 16 streams from 203 to 145 ms;
-the linears alone in bf16 from 273 (fp32) to 203.
+projections and the convolution module's pointwise layers: 72 % of a chunk's multiply-adds for
+the conformer_u2 size at C = 16 with 4 left chunks, counted with forward hooks) and the
+subsampling convolutions (26 %). Their weights are stored in bf16 and their inputs rounded to
+it; the products accumulate in fp32 inside the kernel and the output is rounded to bf16 and
+widened back as the bias is added (one pass). Inside a feed-forward module the first layer's
+output, its bias and the activation stay bf16 and go to the second layer as they are: those 4 x
+D-wide tensors are two thirds of the values a block would otherwise convert (a 256-row feed-
+forward of the conformer_u2 size spends 4.2x less time outside its products on an AVX2 EPYC).
+Everything else stays fp32: the features and CMVN, the attention scores and softmax over the
+cache (3 % of the multiply-adds; rounding there would compound over the cache), the depthwise
+convolution (memory-bound: bf16 saves nothing), layer norms, the CTC head and its log-softmax,
+and the search. Measured on an AMX Xeon (benchmarks/README.md, *Precision*): the subsampling in
+bf16 takes a conformer_u2 step of 16 streams from 203 to 145 ms; the linears alone in bf16 from
+273 (fp32) to 203.
 
 Batched == alone, and streamed == simulated. A GEMM kernel may pick its blocking, and so its
 order of additions and its roundings, by the number of rows: on an AMX Xeon (torch 2.11, one
@@ -83,8 +84,9 @@ def rows_independent(
     """Whether, for an (I, O) bf16 weight, each row of a product of up to ``rows`` rows comes out
     the same bit for bit however many rows share the product: one product of ``rows`` random
     rows against products of its first M rows (M of 1, 2, 3, 5, 8, 16, 17 and the multiples of
-    16 up to ``rows``) and against groups of 16 rows. Kernels are picked by shape, not by
-    value, so random rows find any dependence on the row count."""
+    16 up to ``rows``), and against the rows computed in groups of ``rows`` and of 16 written
+    into one result (:func:`grouped_product`, as the layers run). Kernels are picked by shape,
+    not by value, so random rows find any dependence on the row count."""
     if rows <= 1:
         return True  # one row a product: nothing shares it
     gen = torch.Generator().manual_seed(size_in * 131 + size_out)
@@ -95,9 +97,10 @@ def rows_independent(
     for m in sorted(counts):
         if not torch.equal(product(x[:m], w), whole[:m]):
             return False
-    if rows > 16:  # 16-row groups written into one result, as the layers compute them
-        return torch.equal(grouped_product(x, w, 16), whole)
-    return True
+    # Groups written into one result, as the layers compute more rows than a product holds.
+    if not torch.equal(grouped_product(torch.cat([x, x]), w, rows), torch.cat([whole, whole])):
+        return False
+    return rows <= 16 or torch.equal(grouped_product(x, w, 16), whole)
 
 
 def row_group(size_in: int, size_out: int) -> int:
@@ -205,7 +208,8 @@ ConvCheck = Callable[[Bf16Conv, int, int], bool]
 
 def to_bf16(module: nn.Module, conv_check: ConvCheck = conv_independent) -> nn.Module:
     """A copy of ``module`` (an ASRModel or an encoder) whose encoder linears are
-    :class:`Bf16Linear` (the position projection and the CTC head stay fp32) and whose
+    :class:`Bf16Linear` (the position projection and the CTC head stay fp32; a feed-forward
+    module's inner activations stay bf16) and whose
     subsampling convolutions run in bf16 where ``conv_check`` passes (else fp32, one sample at
     a time)."""
     out = replace_linears(module, Bf16Linear)
