@@ -116,7 +116,14 @@ def test_subsampling_runs_bf16_only_where_it_is_batch_invariant() -> None:
     sub = Conv2dSubsampling(40, 32, 4, 8).eval()
     assert conv_independent(Bf16Conv(sub.conv), sub.rate, 40)  # this CPU's bf16 convolutions
     model = torch.nn.Sequential(sub)
-    assert isinstance(to_bf16(model)[0].conv, Bf16Conv)
+    converted = to_bf16(model)[0]
+    assert isinstance(converted.conv, Bf16Conv) and isinstance(converted.out, Bf16Linear)
+    # The convolutions hand bf16 to the bf16 output layer: the same numbers as through fp32.
+    assert converted.conv.bf16_output
+    feats, lens = torch.randn(2, 67, 40), torch.tensor([67, 50])
+    out, _ = converted(feats, lens)
+    converted.conv.bf16_output = False
+    assert torch.equal(converted(feats, lens)[0], out) and out.dtype == torch.float32
     refused = to_bf16(model, conv_check=lambda convs, rate, freq: False)
     assert isinstance(refused[0].conv, PerSample)  # fp32, one sample at a time
     assert refused[0].conv.module[0].weight.dtype == torch.float32

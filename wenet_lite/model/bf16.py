@@ -8,8 +8,9 @@ subsampling convolutions (26 %). Their weights are stored in bf16 and their inpu
 it; the products accumulate in fp32 inside the kernel and the output is rounded to bf16 and
 widened back as the bias is added (one pass). Inside a feed-forward module the first layer's
 output, its bias and the activation stay bf16 and go to the second layer as they are: those 4 x
-D-wide tensors are two thirds of the values a block would otherwise convert (a 256-row feed-
-forward of the conformer_u2 size spends 4.2x less time outside its products on an AVX2 EPYC).
+D-wide tensors are two thirds of the values a block would otherwise convert (conversions and
+copies were 21 % of a 16-stream conformer_u2 step in an AMX Xeon's profile). The subsampling's
+convolutions hand their bf16 output to its bf16 output layer as it is (the same numbers).
 Everything else stays fp32: the features and CMVN, the attention scores and softmax over the
 cache (3 % of the multiply-adds; rounding there would compound over the cache), the depthwise
 convolution (memory-bound: bf16 saves nothing), layer norms, the CTC head and its log-softmax,
@@ -164,15 +165,20 @@ class Bf16Linear(nn.Module):
 
 class Bf16Conv(nn.Module):
     """Convolutions (the subsampling's ``nn.Sequential``) with bf16 weights and inputs; output
-    fp32."""
+    fp32, or bf16 when ``bf16_output`` is set (the subsampling's output layer is a
+    :class:`Bf16Linear` that takes it as it is: the widening and narrowing again of the largest
+    activation of the subsampling are saved, with the same numbers)."""
 
     def __init__(self, module: nn.Module) -> None:
         super().__init__()
         self.module = copy.deepcopy(module).to(torch.bfloat16)
+        self.bf16_output = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Args: x (B, 1, T, F). Returns: (B, channels, T', F') float32."""
-        return self.module(x.to(torch.bfloat16)).float()
+        """Args: x (B, 1, T, F). Returns: (B, channels, T', F') float32 (bf16 with
+        ``bf16_output``)."""
+        y = self.module(x.to(torch.bfloat16))
+        return y if self.bf16_output else y.float()
 
 
 def conv_independent(
@@ -221,6 +227,7 @@ def to_bf16(module: nn.Module, conv_check: ConvCheck = conv_independent) -> nn.M
         if isinstance(child, Conv2dSubsampling) and isinstance(child.conv, PerSample):
             conv = Bf16Conv(child.conv.module)
             if conv_check(conv, child.rate, child.input_dim):
+                conv.bf16_output = isinstance(child.out, Bf16Linear)
                 child.conv = conv
             else:
                 _log.info("bf16 subsampling: fp32 convolutions, one sample at a time (bf16 ones "
