@@ -34,6 +34,7 @@ def _best_us(fn: Callable[[], torch.Tensor], repeats: int) -> float:
 
 def measure(rows: int, size_in: int, size_out: int, repeats: int) -> Dict[str, float]:
     """Microseconds of each kernel for (rows x size_in) by (size_in x size_out)."""
+    from wenet_lite.model.bf16 import grouped_product
     from wenet_lite.model.int8 import exact_int_product
 
     gen = torch.Generator().manual_seed(0)
@@ -45,7 +46,7 @@ def measure(rows: int, size_in: int, size_out: int, repeats: int) -> Dict[str, f
     qf, wqf = q.float(), wq.float()
     return {
         "fp32": _best_us(lambda: x @ w, repeats),
-        "bf16": _best_us(lambda: [part @ wb for part in xb.split(128)], repeats),
+        "bf16": _best_us(lambda: grouped_product(xb, wb, 128), repeats),
         "int8 _int_mm": _best_us(lambda: torch._int_mm(q, wq), repeats),
         "int8 exact fp32": _best_us(lambda: exact_int_product(qf, wqf), repeats),
     }

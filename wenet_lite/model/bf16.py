@@ -215,16 +215,13 @@ ConvCheck = Callable[[Bf16Conv, int, int], bool]
 def to_bf16(module: nn.Module, conv_check: ConvCheck = conv_independent) -> nn.Module:
     """A copy of ``module`` (an ASRModel or an encoder) whose encoder linears are
     :class:`Bf16Linear` (the position projection and the CTC head stay fp32; a feed-forward
-    module's inner activations stay bf16) and whose
-    subsampling convolutions run in bf16 where ``conv_check`` passes (else fp32, one sample at
-    a time)."""
+    module's inner activations stay bf16) and whose subsampling convolutions run in bf16 where
+    ``conv_check`` passes (else fp32, one sample at a time)."""
     out = replace_linears(module, Bf16Linear)
-    for child in out.modules():  # the feed-forward's inner activations stay bf16
-        if isinstance(child, FeedForward) and isinstance(child[0], Bf16Linear):
-            if isinstance(child[-1], Bf16Linear):
-                child[0].bf16_output = True
     for child in out.modules():
-        if isinstance(child, Conv2dSubsampling) and isinstance(child.conv, PerSample):
+        if isinstance(child, FeedForward) and isinstance(child[0], Bf16Linear):
+            child[0].bf16_output = isinstance(child[-1], Bf16Linear)  # activation on bf16
+        elif isinstance(child, Conv2dSubsampling) and isinstance(child.conv, PerSample):
             conv = Bf16Conv(child.conv.module)
             if conv_check(conv, child.rate, child.input_dim):
                 conv.bf16_output = isinstance(child.out, Bf16Linear)
