@@ -175,7 +175,7 @@ def _bare(
             _sync(device)
             audio, start = 0.0, time.perf_counter()
         chunk, left = sample_chunk(cfg.encoder.chunk, chunk_gen)
-        with autocast_for(tc.precision, device):
+        with autocast_for(tc.precision, device, cfg.encoder.d_model):
             loss, _, _ = model(feats, lens, targets, target_lens, chunk, left)
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
@@ -209,7 +209,7 @@ def _print(args, cfg, device: torch.device, rows, bare: float) -> None:
     from wenet_lite.train.loop import training_precision
 
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-    trains = training_precision(cfg.train.precision, device)
+    trains = training_precision(cfg.train.precision, device, cfg.encoder.d_model)
     print(
         f"{args.config} on {device} ({name}, {args.threads} threads), train.precision "
         f"{cfg.train.precision}: {trains}, data.fbank "

@@ -196,6 +196,35 @@ def test_bf16_on_the_cpu_learns_and_resumes_exactly(
     for key, value in _state(full).items():
         assert torch.equal(value, _state(b)[key]), key
     assert all(v.dtype == torch.float32 for v in _state(b).values() if v.is_floating_point())
+    # auto picks bf16 only for encoders BF16_MIN_WIDTH wide or more: this 32-wide one trains
+    # in fp32, the very losses of train.precision=fp32.
+    auto = _train(data, tmp_path / "auto", *RANDOM, "train.precision=auto", "train.max_steps=3",
+                  tokenizer=tok)  # fmt: skip
+    assert auto.losses and auto.losses == {s: fp32.losses[s] for s in auto.losses}
+    log = (tmp_path / "auto" / "train.log").read_text()
+    assert "fp32 (auto: bf16 only for encoders 256 wide or more; this one: 32)" in log
+
+
+def test_auto_training_precision_follows_the_width_rule(monkeypatch) -> None:
+    """``train.precision: auto`` on the CPU: bf16 where it is native and the encoder is at least
+    ``BF16_MIN_WIDTH`` wide (the engines' rule), else fp32 without a warning; ``bf16`` asked
+    for trains in bf16 at any width; no native bf16: fp32."""
+    from wenet_lite.cpu import BF16_FLAGS, BF16_MIN_WIDTH, FLAGS_ENV, cpu_flags
+    from wenet_lite.train.loop import autocast_for, precision_note, training_precision
+
+    cpu = torch.device("cpu")
+    monkeypatch.setenv(FLAGS_ENV, " ".join(cpu_flags(real=True) | {"amx_bf16"}))
+    assert training_precision("auto", cpu, BF16_MIN_WIDTH) == "bf16"
+    assert training_precision("auto", cpu, BF16_MIN_WIDTH - 1) == "fp32"
+    assert training_precision("bf16", cpu, 144) == "bf16"
+    assert isinstance(autocast_for("auto", cpu, 512), torch.autocast)
+    line, warning = precision_note("auto", cpu, 144)
+    assert line.startswith("training precision: fp32 (auto: bf16 only") and warning is None
+    bf16_line = "training precision: bf16 (autocast on the CPU)"
+    assert precision_note("auto", cpu, 512) == (bf16_line, None)
+    monkeypatch.setenv(FLAGS_ENV, " ".join(cpu_flags(real=True) - set(BF16_FLAGS)))
+    assert training_precision("auto", cpu, 512) == "fp32"
+    assert precision_note("auto", cpu, 512) == ("training precision: fp32", None)
 
 
 def test_bf16_without_native_bf16_trains_fp32_with_one_warning(

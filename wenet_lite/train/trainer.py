@@ -360,7 +360,7 @@ def build_loaders(
         cfg, tokenizer, layers, out["sampler"], True, info, stored, on_device
     )
     _log.info("training fbank computed %s", f"on {info.device}" if on_device else "in workers")
-    line, warning = precision_note(cfg.train.precision, info.device)
+    line, warning = precision_note(cfg.train.precision, info.device, cfg.encoder.d_model)
     _log.info("%s", line)
     if warning and info.is_main:
         _log.warning("%s", warning)
