@@ -226,4 +226,7 @@ def _print(args, cfg, device: torch.device, rows, bare: float) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except (FileNotFoundError, ValueError) as e:  # data and config that do not fit: one line
+        sys.exit(f"bench_train.py: error: {e}")

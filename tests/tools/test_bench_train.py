@@ -29,3 +29,8 @@ def test_the_table_has_every_row_with_a_rate(synthetic_corpus) -> None:
     gone = subprocess.run([*cmd[:6], "--device", "cuda:7"], capture_output=True, text=True,
                           cwd=REPO)  # fmt: skip
     assert gone.returncode == 2 and "cuda:7" in gone.stderr and "Traceback" not in gone.stderr
+    # data whose CMVN does not fit the config's features: the trainer's message, on one line
+    wide = subprocess.run([*cmd[:6], "--set", "features.num_mel_bins=64"], capture_output=True,
+                          text=True, cwd=REPO)  # fmt: skip
+    assert wide.returncode == 1 and "Traceback" not in wide.stderr, wide.stderr[-2000:]
+    assert wide.stderr.startswith("bench_train.py: error: ") and "num_mel_bins" in wide.stderr
