@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from wenet_lite.runtime.streaming import Stream, StreamCursor
 
 __all__ = [
-    "END", "PROTOCOLS", "Protocol", "SherpaProtocol", "Start", "WenetProtocol",
+    "END", "PROTOCOLS", "Partial", "Protocol", "SherpaProtocol", "Start", "WenetProtocol",
     "ProtocolError", "WenetStart", "close_reason", "decode_float32", "decode_int16",
     "empty_result", "json_depth", "parse_wenet_text", "sherpa_result", "wenet_failed",
     "wenet_final", "wenet_partial", "SHERPA_DONE", "SHERPA_END", "WENET_READY", "WENET_SPEECH_END",
@@ -228,6 +228,12 @@ END = "end"
 """What :meth:`Protocol.on_text` returns when the client's input has ended."""
 
 
+class Partial(str):
+    """A partial result's message: the stream's next result supersedes it, so the server may
+    drop it while it still waits to be sent (a client reading late gets the latest partial and
+    every final)."""
+
+
 class Protocol:
     """One connection's protocol: text in, binary in, events out. The server keeps the
     transport, admission, scheduling and workers; an adapter holds what the protocol says."""
@@ -249,7 +255,8 @@ class Protocol:
 
     def events(self, stream: Stream, cursor: StreamCursor) -> Tuple[List[str], bool]:
         """The messages for what is new in ``stream`` since the last call (``cursor`` hands
-        out each final segment once), and whether the session is over."""
+        out each final segment once; a partial result last, as a :class:`Partial`), and
+        whether the session is over."""
         raise NotImplementedError
 
     def failed(self, reason: str) -> Optional[str]:
@@ -284,8 +291,8 @@ class SherpaProtocol(Protocol):
             messages.append(sherpa_result(empty_result(stream.segment_start), cursor.taken,
                                           True, True))  # fmt: skip
         elif not eof:
-            messages.append(sherpa_result(stream.partial_result(False), cursor.taken, False,
-                                          False))  # fmt: skip
+            messages.append(Partial(sherpa_result(stream.partial_result(False), cursor.taken,
+                                                  False, False)))  # fmt: skip
         if eof:
             messages.append(SHERPA_DONE)
         return messages, eof
@@ -329,7 +336,7 @@ class WenetProtocol(Protocol):
         if stream.done and not finals:
             messages.append(wenet_final(empty_result(stream.segment_start)))
         elif not eof and stream.hypothesis.num_tokens:
-            messages.append(wenet_partial(stream.partial_result(False)))
+            messages.append(Partial(wenet_partial(stream.partial_result(False))))
         if eof:
             messages.append(WENET_SPEECH_END)
         return messages, eof

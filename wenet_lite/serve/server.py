@@ -17,7 +17,9 @@ No client can hurt another:
   closes that connection (1011, counted as ``failed``); a batched step that fails is retried
   stream by stream, so the others go on.
 - **Bounded output.** Results and pongs a client does not read count against ``max_unsent``;
-  beyond it the client is closed (1008, counted as ``unread``).
+  beyond it the client is closed (1008, counted as ``unread``). A partial result still waiting
+  when the next result comes is replaced by it, so only finals pile up for a client that reads
+  late: one that sends a long file at full speed and reads at the end loses nothing.
 - **Idle clients.** A client that falls ``idle_timeout`` seconds behind real time in the audio
   it sends has its input ended (tiny messages do not keep a slot); one that never started its
   protocol is closed.
@@ -50,7 +52,14 @@ from websockets.exceptions import ConnectionClosed
 from wenet_lite.runtime.streaming import Stream, StreamCursor, StreamingRecognizer
 from wenet_lite.serve.gate import WEBSOCKET_PATHS, Gate, read_token, tls_context
 from wenet_lite.serve.options import ServerOptions
-from wenet_lite.serve.protocols import PROTOCOLS, Protocol, ProtocolError, Start, close_reason
+from wenet_lite.serve.protocols import (
+    PROTOCOLS,
+    Partial,
+    Protocol,
+    ProtocolError,
+    Start,
+    close_reason,
+)
 from wenet_lite.serve.workers import Board, peer_host, supervise
 
 __all__ = ["Secrets", "Server", "ServerOptions", "serve"]
@@ -83,6 +92,36 @@ class Secrets:
         return cls(tls, token)
 
 
+class _Outbox:
+    """A connection's messages waiting for its send loop, in order; ``None`` closes. A partial
+    result still waiting when the stream's next result comes is replaced by it, so a client
+    that reads late (or sends audio far faster than real time and reads at the end) gets every
+    final and the latest partial, and what waits for it grows with its finals only."""
+
+    def __init__(self) -> None:
+        self._items: Deque[Optional[str]] = collections.deque()
+        self._ready = asyncio.Event()
+        self.chars = 0
+        """characters waiting"""
+
+    def put(self, message: Optional[str], result: bool = False) -> None:
+        """Queue ``message``; a ``result`` (a protocol's partial or final) first drops a
+        :class:`Partial` waiting last."""
+        if result and self._items and isinstance(self._items[-1], Partial):
+            self.chars -= len(self._items.pop())
+        self._items.append(message)
+        self.chars += len(message) if message is not None else 0
+        self._ready.set()
+
+    async def get(self) -> Optional[str]:
+        while not self._items:
+            self._ready.clear()
+            await self._ready.wait()
+        message = self._items.popleft()
+        self.chars -= len(message) if message is not None else 0
+        return message
+
+
 class _Client:
     """One connection: its stream, and what passes between the event loop and the decode
     thread (the loop writes ``inbox``, ``received``, ``finished`` and ``gone``; the thread owns
@@ -100,8 +139,7 @@ class _Client:
         self.gone = False  # the connection is over: the decode thread forgets the stream
         self.eof = False  # the last result is written
         self.failure: Optional[str] = None  # (decode thread) why the stream was dropped
-        self.outbox: asyncio.Queue = asyncio.Queue()  # messages; None: close
-        self.unsent = 0  # characters in outbox
+        self.outbox = _Outbox()
         self.cursor = StreamCursor(stream)  # (decode thread) the finals sent
         self.last_step = -1  # the step that last decoded this stream (fairness)
         self.opened = time.monotonic()
@@ -407,22 +445,22 @@ class Server:
         if failed is not None:
             self._send(c, failed)
         c.close_code, c.close_reason = code, close_reason(reason)
-        c.outbox.put_nowait(None)
+        c.outbox.put(None)
         c.gone = True
         c.room.set()
 
-    def _send(self, c: _Client, message: str) -> None:
-        c.outbox.put_nowait(message)
-        c.unsent += len(message)
+    def _send(self, c: _Client, message: str, result: bool = False) -> None:
+        c.outbox.put(message, result)
         self._check_unsent(c)
 
     def _check_unsent(self, c: _Client) -> None:
         transport = c.ws.transport
         buffered = transport.get_write_buffer_size() if transport is not None else 0
-        if c.unsent + buffered <= self.opts.max_unsent or c.outcome.startswith("not reading"):
+        unsent = c.outbox.chars + buffered
+        if unsent <= self.opts.max_unsent or c.outcome.startswith("not reading"):
             return
         self.counters.unread += 1
-        c.outcome = f"not reading: {c.unsent + buffered} bytes unsent"
+        c.outcome = f"not reading: {unsent} bytes unsent"
         c.gone = True
         c.room.set()
         asyncio.get_running_loop().create_task(_abort(c.ws, 1008, c.outcome))
@@ -433,7 +471,6 @@ class Server:
             if message is None:
                 break
             await c.ws.send(message)
-            c.unsent -= len(message)
         await c.ws.close(c.close_code, c.close_reason)
 
     async def _decode_loop(self) -> None:
@@ -467,9 +504,9 @@ class Server:
             self._close(c, 1011, c.failure)
             return
         for m in messages:
-            self._send(c, m)
+            self._send(c, m, result=True)
         if eof and not c.gone:
-            c.outbox.put_nowait(None)
+            c.outbox.put(None)
 
     async def _watch_loop(self) -> None:
         """Publish this worker's counters; close clients that let unsent bytes pile up
