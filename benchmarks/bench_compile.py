@@ -49,7 +49,7 @@ class Step:
 
         self.model = TorchEngine(model, Chunking(CHUNK, LEFT), precision).model
         self.enc = self.model.encoder
-        self.positions = PositionTables(self.enc, CHUNK)
+        positions = PositionTables(self.enc, CHUNK)
         sub = self.enc.subsampling
         width = (CHUNK - 1) * sub.rate + sub.right_context + 1
         gen = torch.Generator().manual_seed(1)
@@ -57,11 +57,11 @@ class Step:
         with torch.inference_mode():
             for _ in range(LEFT + 2):  # the cache full, as in a long stream
                 x = torch.randn(streams, width, sub.input_dim, generator=gen)
-                _, state = self.enc.forward_chunk(x, state, None, self._pos(state), True)
+                pos = positions.get(state.att_cache.size(3), state.offset)
+                _, state = self.enc.forward_chunk(x, state, None, pos, True)
         self.x, self.state = torch.randn(streams, width, sub.input_dim, generator=gen), state
-
-    def _pos(self, state) -> List[torch.Tensor]:
-        return self.positions.get(state.att_cache.size(3), state.offset)
+        self.pos = positions.get(state.att_cache.size(3), state.offset)
+        """the position tables of the full cache: every stream's, batched or alone"""
 
     def __call__(self, x: torch.Tensor, state, pos: List[torch.Tensor]) -> torch.Tensor:
         out, _ = self.enc.forward_chunk(x, state, None, pos, True)
@@ -81,7 +81,7 @@ def measure(model, precision: str, streams: int, freezing: bool, repeats: int) -
     import torch._inductor.config as inductor
 
     step = Step(model, precision, streams)
-    pos = step._pos(step.state)
+    pos = step.pos
     row: Dict[str, object] = {}
     with torch.inference_mode():
         row["eager"] = _best_ms(lambda: step(step.x, step.state, pos), repeats)
@@ -123,10 +123,9 @@ def main(argv: List[str] | None = None) -> None:
     torch.set_num_threads(1)
     torch.manual_seed(0)
     model = build_model(load_config(args.config), args.vocab).eval()
-    base_step = Step(model, "fp32", 1)
-    base_pos = base_step._pos(base_step.state)
+    one = Step(model, "fp32", 1)
     with torch.inference_mode():
-        base = _best_ms(lambda: base_step(base_step.x, base_step.state, base_pos), args.repeats)
+        base = _best_ms(lambda: one(one.x, one.state, one.pos), args.repeats)
     print(f"{args.config} (random weights, vocab {args.vocab}): C={CHUNK}, N={LEFT}, "
           f"{args.streams} streams, one thread; torch {torch.__version__}")  # fmt: skip
     print(cpu_summary())
