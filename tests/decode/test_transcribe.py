@@ -193,3 +193,35 @@ def test_cli_engines_stream(tiny, files, capsys) -> None:
     assert main(["transcribe", "--model", str(tiny.path), files[0], "--precision", "bf16"]) == 2
     assert "add --chunk-size" in capsys.readouterr().err
     assert main(["transcribe", *model, "--precision", "bf16"]) == 0  # streams in bf16
+
+
+def test_outputs_never_replace_another_inputs(tiny, files, tmp_path, capsys) -> None:
+    """Inputs of one stem get numbered names that no input takes by its own stem: three
+    inputs, three outputs, each the transcript of its own file, and no temporary left."""
+    layout = {"day1/rec.wav": files[0], "day1/rec_2.wav": files[1], "day2/rec.wav": files[2]}
+    for name, source in layout.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(Path(source).read_bytes())
+    inputs = [str(tmp_path / n) for n in layout]
+    out = tmp_path / "out"
+    assert main(["transcribe", "--model", str(tiny.path), *inputs, "--out", str(out),
+                 "--no-progress"]) == 0  # fmt: skip
+    assert "3 file(s) written" in capsys.readouterr().out
+    got = {p.name: p.read_text(encoding="utf-8").strip() for p in out.iterdir()}
+    texts = [transcribe(tiny.path, f).text for f in files[:3]]
+    assert got == {"rec.txt": texts[0], "rec_2.txt": texts[1], "rec_3.txt": texts[2]}
+    assert len(set(texts)) == 3  # the three really differ, so a swap would show
+
+
+def test_a_quoted_glob_does_not_follow_directory_links(tmp_path) -> None:
+    """Two links to '.' made glob.glob's '**' walk exponentially; links are not followed."""
+    from wenet_lite.cli.transcribe import expand_inputs
+
+    (tmp_path / "d" / "e").mkdir(parents=True)
+    (tmp_path / "d" / "a.wav").write_bytes(b"")
+    (tmp_path / "d" / "e" / "b.wav").write_bytes(b"")
+    for link in ("l1", "l2"):
+        (tmp_path / "d" / link).symlink_to(".")
+    found, missing = expand_inputs([str(tmp_path / "d" / "**" / "*.wav")])
+    assert found == [str(tmp_path / "d" / "a.wav"), str(tmp_path / "d" / "e" / "b.wav")]
+    assert missing == []

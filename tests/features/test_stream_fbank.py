@@ -120,3 +120,19 @@ def test_the_row_blocked_mel_product_is_what_keeps_rows_exact() -> None:
     plain = fbank.log_mel(frames)
     if all(torch.equal(fbank.log_mel(frames[5 : 5 + r]), plain[5 : 5 + r]) for r in (1, 3, 7)):
         pytest.skip("this CPU's GEMM rounds few rows as it does many: nothing to control")
+
+
+@pytest.mark.parametrize("blocks", [1, 2])
+def test_offline_fbank_of_whole_blocks(blocks: int, monkeypatch) -> None:
+    """A length of exactly k blocks (10 s, 20 s at 16 kHz) ends with the k-th block: no
+    empty block after the stream is finished, the frames of one call over the whole input."""
+    from wenet_lite.features import stream_fbank
+
+    monkeypatch.setattr(stream_fbank, "_BLOCK", 4000)  # the same loop, a shorter block
+    cfg = FeatureConfig()
+    audio = _speechy(blocks * 4000 / 16000, seed=3)[: blocks * 4000]
+    assert len(audio) == blocks * 4000
+    stream = FbankStream(cfg)
+    stream.accept_waveform(16000, audio)
+    stream.input_finished()
+    assert torch.equal(offline_fbank(audio, cfg), stream.get_frames(0, stream.num_frames_ready))

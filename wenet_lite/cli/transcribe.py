@@ -6,10 +6,11 @@ import argparse
 import glob
 import sys
 from pathlib import Path
-from typing import List, Tuple
+from typing import Dict, List, Tuple
 
 from wenet_lite.cli import flags
 from wenet_lite.cli.flags import UsageError
+from wenet_lite.fileio import write_text_atomic
 
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".opus", ".mp3", ".sph", ".aiff", ".aif", ".au")
 """the files a directory given to `transcribe` contributes"""
@@ -64,12 +65,40 @@ def expand_inputs(inputs: List[str]) -> Tuple[List[str], List[str]]:
         elif path.is_dir():
             found = sorted(str(f) for f in path.rglob("*") if f.suffix.lower() in AUDIO_SUFFIXES)
         else:
-            found = sorted(glob.glob(item, recursive=True)) if glob.has_magic(item) else []
-            found = [f for f in found if Path(f).is_file()]
+            found = _glob_files(item) if glob.has_magic(item) else []
         if not found:
             missing.append(item)
         files.extend(f for f in found if f not in files)
     return files, missing
+
+
+def _glob_files(pattern: str) -> List[str]:
+    """The files a glob matches, ``**`` included, without following links to directories
+    (``glob.glob`` follows them, and two links to ``.`` make its walk exponential)."""
+    parts = Path(pattern).parts
+    fixed = next(i for i, part in enumerate(parts) if glob.has_magic(part))
+    anchor = Path(*parts[:fixed]) if fixed else Path(".")
+    rest = str(Path(*parts[fixed:]))
+    return sorted(str(p) for p in anchor.glob(rest) if p.is_file())
+
+
+def output_names(files: List[str], fmt: str) -> Dict[str, str]:
+    """The output file name of each input: ``<stem>.<fmt>``; where inputs share a stem, the
+    later ones ``<stem>_<n>.<fmt>`` with the first ``n`` whose name no input takes by its own
+    stem, so one input's output never replaces another's."""
+    stems = ["stdin" if f == "-" else Path(f).stem for f in files]
+    taken = {f"{s}.{fmt}" for s in stems}  # every input's own name, reserved up front
+    names: Dict[str, str] = {}
+    used = set()
+    for f, stem in zip(files, stems):
+        name = f"{stem}.{fmt}"
+        n = 1
+        while name in used or (n > 1 and name in taken):
+            n += 1
+            name = f"{stem}_{n}.{fmt}"
+        used.add(name)
+        names[f] = name
+    return names
 
 
 def _run_transcribe(args: argparse.Namespace) -> int:
@@ -115,7 +144,8 @@ def _run_transcribe(args: argparse.Namespace) -> int:
         from tqdm import tqdm
 
         bar = tqdm(total=len(files), unit="file", file=sys.stderr, leave=False)
-    written = set()
+    targets = output_names(files, args.format) if out is not None else {}
+    written = 0
     for name in files:
         try:
             t = transcriber.file(name)
@@ -129,12 +159,8 @@ def _run_transcribe(args: argparse.Namespace) -> int:
                 bar.update(1)
         text = format_transcript(t, args.format)
         if out is not None:
-            stem = "stdin" if name == "-" else Path(name).stem
-            target = out / f"{stem}.{args.format}"
-            if target in written:  # two inputs of one stem: keep both
-                target = out / f"{stem}_{len(written)}.{args.format}"
-            written.add(target)
-            target.write_text(text, encoding="utf-8")
+            write_text_atomic(out / targets[name], text)  # a kill never leaves a cut file
+            written += 1
         elif args.format == "txt":
             print(f"{name}\t{t.text}" if several else t.text, flush=True)
         else:
@@ -145,5 +171,5 @@ def _run_transcribe(args: argparse.Namespace) -> int:
     if bar is not None:
         bar.close()
     if out is not None:
-        print(f"{len(written)} file(s) written to {out}")
+        print(f"{written} file(s) written to {out}")
     return 1 if failed else 0

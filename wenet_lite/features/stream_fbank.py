@@ -182,7 +182,9 @@ def offline_fbank(samples: np.ndarray, cfg: FeatureConfig) -> torch.Tensor:
     stream = FbankStream(cfg)
     out = torch.empty(num_frames(len(samples), cfg), cfg.num_mel_bins)  # (T_in, F)
     done = 0
-    for start in range(0, len(samples) + 1, _BLOCK):  # in blocks: memory of one block beside
+    # In blocks: memory of one block beside. At least one block (an empty input too), and
+    # never an empty one after the last: a length of k blocks ends with the k-th.
+    for start in range(0, max(len(samples), 1), _BLOCK):
         stream.accept_waveform(cfg.sample_rate, samples[start : start + _BLOCK])
         if start + _BLOCK >= len(samples):
             stream.input_finished()
