@@ -19,11 +19,11 @@ transposes and concats (``# (B, H, C, M+C)``) use these letters, each in one mea
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["load_model", "transcribe", "Transcript", "__version__"]
+__all__ = ["load_model", "transcribe", "Transcriber", "Transcript", "__version__"]
 
 if TYPE_CHECKING:
     from wenet_lite.model_io import load_model
-    from wenet_lite.transcription import Transcript, transcribe
+    from wenet_lite.transcription import Transcriber, Transcript, transcribe
 
 
 def __getattr__(name: str) -> Any:
@@ -32,7 +32,7 @@ def __getattr__(name: str) -> Any:
         from wenet_lite.model_io import load_model
 
         return load_model
-    if name in ("transcribe", "Transcript"):
+    if name in ("transcribe", "Transcriber", "Transcript"):
         from wenet_lite import transcription
 
         return getattr(transcription, name)

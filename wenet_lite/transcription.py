@@ -24,17 +24,23 @@ and readers: numbered cues, at most two lines of 42 characters, at most 7 s on s
 from __future__ import annotations
 
 import dataclasses
-import io
+import itertools
 import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Iterable, Iterator, List, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 import torch
 
-from wenet_lite.features.audio import AudioError, load_audio
+from wenet_lite.features.audio import (
+    AudioError,
+    check_rate,
+    decode_audio_bytes,
+    read_audio_blocks,
+    resample,
+)
 from wenet_lite.runtime.endpoint import EndpointConfig
 from wenet_lite.runtime.result import Result, Word, make_result
 from wenet_lite.search.options import SearchOptions
@@ -91,17 +97,31 @@ class Transcript:
 class Transcriber:
     """A model opened once for many inputs (what :func:`transcribe` and the CLI use).
 
+    Example::
+
+        from wenet_lite import Transcriber
+
+        tr = Transcriber("exp/u2/avg_5.pt", beam=10)  # load once
+        for path in ["a.wav", "b.flac"]:
+            print(tr.file(path).text)
+
     Args:
         model: a model file, an export directory, a ``(model, tokenizer, config)`` triple in
             memory, or an opened ``StreamingRecognizer``.
         chunk_size: 0 (default) full context; C > 0 streams in chunks of C encoder frames.
         left_chunks: chunks of history while streaming (4: constant memory; -1 all).
-        search: the search (greedy by default; prefix beam, LM, hotwords, rescoring).
+        search: the search (greedy by default; prefix beam, LM, hotwords, rescoring). Its
+            fields may be given as keywords instead, by their CLI names: ``mode``, ``beam``,
+            ``lm``, ``lm_weight``, ``hotwords``, ... (``beam`` alone selects the prefix beam).
         endpoint: endpointing while streaming (segments); default ``EndpointConfig()``.
         device: where a model file runs (default cpu).
         pause: seconds between words that start a new segment in full context.
         engine: streaming: an ``EngineSpec`` (``recognizer.py``; default the source's).
         progress: a bar on stderr over a long file's windows (full context).
+        threads: torch's intra-op threads (1, as the CLI: more threads on a busy machine run
+            many times slower). Set for the whole process, as ``torch.set_num_threads``.
+        upsample: audio below the model's rate is upsampled with a warning (True) or
+            refused with an ``AudioError`` (False).
     """
 
     def __init__(
@@ -116,12 +136,17 @@ class Transcriber:
         max_window_seconds: float = 30.0,
         engine: Optional[Any] = None,
         progress: bool = True,
+        threads: int = 1,
+        upsample: bool = True,
+        **search_options: Any,
     ) -> None:
         from wenet_lite.model.chunking import Chunking
         from wenet_lite.runtime.streaming import StreamingRecognizer
 
+        _check_options(model, chunk_size, pause, threads)
         self.pause = pause
-        self.search = search or SearchOptions()
+        self.upsample = upsample
+        self.search = _search_from(search, search_options)
         self.recognizer: Optional[StreamingRecognizer] = None
         self._full: Optional[Tuple[Any, Any, Any]] = None
         if isinstance(model, StreamingRecognizer):
@@ -130,9 +155,10 @@ class Transcriber:
             from wenet_lite.recognizer import EngineSpec, open_recognizer
 
             chunking = Chunking(chunk_size, left_chunks) if chunk_size > 0 else None
-            spec = engine or EngineSpec(device=device or "cpu")
+            spec = engine or EngineSpec(threads=threads, device=device or "cpu")
             self.recognizer = open_recognizer(model, chunking, self.search, endpoint, spec)
         else:
+            torch.set_num_threads(threads)
             if isinstance(model, (str, Path)):
                 from wenet_lite.model_io import load_model
 
@@ -158,58 +184,71 @@ class Transcriber:
             self.sample_rate = self.recognizer.cfg.features.sample_rate
 
     def file(self, path: PathLike) -> Transcript:
-        """Transcribe one audio file (AudioError names a bad one); ``-`` reads stdin."""
+        """Transcribe one audio file (AudioError names a bad one); ``-`` reads stdin.
+
+        Streaming reads the file in blocks (constant memory for any length); full context
+        reads it whole (long files are then decoded in windows)."""
         if str(path) == "-":
             import sys
 
             return self.audio_bytes(sys.stdin.buffer.read(), "-")
-        samples = load_audio(path, self.sample_rate)
-        return self.array(samples, self.sample_rate, str(path))
+        blocks = read_audio_blocks(path, None if self._full is not None else _BLOCK_SECONDS)
+        return self._blocks(blocks, str(path))
 
     def audio_bytes(self, data: bytes, name: str = "-") -> Transcript:
         """Transcribe the bytes of an audio file (any format libsndfile reads)."""
-        import soundfile as sf
-
-        from wenet_lite.features.audio import resample
-
-        if not data:
-            raise AudioError(name, "empty", "empty input (no audio bytes)")
-        try:
-            samples, rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
-        except (sf.LibsndfileError, RuntimeError, TypeError) as e:
-            raise AudioError(name, "unreadable", f"not audio libsndfile reads ({e})") from None
-        mono = samples.mean(axis=1)
-        if mono.size == 0:
-            raise AudioError(name, "empty", "no samples")
-        return self.array(resample(mono, rate, self.sample_rate), self.sample_rate, name)
+        samples, rate = decode_audio_bytes(data, name)
+        return self._blocks(iter([(samples, rate)]), name)
 
     def array(self, samples: np.ndarray, sample_rate: int, name: str = "<array>") -> Transcript:
-        """Transcribe samples (float, mono) at ``sample_rate`` Hz."""
-        samples = np.asarray(samples, dtype=np.float32)
-        if samples.ndim != 1:
-            raise ValueError(f"{name}: expected mono samples (N,), got shape {samples.shape}")
-        if not np.isfinite(samples).all():
+        """Transcribe samples (float, mono, in [-1, 1]) at ``sample_rate`` Hz."""
+        x = np.asarray(samples)
+        if x.dtype.kind != "f":
+            raise ValueError(
+                f"{name}: expected float samples in [-1, 1], got {x.dtype}"
+                + (": divide 16-bit PCM by 32768" if x.dtype.kind in "iu" else "")
+            )
+        if x.ndim != 1:
+            raise ValueError(f"{name}: expected mono samples (N,), got shape {x.shape}")
+        if isinstance(sample_rate, bool) or not isinstance(sample_rate, (int, np.integer)):
+            raise ValueError(f"{name}: sample_rate must be an int (Hz), got {sample_rate!r}")
+        x = x.astype(np.float32, copy=False)
+        if not np.isfinite(x).all():
             raise AudioError(name, "non_finite", "samples hold NaN or infinity")
-        duration = samples.size / sample_rate
-        if self._full is None:
-            return self._streamed(samples, sample_rate, name, duration)
-        return self._full_context(samples, sample_rate, name, duration)
+        step = x.size if self._full is not None else int(_BLOCK_SECONDS * sample_rate)
+        pieces = ((x[i : i + step], int(sample_rate)) for i in range(0, max(x.size, 1), step))
+        return self._blocks(pieces, name)
 
-    def _streamed(self, samples: np.ndarray, rate: int, name: str, duration: float) -> Transcript:
+    def _blocks(self, blocks: Iterator[Tuple[np.ndarray, int]], name: str) -> Transcript:
+        """The transcript of (samples, rate) blocks, all of one rate (checked on the first)."""
+        first = next(blocks)
+        rate = first[1]
+        check_rate(name, rate, self.sample_rate, self.upsample)
+        if self._full is not None:
+            samples = np.concatenate([first[0], *(b for b, _ in blocks)])
+            return self._full_context(samples, rate, name, samples.size / rate)
+        return self._streamed(itertools.chain([first], blocks), name)
+
+    def _streamed(self, blocks: Iterator[Tuple[np.ndarray, int]], name: str) -> Transcript:
+        """Fed and decoded block by block: memory of one block and the stream's caches."""
         rec = self.recognizer
         assert rec is not None
         stream = rec.create_stream()
-        stream.accept_waveform(rate, samples)
+        samples, rate = 0, 1
+        for block, rate in blocks:
+            stream.accept_waveform(rate, block)
+            samples += block.size
+            while rec.decode_streams([stream]):
+                pass
         stream.input_finished()
         rec.decode_until_done([stream])
         segments = [_segment(r.words, r.text, r.start, r.end) for r in stream.final_results]
         segments = [s for s in segments if s.text]
-        return Transcript(name, " ".join(s.text for s in segments), segments, duration)
+        return Transcript(name, " ".join(s.text for s in segments), segments, samples / rate)
 
     def _full_context(
         self, samples: np.ndarray, rate: int, name: str, duration: float
     ) -> Transcript:
-        from wenet_lite.features.audio import resample
         from wenet_lite.features.fbank import compute_fbank
         from wenet_lite.runtime.utterance import recognize_features
 
@@ -218,6 +257,8 @@ class Transcriber:
         if rate != cfg.features.sample_rate:
             samples = resample(samples, rate, cfg.features.sample_rate)
             rate = cfg.features.sample_rate
+            if samples.size == 0:
+                raise AudioError(name, "empty", f"audio shorter than one sample at {rate} Hz")
         feats = compute_fbank(samples, rate, cfg.features).to(net.encoder.cmvn.mean.device)
         hyps = recognize_features(net, feats, self._options, self._models, cfg, name)
         if not hyps or not hyps[0].tokens:
@@ -228,6 +269,55 @@ class Transcriber:
                             self._models.context)  # fmt: skip
         segments = split_at_pauses(whole, self.pause)
         return Transcript(name, whole.text, segments, duration)
+
+
+_BLOCK_SECONDS = 10.0
+"""streaming: seconds of audio read and decoded at a time"""
+
+
+def _check_options(model: Any, chunk_size: Any, pause: Any, threads: Any) -> None:
+    """ValueError naming the argument, before anything is loaded."""
+    if model is None or not isinstance(model, (str, Path, tuple, list)) and not hasattr(
+        model, "create_stream"
+    ):
+        raise ValueError(
+            "model must be a model file, an export directory, (model, tokenizer, config) or "
+            f"a StreamingRecognizer, got {model!r}"
+        )
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 0:
+        raise ValueError(
+            f"chunk_size must be 0 (full context) or a positive int, got {chunk_size!r}"
+        )
+    if isinstance(pause, bool) or not isinstance(pause, (int, float)) or not 0 <= pause < 1e6:
+        raise ValueError(f"pause must be seconds >= 0, got {pause!r}")
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be an int >= 1, got {threads!r}")
+
+
+def _search_names() -> dict:
+    """Keyword -> SearchOptions field: the CLI's flag names (``--beam`` -> ``beam``) and the
+    field names themselves."""
+    names = {}
+    for f in dataclasses.fields(SearchOptions):
+        names[f.name] = f.name
+        if "flag" in f.metadata:
+            names[f.metadata["flag"].lstrip("-").replace("-", "_")] = f.name
+    return names
+
+
+def _search_from(search: Optional[SearchOptions], given: dict) -> SearchOptions:
+    if not given:
+        return search or SearchOptions()
+    if search is not None:
+        raise TypeError("give search=SearchOptions(...) or search keywords, not both")
+    names = _search_names()
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise TypeError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+    values = {names[k]: v for k, v in given.items()}
+    if values.get("beam_size") is not None and "mode" not in values:
+        values["mode"] = "prefix_beam"  # beam=5 asks for a beam, as whisper's beam_size does
+    return SearchOptions(**values)
 
 
 def _segment(words: Sequence[Word], text: str, start: float, end: float) -> Segment:
@@ -262,8 +352,9 @@ def transcribe(model: Any, audio: Any, sample_rate: Optional[int] = None, **opti
             ``StreamingRecognizer`` (see :class:`Transcriber`).
         audio: a path, a list of paths, or a float array of mono samples (then
             ``sample_rate`` is required).
-        options: :class:`Transcriber`'s (``chunk_size``, ``left_chunks``, ``search``,
-            ``endpoint``, ``device``, ``pause``, ``max_window_seconds``).
+        options: :class:`Transcriber`'s (``chunk_size``, ``left_chunks``, ``search`` or its
+            fields by their CLI names such as ``beam=10``, ``endpoint``, ``device``, ``pause``,
+            ``max_window_seconds``, ``threads``, ``upsample``).
     Returns:
         a :class:`Transcript`, or a list of them for a list of paths. A bad file raises
         ``AudioError`` naming it (the CLI skips it and goes on).

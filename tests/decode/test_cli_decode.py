@@ -236,11 +236,12 @@ def test_stream_text_output(mixed_rates: Path, tiny, capsys) -> None:
 
 
 def test_stream_stdin_pcm_equals_file(mixed_rates: Path, tiny) -> None:
-    """`arecord ... | wenet-lite stream --model M -`, with the console script's real stdin."""
+    """`arecord -t raw ... | wenet-lite stream --model M --raw 16000 -`, with the console
+    script's real stdin."""
     path = mixed_rates / "a.wav"
     pcm = sf.read(path, dtype="int16")[0].astype("<i2").tobytes()
     cmd = [sys.executable, "-m", "wenet_lite", "stream", "--model", str(tiny.path)]
-    cmd += ["--chunk-size", "4", "--json", "--no-endpoint", "-", str(path)]
+    cmd += ["--chunk-size", "4", "--json", "--no-endpoint", "--raw", "16000", "-", str(path)]
     proc = subprocess.run(cmd, input=pcm, capture_output=True, timeout=120)
     assert proc.returncode == 0, proc.stderr.decode()
     finals = _finals(proc.stdout.decode())
@@ -281,7 +282,50 @@ def test_ctrl_c_finishes_live_input(mixed_rates: Path, tiny, tmp_path: Path) -> 
     assert stream_inputs(rec, [str(tmp_path / "a.wav")], json_lines=True, out=out).failed == 0
     pipe = _PipeThenCtrlC(samples.astype("<i2").tobytes())
     with pytest.raises(KeyboardInterrupt):
-        stream_inputs(rec, ["-"], json_lines=True, out=live, err=io.StringIO(), stdin=pipe)
+        stream_inputs(rec, ["-"], json_lines=True, out=live, err=io.StringIO(), stdin=pipe,
+                      raw_rate=16000)
     final = _finals(live.getvalue())["-"]
     expected = _finals(out.getvalue())[str(tmp_path / "a.wav")]
     assert final[0]["text"] and final == [dict(f, file="-") for f in expected]
+
+
+def test_stdin_is_read_by_its_header(mixed_rates: Path, tiny, tmp_path: Path) -> None:
+    """A WAV (16-bit, or another encoding), a FLAC and stereo 44.1 kHz piped to `stream -`
+    give the file's own finals; headerless bytes need --raw RATE and are refused without it;
+    with it they are PCM at that rate."""
+    rec = open_recognizer(tiny.path, Chunking(4), endpoint=EndpointConfig(enabled=False))
+    samples = sf.read(mixed_rates / "a.wav", dtype="int16")[0]
+    wav16, wav_float = tmp_path / "a16.wav", tmp_path / "afloat.wav"
+    sf.write(wav16, samples, 16000, subtype="PCM_16")
+    sf.write(wav_float, samples / 32768.0, 16000, subtype="FLOAT")
+    finals = {}
+    for path in (wav16, wav_float, mixed_rates / "b.flac"):
+        by_file, piped = io.StringIO(), io.StringIO()
+        assert stream_inputs(rec, [str(path)], json_lines=True, out=by_file).failed == 0
+        pipe = io.BytesIO(path.read_bytes())
+        assert stream_inputs(rec, ["-"], json_lines=True, out=piped, stdin=pipe).failed == 0
+        expected = _finals(by_file.getvalue())[str(path)]
+        finals[path] = _finals(piped.getvalue())["-"]
+        assert expected[0]["text"] and finals[path] == [dict(f, file="-") for f in expected]
+    raw = samples.astype("<i2").tobytes()
+    err = io.StringIO()
+    report = stream_inputs(rec, ["-"], out=io.StringIO(), err=err, stdin=io.BytesIO(raw))
+    assert report.failed == 1 and "-: no WAV, FLAC or OGG header" in err.getvalue()
+    assert "--raw RATE" in err.getvalue()
+    by_raw = io.StringIO()
+    stream_inputs(rec, ["-"], json_lines=True, out=by_raw, stdin=io.BytesIO(raw), raw_rate=16000)
+    assert _finals(by_raw.getvalue())["-"] == finals[wav16]
+
+
+def test_cat_a_wav_into_stream_equals_the_file(mixed_rates: Path, tiny) -> None:
+    """`cat a.wav | wenet-lite stream -` in a real pipe: the file's transcript."""
+    model = ["--model", str(tiny.path), "--chunk-size", "4", "--no-endpoint"]
+    cmd = [sys.executable, "-m", "wenet_lite", "stream", *model]
+    wav = mixed_rates / "a.wav"
+    by_file = subprocess.run([*cmd, str(wav)], capture_output=True, text=True, timeout=300)
+    with open(wav, "rb") as f:
+        piped = subprocess.run([*cmd, "-"], stdin=f, capture_output=True, text=True, timeout=300)
+    assert by_file.returncode == piped.returncode == 0, piped.stderr
+    first = by_file.stdout.splitlines()[0].split(" ", 2)
+    assert len(first) == 3 and first[2]
+    assert piped.stdout.splitlines()[0].split(" ", 2)[1:] == first[1:]

@@ -117,22 +117,26 @@ def test_json_and_tsv_carry_times(tiny, files) -> None:
     assert int(start) == round(t.segments[0].start * 1000) and text == t.segments[0].text
 
 
-def test_a_ten_minute_file_in_bounded_memory(tiny, test_audio, tmp_path) -> None:
+@pytest.mark.parametrize("chunk_size, limit_mb", [(0, 1500), (4, 600)])
+def test_a_ten_minute_file_in_bounded_memory(tiny, test_audio, tmp_path, chunk_size,
+                                             limit_mb) -> None:  # fmt: skip
     """Full context over 10 minutes would need GBs of attention scores; windows keep the
-    peak resident memory of a fresh process within a few hundred MB."""
+    peak resident memory of a fresh process within a few hundred MB. Streamed, the file is
+    read and decoded block by block: flat (about 275 MB at 2 and at 10 minutes; whole, it
+    grew to 1.1 GB at 10 minutes and 8 GB at 2 hours)."""
     audio = np.concatenate([np.concatenate([a, np.zeros(8000, np.float32)]) for a in test_audio])
     audio = np.tile(audio, int(np.ceil(600 * 16000 / audio.size)))[: 600 * 16000]
     wav = tmp_path / "long.wav"
     sf.write(wav, audio, 16000)
     code = ("import resource, sys, torch; torch.set_num_threads(1); "
             "from wenet_lite import transcribe; "
-            f"t = transcribe({str(tiny.path)!r}, {str(wav)!r}); "
+            f"t = transcribe({str(tiny.path)!r}, {str(wav)!r}, chunk_size={chunk_size}); "
             "print(len(t.text.split()), t.duration, "
             "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=600, check=True).stdout.split()  # fmt: skip
     words, duration, peak_mb = int(out[0]), float(out[1]), int(out[2])
-    assert duration == 600.0 and words > 500 and peak_mb < 1500, out
+    assert duration == 600.0 and words > 500 and peak_mb < limit_mb, out
 
 
 def test_cli_formats_inputs_and_bad_files(tiny, files, bad_audio, tmp_path, capsys) -> None:
@@ -225,3 +229,68 @@ def test_a_quoted_glob_does_not_follow_directory_links(tmp_path) -> None:
     found, missing = expand_inputs([str(tmp_path / "d" / "**" / "*.wav")])
     assert found == [str(tmp_path / "d" / "a.wav"), str(tmp_path / "d" / "e" / "b.wav")]
     assert missing == []
+
+
+def test_the_load_once_api(tiny, files, test_audio) -> None:
+    """Transcriber is exported; search options by their CLI names (beam alone selects the
+    prefix beam); threads sets torch's; each bad argument is one ValueError naming it."""
+    import torch
+
+    from wenet_lite import Transcriber
+
+    torch.set_num_threads(2)
+    tr = Transcriber(tiny.path, threads=1)
+    assert torch.get_num_threads() == 1
+    assert tr.file(files[0]).text == transcribe(tiny.path, files[0]).text
+    beam = Transcriber(tiny.path, beam=4)
+    assert beam.search == SearchOptions(mode="prefix_beam", beam_size=4)
+    assert beam.file(files[0]).text == transcribe(tiny.path, files[0],
+                                                  search=SearchOptions("prefix_beam", 4)).text
+    with pytest.raises(TypeError, match="unknown option.*beams.*known: .*beam"):
+        Transcriber(tiny.path, beams=4)
+    for bad, match in [({"chunk_size": -1}, "chunk_size"), ({"chunk_size": 1.5}, "chunk_size"),
+                       ({"pause": float("nan")}, "pause"), ({"threads": 0}, "threads")]:
+        with pytest.raises(ValueError, match=match):
+            Transcriber(tiny.path, **bad)
+    with pytest.raises(ValueError, match="model must be"):
+        Transcriber(None)
+    pcm = (test_audio[0] * 32767).astype(np.int16)
+    with pytest.raises(ValueError, match="divide 16-bit PCM by 32768"):
+        tr.array(pcm, 16000)
+    for rate in (0, "16000"):
+        with pytest.raises(ValueError, match="sample"):
+            tr.array(test_audio[0], rate)
+
+
+@pytest.mark.parametrize("chunk", [0, 4])
+def test_low_rates_warn_or_are_refused_and_bad_headers_refused(tiny, test_audio, tmp_path,
+                                                                chunk, caplog) -> None:  # fmt: skip
+    """8 kHz audio is upsampled with one warning naming its rate (or refused with
+    upsample=False); a header claiming 1 Hz is refused before any resampling."""
+    import struct
+
+    from wenet_lite import Transcriber
+    from wenet_lite.features.audio import AudioError, resample
+
+    narrow = tmp_path / "phone.wav"
+    sf.write(narrow, resample(test_audio[0], 16000, 8000), 8000, subtype="PCM_16")
+    with caplog.at_level("WARNING"):
+        text = Transcriber(tiny.path, chunk_size=chunk).file(narrow).text
+    warned = [r.getMessage() for r in caplog.records if "8000 Hz" in r.getMessage()]
+    assert len(warned) == 1 and str(narrow) in warned[0] and "--no-upsample" in warned[0]
+    assert isinstance(text, str)
+    with pytest.raises(AudioError, match="phone.wav: 8000 Hz audio is below the model's 16000"):
+        Transcriber(tiny.path, chunk_size=chunk, upsample=False).file(narrow)
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        Transcriber(tiny.path, chunk_size=chunk).array(test_audio[0], 16000)
+    assert not caplog.records  # the model's own rate: no warning
+    wav = tmp_path / "one_hertz.wav"
+    sf.write(wav, test_audio[0], 16000, subtype="PCM_16")
+    data = bytearray(wav.read_bytes())
+    data[24:28] = struct.pack("<I", 1)
+    wav.write_bytes(bytes(data))
+    with pytest.raises(AudioError, match=r"one_hertz.wav: sample rate 1 Hz is outside"):
+        Transcriber(tiny.path, chunk_size=chunk).file(wav)
+    with pytest.raises(AudioError, match=r"-: sample rate 1 Hz is outside"):
+        Transcriber(tiny.path, chunk_size=chunk).audio_bytes(bytes(data), "-")

@@ -14,6 +14,7 @@ from wenet_lite.cli.flags import (
     add_endpoint,
     add_engine,
     add_options,
+    add_upsample,
     chunking_from,
     device_from,
     endpoint_from,
@@ -123,10 +124,12 @@ def add_stream(sub: argparse._SubParsersAction) -> None:
         help="streaming recognition of audio files or live PCM on stdin",
         description="usage: wenet-lite stream --model exp/u2/avg_5.pt [--chunk-size 16] "
         "[--left-chunks -1] [--json] a.wav b.flac ...\n"
-        "       arecord -t raw -f S16_LE -r 16000 -c 1 - | wenet-lite stream --model M -\n"
+        "       arecord -f S16_LE -r 16000 -c 1 | wenet-lite stream --model M -\n"
         "       wenet-lite stream --model M --ref data/test-clean [--out DIR]\n\n"
-        "Files: WAV/FLAC/... at any sample rate, mono or stereo, read piece by piece. '-': raw "
-        "16-bit little-endian mono PCM on stdin at --sample-rate. Partial hypotheses go to "
+        "Files: WAV/FLAC/... at any sample rate, mono or stereo, read piece by piece. '-': an "
+        "audio file on stdin (a 16-bit WAV streams as it arrives), or with --raw RATE raw "
+        "16-bit little-endian mono PCM at RATE Hz. Audio below the model's sample rate is "
+        "upsampled with a warning (--no-upsample: refused). Partial hypotheses go to "
         "stderr as they change, final segments (split by endpointing) with word times to "
         "stdout; --json prints JSON lines of type partial/final/error instead, and a last "
         "summary line. --mode attention_rescoring: partials stay CTC, each final segment's "
@@ -147,8 +150,11 @@ def add_stream(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="JSON lines on stdout")
     add_endpoint(p)
     p.add_argument(
-        "--sample-rate", type=positive_int, default=16000, help="of PCM on stdin (16000)"
-    )
+        "--raw", type=positive_int, metavar="RATE",
+        help="'-' is raw 16-bit mono PCM at RATE Hz (default: an audio file with a header)",
+    )  # fmt: skip
+    p.add_argument("--sample-rate", type=positive_int, dest="raw", help=argparse.SUPPRESS)
+    add_upsample(p)
     p.add_argument(
         "--max-streams", type=positive_int, default=1, help="inputs decoded concurrently"
     )
@@ -178,7 +184,7 @@ def _run_stream(args: argparse.Namespace) -> int:
     recognizer = recognizer_from(args, options, endpoint)
     report = stream_inputs(
         recognizer, args.inputs or list(refs.audio if refs else []), json_lines=args.json,
-        max_streams=args.max_streams, sample_rate=args.sample_rate,
+        max_streams=args.max_streams, raw_rate=args.raw, upsample=args.upsample,
     )  # fmt: skip
     if refs is not None:
         _score_stream(args, refs, recognizer, report)

@@ -13,7 +13,7 @@ from wenet_lite.cpu import PRECISIONS
 
 __all__ = [
     "UsageError", "add_set", "add_options", "options_from", "add_chunking", "chunking_from",
-    "add_endpoint", "endpoint_from",
+    "add_endpoint", "endpoint_from", "add_upsample",
     "device_from", "output_dir", "output_file", "output_path", "add_engine", "engine_spec",
     "recognizer_from",
 ]  # fmt: skip
@@ -222,6 +222,15 @@ def device_from(name: Optional[str]) -> str:
     elif device.type != "cpu":
         raise UsageError(f"--device {name}: only cpu and cuda devices are supported")
     return name
+
+
+def add_upsample(p: argparse.ArgumentParser) -> None:
+    """`--no-upsample`: audio below the model's rate is refused instead of upsampled."""
+    p.add_argument(
+        "--no-upsample", dest="upsample", action="store_false",
+        help="refuse audio below the model's sample rate (default: upsample it, with a "
+        "warning naming the rate: telephone audio decodes worse)",
+    )  # fmt: skip
 
 
 def add_engine(p: argparse.ArgumentParser, scope: str = "") -> None:

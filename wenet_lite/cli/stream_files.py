@@ -31,7 +31,13 @@ from typing import IO, Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, 
 
 import numpy as np
 
-from wenet_lite.features.audio import AudioError, read_audio_blocks, read_pcm16
+from wenet_lite.features.audio import (
+    AudioError,
+    check_rate,
+    decode_audio_bytes,
+    read_audio_blocks,
+    read_pcm16,
+)
 from wenet_lite.runtime.result import Result
 from wenet_lite.runtime.streaming import Stream, StreamCursor, StreamingRecognizer
 from wenet_lite.search.ctc_search import Hypothesis
@@ -84,6 +90,8 @@ class _Active:
     name: str
     blocks: Iterator[Tuple[np.ndarray, int]]
     stream: Stream
+    model_rate: int
+    upsample: bool
     shown: Optional[_Shown] = None
     """the partial result last printed (None: none in the open segment yet)"""
     finished: bool = False
@@ -98,13 +106,92 @@ class _Active:
         self.cursor = StreamCursor(self.stream)
 
 
-def _pcm_blocks(stdin: BinaryIO, sample_rate: int) -> Iterator[Tuple[np.ndarray, int]]:
-    block = max(1, int(sample_rate * _STDIN_BLOCK_S))
-    while True:
-        samples = read_pcm16(stdin, block)
+def _pcm_blocks(
+    stdin: BinaryIO, sample_rate: int, channels: int = 1, limit: Optional[int] = None
+) -> Iterator[Tuple[np.ndarray, int]]:
+    """16-bit PCM in 100 ms blocks, channels averaged; at most ``limit`` bytes."""
+    block = max(1, int(sample_rate * _STDIN_BLOCK_S)) * channels
+    left = limit
+    while left is None or left > 0:
+        want = block if left is None else min(block, left // 2)
+        samples = read_pcm16(stdin, want) if want > 0 else np.zeros(0, np.float32)
         if samples.size == 0:
             return
+        if left is not None:
+            left -= 2 * samples.size
+        if channels > 1:
+            samples = samples[: samples.size // channels * channels].reshape(-1, channels)
+            samples = samples.mean(axis=1, dtype=np.float32)
         yield samples, sample_rate
+
+
+def _stdin_blocks(stdin: BinaryIO, raw_rate: Optional[int]) -> Iterator[Tuple[np.ndarray, int]]:
+    """What stdin holds: raw PCM at ``raw_rate`` when given; else an audio file, known by
+    its header. A 16-bit PCM WAV (what `arecord` writes) streams as it arrives; FLAC, OGG and
+    other WAV encodings are read to the end, then decoded as `transcribe -` does."""
+    if raw_rate is not None:
+        yield from _pcm_blocks(stdin, raw_rate)
+        return
+    head = _read_upto(stdin, 12)
+    if not head:
+        raise AudioError(STDIN, "empty", "empty input (no audio bytes)")
+    if head[:4] == b"RIFF" and head[8:12] == b"WAVE":
+        seen = bytearray(head)
+        fmt = _wav_stream_format(stdin, seen)
+        if fmt is not None:
+            rate, channels, size = fmt
+            yield from _pcm_blocks(stdin, rate, channels, size)
+            return
+        head = bytes(seen)  # another encoding: decoded whole below
+    elif head[:4] not in (b"fLaC", b"OggS"):
+        raise AudioError(
+            STDIN, "unreadable", "no WAV, FLAC or OGG header: for raw 16-bit little-endian "
+            "PCM give its rate, --raw RATE (e.g. --raw 16000)"
+        )  # fmt: skip
+    samples, rate = decode_audio_bytes(head + stdin.read(), STDIN)
+    step = max(1, int(rate * _STDIN_BLOCK_S))
+    for i in range(0, samples.size, step):
+        yield samples[i : i + step], rate
+
+
+def _read_upto(stdin: BinaryIO, n: int) -> bytes:
+    """Up to ``n`` bytes (fewer only at the end: a pipe delivers in pieces)."""
+    out = bytearray()
+    while len(out) < n:
+        piece = stdin.read(n - len(out))
+        if not piece:
+            break
+        out += piece
+    return bytes(out)
+
+
+def _wav_stream_format(stdin: BinaryIO, seen: bytearray) -> Optional[Tuple[int, int, int]]:
+    """Read a WAV's chunks up to its data: (rate, channels, data bytes) for 16-bit PCM, None
+    for another encoding (every byte read is appended to ``seen``)."""
+    fmt = b""
+    while True:
+        head = _read_upto(stdin, 8)
+        seen += head
+        if len(head) < 8:
+            raise AudioError(STDIN, "unreadable", "WAV header ends before its data")
+        size = int.from_bytes(head[4:8], "little")
+        if head[:4] == b"data":
+            break
+        if size > 1 << 20:
+            raise AudioError(STDIN, "unreadable", f"WAV chunk {head[:4]!r} of {size} bytes")
+        body = _read_upto(stdin, size + size % 2)
+        seen += body
+        if head[:4] == b"fmt ":
+            fmt = body
+    if len(fmt) < 16:
+        raise AudioError(STDIN, "unreadable", "WAV without a format chunk before its data")
+    tag, channels = int.from_bytes(fmt[0:2], "little"), int.from_bytes(fmt[2:4], "little")
+    rate, bits = int.from_bytes(fmt[4:8], "little"), int.from_bytes(fmt[14:16], "little")
+    if tag == 0xFFFE and len(fmt) >= 26:  # WAVE_FORMAT_EXTENSIBLE: the sub-format's tag
+        tag = int.from_bytes(fmt[24:26], "little")
+    if tag != 1 or bits != 16 or channels < 1:
+        return None
+    return rate, channels, size
 
 
 class _Printer:
@@ -162,12 +249,15 @@ def stream_inputs(
     *,
     json_lines: bool = False,
     max_streams: int = 1,
-    sample_rate: int = 16000,
+    raw_rate: Optional[int] = None,
     out: Optional[IO[str]] = None,
     err: Optional[IO[str]] = None,
     stdin: Optional[BinaryIO] = None,
+    upsample: bool = True,
 ) -> StreamReport:
-    """Stream every input (paths, or ``-`` for PCM on stdin).
+    """Stream every input (paths, or ``-`` for stdin: an audio file, or with ``raw_rate``
+    raw 16-bit PCM at that rate). Audio below the model's rate is upsampled with a warning,
+    or with ``upsample`` False refused as a failed input.
 
     A failing input is reported (its file named) and the others are still decoded. Ctrl-C
     (KeyboardInterrupt) ends the inputs being decoded: what arrived is decoded and printed
@@ -178,7 +268,7 @@ def stream_inputs(
     if list(inputs).count(STDIN) > 1:
         raise ValueError("'-' (stdin) can be given only once")
     printer = _Printer(json_lines, out or sys.stdout, err or sys.stderr)
-    session = _Session(recognizer, printer, sample_rate, stdin)
+    session = _Session(recognizer, printer, raw_rate, stdin, upsample)
     pending = list(inputs)[::-1]
     start = time.perf_counter()
     try:
@@ -202,11 +292,12 @@ class _Session:
         self,
         recognizer: StreamingRecognizer,
         printer: _Printer,
-        sample_rate: int,
+        raw_rate: Optional[int],
         stdin: Optional[BinaryIO],
+        upsample: bool,
     ) -> None:
         self.rec, self.printer = recognizer, printer
-        self.sample_rate, self.stdin = sample_rate, stdin
+        self.raw_rate, self.stdin, self.upsample = raw_rate, stdin, upsample
         self.active: List[_Active] = []
         self.report = StreamReport()
         # Files are read a chunk at a time, so partial results appear chunk by chunk.
@@ -216,10 +307,12 @@ class _Session:
 
     def open(self, name: str) -> None:
         if name == STDIN:
-            blocks = _pcm_blocks(self.stdin or sys.stdin.buffer, self.sample_rate)
+            blocks = _stdin_blocks(self.stdin or sys.stdin.buffer, self.raw_rate)
         else:
             blocks = read_audio_blocks(name, block_seconds=self.block_s)
-        self.active.append(_Active(name, blocks, self.rec.create_stream()))
+        model_rate = self.rec.cfg.features.sample_rate
+        self.active.append(_Active(name, blocks, self.rec.create_stream(), model_rate,
+                                   self.upsample))  # fmt: skip
 
     def step(self) -> None:
         """Feed every input one block, decode all ready chunks, print, retire finished ones."""
@@ -261,6 +354,8 @@ def _feed(a: _Active) -> None:
             a.finished = True
             a.stream.input_finished()
         else:
+            if a.samples == 0:  # the first block: its rate is the input's
+                check_rate(a.name, block[1], a.model_rate, a.upsample)
             a.stream.accept_waveform(block[1], block[0])
             a.samples, a.rate = a.samples + block[0].size, block[1]
     except (AudioError, ValueError) as e:

@@ -49,6 +49,7 @@ def add_transcribe(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     p.add_argument("--device", default="cpu", help=flags.DEVICE_HELP)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    flags.add_upsample(p)
     flags.add_engine(p, "--chunk-size C: ")
     p.set_defaults(func=_run_transcribe)
 
@@ -130,7 +131,8 @@ def _run_transcribe(args: argparse.Namespace) -> int:
         transcriber = Transcriber(
             args.model, chunking.chunk_size, chunking.left_chunks, search,
             flags.endpoint_from(args), device, pause=args.pause, engine=spec,
-            progress=not args.no_progress and sys.stderr.isatty(),
+            progress=not args.no_progress and sys.stderr.isatty(), threads=args.threads,
+            upsample=args.upsample,
         )  # fmt: skip
     except RuleError as e:  # checked before anything is loaded
         raise UsageError(str(e)) from None

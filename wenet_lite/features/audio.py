@@ -26,6 +26,9 @@ import soxr
 __all__ = [
     "AUDIO_FORMATS",
     "AudioError",
+    "RATE_RANGE",
+    "check_rate",
+    "decode_audio_bytes",
     "load_audio",
     "read_audio_blocks",
     "resample",
@@ -97,11 +100,16 @@ def quiet_decoder(path: PathLike, is_mp3: Optional[bool] = None) -> Iterator[Non
 AUDIO_FORMATS = "WAV, FLAC, OGG/Vorbis, Opus, MP3 and the other formats of libsndfile"
 """What every reader of audio files accepts (``soundfile.available_formats()`` lists them)."""
 
-AUDIO_ERROR_KINDS = ("missing", "unreadable", "empty", "non_finite", "truncated")
+AUDIO_ERROR_KINDS = ("missing", "unreadable", "empty", "non_finite", "truncated", "rate")
+
+RATE_RANGE = (4000, 768_000)
+"""Sample rates a file may declare, Hz. Outside it the header is damaged or hostile: a
+139 KB file claiming 1 Hz would resample to a billion samples."""
 
 
 class AudioError(ValueError):
-    """An audio file is missing, unreadable, empty, truncated or holds non-finite samples.
+    """An audio file is missing, unreadable, empty, truncated, holds non-finite samples or
+    has a sample rate that cannot be speech (``rate``).
 
     The message names the file; ``kind`` is one of :data:`AUDIO_ERROR_KINDS`.
     """
@@ -138,15 +146,16 @@ def load_audio(path: PathLike, target_rate: int) -> np.ndarray:
 
 
 def read_audio_blocks(
-    path: PathLike, block_seconds: float = 0.1
+    path: PathLike, block_seconds: Optional[float] = 0.1
 ) -> Iterator[Tuple[np.ndarray, int]]:
-    """Decode an audio file piece by piece: (samples (N,) float32 mono, file rate) per block.
+    """Decode an audio file piece by piece: (samples (N,) float32 mono, file rate) per block
+    (None: the whole file in one block).
 
     For streaming long files in constant memory. Blocks hold what :func:`load_audio` reads
     before resampling (clipped to [-1, 1]), and the same problems raise the same AudioError,
     some only when the reader gets there (NaN samples, a truncated file).
     """
-    if block_seconds <= 0:
+    if block_seconds is not None and block_seconds <= 0:
         raise ValueError(f"block_seconds must be positive, got {block_seconds}")
     return _decode(Path(path), block_seconds)
 
@@ -168,6 +177,8 @@ def _decode(path: Path, block_seconds: Optional[float]) -> Iterator[Tuple[np.nda
         ) from None
     with f:
         declared, rate, done = f.frames, int(f.samplerate), 0
+        if not RATE_RANGE[0] <= rate <= RATE_RANGE[1]:
+            raise AudioError(path, "rate", _rate_problem(rate))
         block = -1 if block_seconds is None else max(1, int(block_seconds * rate))
         while True:
             try:
@@ -206,6 +217,53 @@ def _decode(path: Path, block_seconds: Optional[float]) -> Iterator[Tuple[np.nda
             "truncated",
             f"cannot decode audio: truncated, decoded {done} of {declared} frames declared",
         )
+
+
+def decode_audio_bytes(data: bytes, name: str) -> Tuple[np.ndarray, int]:
+    """The (N,) float32 mono samples and rate of an audio file's bytes (stdin, an upload);
+    AudioError naming ``name`` for empty, undecodable or non-finite data or a bad rate."""
+    import io
+
+    if not data:
+        raise AudioError(name, "empty", "empty input (no audio bytes)")
+    try:
+        samples, rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)  # (N, Ch)
+    except (sf.LibsndfileError, RuntimeError, TypeError) as e:
+        raise AudioError(name, "unreadable", f"not audio libsndfile reads ({e})") from None
+    if not RATE_RANGE[0] <= rate <= RATE_RANGE[1]:
+        raise AudioError(name, "rate", _rate_problem(rate))
+    if samples.shape[0] == 0 or samples.shape[1] == 0:
+        raise AudioError(name, "empty", "no samples")
+    if not np.isfinite(samples).all():
+        raise AudioError(name, "non_finite", "audio contains non-finite samples (NaN or inf)")
+    np.clip(samples, -1.0, 1.0, out=samples)
+    mono = samples.mean(axis=1, dtype=np.float32) if samples.shape[1] > 1 else samples[:, 0]
+    return np.ascontiguousarray(mono), int(rate)
+
+
+def _rate_problem(rate: float) -> str:
+    low, high = RATE_RANGE
+    return f"sample rate {rate:g} Hz is outside {low}-{high} Hz (a damaged header?)"
+
+
+def check_rate(name: PathLike, rate: float, model_rate: int, upsample: bool = True) -> None:
+    """Refuse a rate outside :data:`RATE_RANGE` (AudioError naming ``name``); for a rate below
+    the model's, warn once in one line, or with ``upsample`` False refuse it: upsampled
+    telephone audio has no energy above its Nyquist band, where a 16 kHz model looks for it,
+    and decodes worse without any other sign."""
+    if not RATE_RANGE[0] <= rate <= RATE_RANGE[1]:
+        raise AudioError(name, "rate", _rate_problem(rate))
+    if rate >= model_rate:
+        return
+    if not upsample:
+        raise AudioError(
+            name, "rate", f"{rate:g} Hz audio is below the model's {model_rate} Hz "
+            "(refused by --no-upsample)"
+        )  # fmt: skip
+    _log.warning(
+        "%s: %g Hz audio upsampled to the model's %d Hz: it has nothing above %g Hz and may "
+        "decode worse (--no-upsample refuses it)", name, rate, model_rate, rate / 2,
+    )  # fmt: skip
 
 
 def _wav_declared_frames(path: Path) -> Optional[int]:
