@@ -42,7 +42,7 @@ from wenet_lite.features.audio import (
     resample,
 )
 from wenet_lite.runtime.endpoint import EndpointConfig
-from wenet_lite.runtime.result import Result, Word, make_result
+from wenet_lite.runtime.result import Result, Word, join_words, make_result, unspaced
 from wenet_lite.search.options import SearchOptions
 
 __all__ = ["FORMATS", "Cue", "Segment", "Transcriber", "Transcript", "format_transcript",
@@ -266,9 +266,9 @@ class Transcriber:
         rate_sub = net.encoder.subsampling.rate
         shift = cfg.features.frame_shift_ms / 1000
         whole = make_result(hyps[0], tokenizer, 0, 0, rate_sub, shift, True,
-                            self._models.context)  # fmt: skip
+                            self._models.context, pause=self.pause)  # fmt: skip
         segments = split_at_pauses(whole, self.pause)
-        return Transcript(name, whole.text, segments, duration)
+        return Transcript(name, " ".join(s.text for s in segments), segments, duration)
 
 
 _BLOCK_SECONDS = 10.0
@@ -326,13 +326,14 @@ def _segment(words: Sequence[Word], text: str, start: float, end: float) -> Segm
 
 def split_at_pauses(result: Result, pause: float) -> List[Segment]:
     """The result's words in segments, a new one where ``pause`` seconds pass between the end
-    of a word and the start of the next."""
+    of a word and the start of the next (words of a result made with the same ``pause`` never
+    span one, see ``make_result``)."""
     groups: List[List[Word]] = []
     for w in result.words:
         if not groups or w.start - groups[-1][-1].end >= pause:
             groups.append([])
         groups[-1].append(w)
-    return [_segment(g, " ".join(w.text for w in g), g[0].start, g[-1].end) for g in groups if g]
+    return [_segment(g, join_words([w.text for w in g]), g[0].start, g[-1].end) for g in groups]
 
 
 @overload
@@ -434,11 +435,13 @@ def _short_words(words: Iterable[Word], max_chars: int) -> List[Word]:
 
 
 def _wrap(words: Sequence[Word], max_chars: int) -> List[str]:
-    """Words in lines of at most ``max_chars`` characters, greedily."""
+    """Words in lines of at most ``max_chars`` characters, greedily (no space between two
+    words of an unspaced script)."""
     lines: List[str] = []
-    for w in words:
-        if lines and len(lines[-1]) + 1 + len(w.text) <= max_chars:
-            lines[-1] += " " + w.text
+    for i, w in enumerate(words):
+        gap = "" if i and unspaced(words[i - 1].text) and unspaced(w.text) else " "
+        if lines and len(lines[-1]) + len(gap) + len(w.text) <= max_chars:
+            lines[-1] += gap + w.text
         else:
             lines.append(w.text)
     return lines

@@ -10,7 +10,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 import pytest
@@ -294,3 +294,65 @@ def test_low_rates_warn_or_are_refused_and_bad_headers_refused(tiny, test_audio,
         Transcriber(tiny.path, chunk_size=chunk).file(wav)
     with pytest.raises(AudioError, match=r"-: sample rate 1 Hz is outside"):
         Transcriber(tiny.path, chunk_size=chunk).audio_bytes(bytes(data), "-")
+
+
+class _Pieces:
+    """A tokenizer of a fixed piece list (what make_result reads of one)."""
+
+    def __init__(self, pieces: List[str]) -> None:
+        self._pieces = pieces
+
+    def id_to_piece(self, i: int) -> str:
+        return self._pieces[i]
+
+    def decode(self, ids) -> str:
+        return "".join(self._pieces[i] for i in ids).replace("\u2581", " ").strip()
+
+
+def _transcript(pieces: List[str], frames: List[int], pause: Optional[float]) -> Transcript:
+    """What full context makes of tokens at encoder frames (40 ms each)."""
+    from wenet_lite.runtime.result import make_result
+    from wenet_lite.search.ctc_search import Hypothesis
+
+    ids = list(range(len(pieces)))
+    hyp = Hypothesis(ids, 0.0, frames, 1.0)
+    whole = make_result(hyp, _Pieces(pieces), 0, 0, 4, 0.01, True, pause=pause)
+    segments = split_at_pauses(whole, 0.8)
+    return Transcript("x", " ".join(s.text for s in segments), segments, frames[-1] * 0.04 + 1)
+
+
+def test_no_word_spans_a_pause() -> None:
+    """A word piece 1.5 s after the last token starts a word and a segment though it has no
+    word-start mark, so the subtitles cut there; without the pause rule (None) the word spans
+    the pause and one cue holds both sentences."""
+    pieces = ["\u2581THE", "\u2581HAART", "LETS", "\u2581WENT"]
+    frames = [10, 20, 20 + 38, 66]  # 'LETS' 1.52 s after 'HAART'
+    t = _transcript(pieces, frames, pause=0.8)
+    assert [s.text for s in t.segments] == ["THE HAART", "LETS WENT"]
+    assert [w.text for w in t.words] == ["THE", "HAART", "LETS", "WENT"]
+    cues = subtitle_cues(t)
+    assert [c.lines for c in cues] == [("THE HAART",), ("LETS WENT",)]
+    assert cues[0].end <= 20 * 0.04 + 0.04 + 0.5 and cues[1].start == pytest.approx(58 * 0.04)
+    glued = _transcript(pieces, frames, pause=None)
+    assert [w.text for w in glued.words] == ["THE", "HAARTLETS", "WENT"]
+    assert len(subtitle_cues(glued)) == 1
+
+
+def test_characters_of_unspaced_scripts_are_words_with_their_own_times() -> None:
+    t = _transcript(["\u2581\u4eca", "\u5929", "\u597d", "\u2581OK"], [5, 9, 14, 20], pause=0.8)
+    assert [(w.text, w.start) for w in t.words] == [
+        ("\u4eca", 0.2), ("\u5929", 0.36), ("\u597d", 0.56), ("OK", 0.8)
+    ]
+    assert t.text == "\u4eca\u5929\u597d OK"
+    assert subtitle_cues(t)[0].lines == ("\u4eca\u5929\u597d OK",)
+
+
+@pytest.mark.parametrize("search", [{}, {"beam": 4}])
+def test_two_utterances_a_pause_apart_make_two_cues(tiny, test_audio, search) -> None:
+    gap = (test_audio[0].size / 16000, test_audio[0].size / 16000 + 1.5)
+    audio = np.concatenate([test_audio[0], np.zeros(24000, np.float32), test_audio[1]])
+    t = transcribe(tiny.path, audio, 16000, **search)
+    assert t.words and all(w.end <= gap[0] + 0.3 or w.start >= gap[1] - 0.1 for w in t.words)
+    cues = subtitle_cues(t)
+    assert len(cues) >= 2
+    assert all(c.end <= gap[0] + 0.5 or c.start >= gap[1] - 0.1 for c in cues)

@@ -8,6 +8,7 @@ at sentencepiece's word-start marker '▁'; a word ends one encoder frame after 
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, List, Optional, Sequence
 
@@ -17,7 +18,8 @@ from wenet_lite.search.ctc_search import Hypothesis, frames_to_seconds
 if TYPE_CHECKING:
     from wenet_lite.search.context import ContextGraph
 
-__all__ = ["Word", "Result", "hotword_tokens", "make_result", "merge_results", "spell"]
+__all__ = ["Word", "Result", "hotword_tokens", "join_words", "make_result", "merge_results", "spell",
+           "unspaced"]  # fmt: skip
 
 _WORD_START = "\u2581"  # sentencepiece's '▁'
 
@@ -64,6 +66,7 @@ def make_result(
     is_final: bool,
     context: Optional[ContextGraph] = None,
     with_words: bool = True,
+    pause: Optional[float] = None,
 ) -> Result:
     """Turn a segment's hypothesis into a :class:`Result`.
 
@@ -74,6 +77,8 @@ def make_result(
         context: the hotword graph of the search, to mark the words it matched.
         with_words: False leaves ``words`` empty (a server's partial results need only the
             text and tokens, and grouping words costs half the spelling).
+        pause: seconds of silence between two tokens that end a word even without a
+            word-start piece after them (None: pieces alone decide), so no word spans a pause.
     """
     frames = [first_frame + t for t in hyp.timestamps]
     times = _seconds(frames, subsampling_rate, frame_shift_s)
@@ -86,7 +91,8 @@ def make_result(
         tokens=pieces,
         timestamps=times,
         words=_words(
-            hyp.tokens, pieces, times, tokenizer, frame_s, hotword_tokens(hyp.tokens, context)
+            hyp.tokens, pieces, times, tokenizer, frame_s, hotword_tokens(hyp.tokens, context),
+            pause,
         )
         if with_words
         else [],
@@ -124,10 +130,21 @@ def _words(
     tokenizer: Tokenizer,
     frame_s: float,
     hotword: Sequence[bool],
+    pause: Optional[float] = None,
 ) -> List[Word]:
+    """Tokens grouped into words: a new word at a word-start piece, at each character of an
+    unspaced script (CJK: every character a word with its own time), and after a silence of
+    ``pause`` seconds from one token's end (its time plus a frame) to the next token."""
     groups: List[List[int]] = []  # token positions of each word
     for i, piece in enumerate(pieces):
-        if not groups or piece.startswith(_WORD_START):
+        starts = (
+            not groups
+            or piece.startswith(_WORD_START)
+            or unspaced(piece)
+            or unspaced(pieces[i - 1])
+            or (pause is not None and times[i] - times[i - 1] - frame_s >= pause)
+        )
+        if starts:
             groups.append([])
         groups[-1].append(i)
     words = []
@@ -137,6 +154,23 @@ def _words(
             end = round(times[group[-1]] + frame_s, 6)
             words.append(Word(text, times[group[0]], end, all(hotword[i] for i in group)))
     return words
+
+
+def unspaced(text: str) -> bool:
+    """Whether ``text`` (a piece, a word) is written without spaces between words: Han,
+    kana, Hangul syllables and the other wide characters (CJK) alone."""
+    text = text.lstrip(_WORD_START)
+    return bool(text) and all(unicodedata.east_asian_width(c) in "WF" for c in text)
+
+
+def join_words(words: Sequence[str]) -> str:
+    """Words as text: a space between two words unless both are :func:`unspaced`."""
+    out = ""
+    for i, w in enumerate(words):
+        if i and not (unspaced(words[i - 1]) and unspaced(w)):
+            out += " "
+        out += w
+    return out
 
 
 def merge_results(results: Sequence[Result], is_final: bool) -> Result:
