@@ -58,5 +58,58 @@ def test_every_problem_names_the_file(bundle_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=rf"{record}: its config does not load: .*nonsense"):
         read_bundle(bundle_dir)
     _edit(bundle_dir, lambda r: r.pop("files"))
-    with pytest.raises(ValueError, match=rf"{record}: not a wenet_lite export record"):
+    with pytest.raises(ValueError, match=rf"{record}: files must be a dict, it is missing"):
+        read_bundle(bundle_dir)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            lambda r: r["metadata"].pop("chunk_size"),
+            "metadata.chunk_size must be an integer, it is missing",
+        ),
+        (
+            lambda r: r["metadata"].update(chunk_size="abc"),
+            "metadata.chunk_size must be an integer, it is 'abc'",
+        ),
+        (lambda r: r["metadata"].update(left_chunks="-5"), "metadata: left chunks must be"),
+        (lambda r: r.update(metadata=[1]), "metadata must be a dict, it is a list"),
+        (lambda r: r.update(files=["a"]), "files must be a dict, it is a list"),
+        (lambda r: r.update(files={}), "files names no 'model'"),
+        (
+            lambda r: r.update(files={"model": "/etc/passwd"}),
+            "files.model must be a file name inside",
+        ),
+        (lambda r: r.update(files={"model": "../model.pte"}), "files.model must be a file name"),
+        (
+            lambda r: (
+                r["metadata"].update(sample_rate="16000")
+                or r["config"]["features"].update(sample_rate=8000)
+            ),
+            "config.features.sample_rate is 8000 but the programs were exported with 16000",
+        ),
+        (
+            lambda r: (
+                r["metadata"].update(num_mel_bins="80")
+                or r["config"]["features"].update(num_mel_bins=40)
+            ),
+            "config.features.num_mel_bins is 40",
+        ),
+    ],
+)
+def test_records_are_checked_before_any_program_is_opened(bundle_dir, change, message) -> None:
+    """Wrong types, missing keys, names outside the directory and a config edited away from
+    the metadata the programs were exported with: each one line naming the record."""
+    _edit(bundle_dir, change)
+    with pytest.raises(ValueError, match=f"{bundle_dir / BUNDLE_FILE}: {message}"):
+        read_bundle(bundle_dir)
+
+
+def test_deeply_nested_json_is_one_line(bundle_dir: Path) -> None:
+    (bundle_dir / BUNDLE_FILE).write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        read_bundle(bundle_dir)
+    (bundle_dir / BUNDLE_FILE).write_bytes(b'{"a": "' + bytes([0xFF]) + b'"}')
+    with pytest.raises(ValueError, match=r"wenet_lite.json: not UTF-8 text \(byte 0xff"):
         read_bundle(bundle_dir)

@@ -80,3 +80,66 @@ def test_average_is_the_mean_and_loads(tokenizer: Tokenizer, tmp_path: Path) -> 
     ]
     with pytest.raises(ValueError, match="asked to average 4 checkpoints"):
         average_checkpoints(tmp_path, 4)
+
+
+def _tamper(path: Path, tokenizer: Tokenizer, change) -> Path:
+    _write(path, tokenizer, 0)
+    payload = torch.load(path, weights_only=True)
+    change(payload)
+    torch.save(payload, path)
+    return path
+
+
+def test_a_config_claiming_a_huge_model_is_refused_before_allocating(
+    tokenizer: Tokenizer, tmp_path: Path
+) -> None:
+    """A small file whose config makes a 4096-wide encoder (0.6 G parameters in two blocks):
+    the shapes are compared on the meta device, so the refusal costs no memory."""
+    import resource
+
+    def huge(p):
+        p["config"]["encoder"].update(d_model=4096, ffn_dim=16384, num_heads=4)
+
+    path = _tamper(tmp_path / "huge.pt", tokenizer, huge)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(CheckpointError, match=r"huge.pt: weights do not match its config: "
+                       r"\S+ is \(\d+(, \d+)*\), the config makes it \(.*4096"):  # fmt: skip
+        load_model(path)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000  # KiB
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda p: p.update(tokenizer=None), "its 'tokenizer' is NoneType, not sentencepiece"),
+        (lambda p: p.update(model="x"), "its 'model' is not a state dict"),
+        (lambda p: p.update(config=[1, 2]), "its 'config' is a list, not a mapping"),
+        (
+            lambda p: p["model"].pop(next(iter(p["model"]))),
+            "weights do not match its config: it lacks",
+        ),
+        (
+            lambda p: p["model"].update(extra=torch.zeros(1)),
+            "weights do not match its config: it has extra, which the model",
+        ),
+    ],
+)
+def test_wrong_parts_are_one_line(tokenizer, tmp_path, change, message) -> None:
+    path = _tamper(tmp_path / "m.pt", tokenizer, change)
+    with pytest.raises(CheckpointError, match=f"m.pt: {message}"):
+        load_model(path)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_non_finite_weights_are_named(tokenizer, tmp_path, value) -> None:
+    """One NaN in the CTC head decoded every file to nothing, silently; it is named."""
+
+    def poison(p):
+        key = next(k for k in p["model"] if k.startswith("ctc"))
+        p["model"][key].view(-1)[3] = value
+
+    path = _tamper(tmp_path / "nan.pt", tokenizer, poison)
+    with pytest.raises(CheckpointError, match=r"nan.pt: weight ctc\S* holds 1 NaN or infinite"):
+        load_model(path)
+    _write(tmp_path / "ok.pt", tokenizer, 0)
+    load_model(tmp_path / "ok.pt")  # the same file unpoisoned loads

@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Union
+from typing import Any, Dict, Union
 
 from wenet_lite.config import ExperimentConfig, config_from_dict, config_to_dict
 from wenet_lite.data.tokenizer import Tokenizer
-from wenet_lite.fileio import atomic_open, write_text_atomic
+from wenet_lite.fileio import atomic_open, read_json, write_text_atomic
 from wenet_lite.model.chunking import Chunking
 
 __all__ = ["BUNDLE_FILE", "Bundle", "read_bundle", "write_bundle"]
@@ -76,6 +76,51 @@ def write_bundle(
     return {"tokenizer": out / TOKENIZER_FILE, "bundle": out / BUNDLE_FILE}
 
 
+_META_INTS = ("chunk_size", "left_chunks")
+"""metadata every reader needs, as integers"""
+
+
+_FEATURES = (("features.sample_rate", "sample_rate", "sample_rate"),
+             ("features.num_mel_bins", "num_mel_bins", "num_mel_bins"))  # fmt: skip
+"""(config key, FeatureConfig field, metadata key) that must agree"""
+
+
+def _check_metadata(path: Path, meta: Dict[str, Any], cfg: ExperimentConfig) -> None:
+    """The metadata's integers, and its features against the record's config: both were
+    written from one model, so a difference is an edited record (the programs keep the
+    metadata's; a config of 8 kHz would resample the audio for a 16 kHz program)."""
+    for key in (*_META_INTS, *(k for _, _, k in _FEATURES if k in meta)):
+        value = meta.get(key)
+        try:
+            meta_int = int(value) if isinstance(value, (str, int)) else None
+        except ValueError:
+            meta_int = None
+        if meta_int is None or isinstance(value, bool):
+            shown = "missing" if key not in meta else repr(value)[:40]
+            raise ValueError(f"{path}: metadata.{key} must be an integer, it is {shown}")
+    try:
+        Chunking(int(meta["chunk_size"]), int(meta["left_chunks"]))
+    except ValueError as e:
+        raise ValueError(f"{path}: metadata: {e}") from None
+    for key, field, meta_key in _FEATURES:
+        said = getattr(cfg.features, field)
+        if meta_key in meta and said != int(meta[meta_key]):
+            raise ValueError(
+                f"{path}: config.{key} is {said} but the programs were exported with "
+                f"{meta[meta_key]} (metadata.{meta_key}): the record was edited"
+            )
+
+
+def _inside(root: Path, path: Path, role: str, name: Any) -> Path:
+    """A file the record lists, which must be a plain name inside the directory (a record
+    naming ``/etc/passwd`` or ``../x.onnx`` is refused, not opened)."""
+    if not isinstance(name, str) or not name or Path(name).name != name or name in (".", ".."):
+        raise ValueError(
+            f"{path}: files.{role} must be a file name inside {root}, it is {str(name)[:80]!r}"
+        )
+    return root / name
+
+
 def read_bundle(directory: PathLike) -> Bundle:
     """Read an export directory (see the module docstring for the errors)."""
     root = Path(directory)
@@ -87,13 +132,17 @@ def read_bundle(directory: PathLike) -> Bundle:
             f"{root} is not a wenet_lite export directory: it has no {BUNDLE_FILE} "
             "(write one with wenet-lite export --format executorch or --format onnx)"
         )
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-        engine, names, meta = record["engine"], record["files"], record["metadata"]
-        version = record["bundle_version"]
-    except (ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"{path}: not a wenet_lite export record ({e!r})") from None
-    if not isinstance(version, int) or version > BUNDLE_VERSION:
+    record = read_json(path)
+    if not isinstance(record, dict):
+        raise ValueError(f"{path}: not a wenet_lite export record (a {type(record).__name__})")
+    for key, kind in (("bundle_version", int), ("engine", str), ("files", dict),
+                      ("metadata", dict), ("config", dict)):  # fmt: skip
+        if not isinstance(record.get(key), kind) or isinstance(record.get(key), bool):
+            got = "missing" if key not in record else f"a {type(record[key]).__name__}"
+            raise ValueError(f"{path}: {key} must be a {kind.__name__}, it is {got}")
+    engine, names, meta, version = (record[k] for k in ("engine", "files", "metadata",
+                                                        "bundle_version"))  # fmt: skip
+    if version > BUNDLE_VERSION:
         raise ValueError(
             f"{path}: export format {version!r}, this wenet_lite reads up to {BUNDLE_VERSION}; "
             "upgrade wenet_lite"
@@ -102,7 +151,10 @@ def read_bundle(directory: PathLike) -> Bundle:
         cfg = config_from_dict(record["config"])
     except (ValueError, KeyError, TypeError) as e:
         raise ValueError(f"{path}: its config does not load: {e}") from None
-    files = {role: root / name for role, name in names.items()}
+    _check_metadata(path, meta, cfg)
+    if "model" not in names:
+        raise ValueError(f"{path}: files names no 'model' (the encoder's program)")
+    files = {role: _inside(root, path, role, name) for role, name in names.items()}
     files["tokenizer"] = root / TOKENIZER_FILE
     for role, file in files.items():
         if not file.is_file():

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import json
 import os
 from pathlib import Path
 from typing import IO, Any, Dict, Iterator, TextIO, Union
 
-__all__ = ["atomic_open", "open_text", "temporary_path", "write_files_atomic", "write_text_atomic"]
+__all__ = ["atomic_open", "naming_text_errors", "open_text", "read_json", "read_text",
+           "temporary_path", "write_files_atomic", "write_text_atomic"]  # fmt: skip
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -88,3 +90,33 @@ def open_text(path: PathLike) -> TextIO:
     if str(path).endswith(".gz"):
         return gzip.open(path, "rt", encoding="utf-8")
     return open(path, encoding="utf-8")
+
+
+@contextlib.contextmanager
+def naming_text_errors(path: PathLike) -> Iterator[None]:
+    """Turn a UTF-8 decoding error inside the block into a ValueError naming ``path`` (the
+    codec's own message names no file)."""
+    try:
+        yield
+    except UnicodeDecodeError as e:
+        byte = e.object[e.start] if e.start < len(e.object) else None
+        what = f"byte 0x{byte:02x}: " if byte is not None else ""
+        raise ValueError(f"{path}: not UTF-8 text ({what}{e.reason})") from None
+
+
+def read_text(path: PathLike) -> str:
+    """A UTF-8 text file's text; ValueError naming the file if it is not UTF-8."""
+    with naming_text_errors(path):
+        return Path(path).read_text(encoding="utf-8")
+
+
+def read_json(path: PathLike) -> Any:
+    """A JSON file's value; ValueError naming the file if it is not UTF-8, not JSON or nested
+    too deeply for the parser (a hostile file 100,000 levels deep)."""
+    text = read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not JSON ({e})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: not JSON this reader takes (nested too deeply)") from None

@@ -277,8 +277,10 @@ _BLOCK_SECONDS = 10.0
 
 def _check_options(model: Any, chunk_size: Any, pause: Any, threads: Any) -> None:
     """ValueError naming the argument, before anything is loaded."""
-    if model is None or not isinstance(model, (str, Path, tuple, list)) and not hasattr(
-        model, "create_stream"
+    if (
+        model is None
+        or not isinstance(model, (str, Path, tuple, list))
+        and not hasattr(model, "create_stream")
     ):
         raise ValueError(
             "model must be a model file, an export directory, (model, tokenizer, config) or "
@@ -313,7 +315,9 @@ def _search_from(search: Optional[SearchOptions], given: dict) -> SearchOptions:
     names = _search_names()
     unknown = sorted(set(given) - set(names))
     if unknown:
-        raise TypeError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+        raise TypeError(
+            f"unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}"
+        )
     values = {names[k]: v for k, v in given.items()}
     if values.get("beam_size") is not None and "mode" not in values:
         values["mode"] = "prefix_beam"  # beam=5 asks for a beam, as whisper's beam_size does

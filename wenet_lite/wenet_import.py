@@ -13,7 +13,6 @@ used or knowingly dropped (the position tables, recomputed here); any other key 
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ import yaml
 
 from wenet_lite.config import config_from_dict
 from wenet_lite.data.wenet_units import SOS_EOS, read_units, wenet_tokenizer
+from wenet_lite.fileio import read_json, read_text
 from wenet_lite.model import build_model
 from wenet_lite.model_io import save_model
 from wenet_lite.wenet_keys import map_decoder, map_encoder
@@ -160,7 +160,7 @@ def import_wenet(
 
 def _read_yaml(path: Path) -> Dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(read_text(path))
     except yaml.YAMLError as e:
         raise WenetImportError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
     if not isinstance(data, dict):
@@ -363,10 +363,10 @@ def read_wenet_cmvn(path: PathLike) -> Tuple[torch.Tensor, torch.Tensor]:
     ``mean_stat``/``var_stat``/``frame_num``, or Kaldi's text matrix), as WeNet computes them
     (variance floored at 1e-20)."""
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     try:
         if text.lstrip().startswith("{"):
-            stats = json.loads(text)
+            stats = read_json(path)
             total = torch.tensor(stats["mean_stat"], dtype=torch.float64)
             squares = torch.tensor(stats["var_stat"], dtype=torch.float64)
             count = float(stats["frame_num"])

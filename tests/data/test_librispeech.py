@@ -102,6 +102,32 @@ def test_malformed_transcript_line_names_file_and_line(tmp_path: Path) -> None:
         prepare_librispeech(tmp_path, None, tmp_path / "out")
 
 
+@pytest.mark.parametrize("where", ["same file", "other file"])
+def test_an_utterance_id_twice_names_both_lines(tmp_path: Path, where: str) -> None:
+    """The same id twice made cuts with random ids and two transcripts (found only by a later
+    decode); it is refused with both places."""
+    _make_part(tmp_path, "dev-clean")
+    first = tmp_path / "dev-clean" / "19" / "121" / "19-121.trans.txt"
+    trans = (
+        first
+        if where == "same file"
+        else tmp_path / "dev-clean" / "84" / "121" / "84-121.trans.txt"
+    )
+    trans.write_text(trans.read_text() + "19-121-0000 OTHER TEXT\n")
+    with pytest.raises(ValueError, match=rf"{trans}:3: utterance 19-121-0000 appears twice "
+                       rf"\(first at {first}:1\)"):  # fmt: skip
+        prepare_librispeech(tmp_path, None, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_non_utf8_transcripts_are_named(tmp_path: Path) -> None:
+    _make_part(tmp_path, "dev-clean")
+    trans = tmp_path / "dev-clean" / "84" / "121" / "84-121.trans.txt"
+    trans.write_bytes(trans.read_bytes() + b"84-121-0002 CAF\xe9\n")
+    with pytest.raises(ValueError, match=rf"{trans}: not UTF-8 text \(byte 0xe9"):
+        prepare_librispeech(tmp_path, None, tmp_path / "out")
+
+
 def test_part_without_audio_is_a_clear_error(tmp_path: Path) -> None:
     _make_part(tmp_path, "dev-clean")
     for flac in tmp_path.rglob("*.flac"):

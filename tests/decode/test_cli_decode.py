@@ -282,8 +282,9 @@ def test_ctrl_c_finishes_live_input(mixed_rates: Path, tiny, tmp_path: Path) -> 
     assert stream_inputs(rec, [str(tmp_path / "a.wav")], json_lines=True, out=out).failed == 0
     pipe = _PipeThenCtrlC(samples.astype("<i2").tobytes())
     with pytest.raises(KeyboardInterrupt):
-        stream_inputs(rec, ["-"], json_lines=True, out=live, err=io.StringIO(), stdin=pipe,
-                      raw_rate=16000)
+        stream_inputs(
+            rec, ["-"], json_lines=True, out=live, err=io.StringIO(), stdin=pipe, raw_rate=16000
+        )
     final = _finals(live.getvalue())["-"]
     expected = _finals(out.getvalue())[str(tmp_path / "a.wav")]
     assert final[0]["text"] and final == [dict(f, file="-") for f in expected]

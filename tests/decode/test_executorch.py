@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 
 import pytest
@@ -236,8 +237,17 @@ def test_export_directory_misuse(tiny, export_dir, tmp_path, capsys, monkeypatch
     (broken / "model.int8.pte").write_bytes(b"not a program")
     with pytest.raises(ValueError, match=r"model\.int8\.pte.* not an ExecuTorch program"):
         open_recognizer(broken, engine=EngineSpec(precision="int8"))
+    # Bytes 4-7 not UTF-8: ExecuTorch's own loader logged them through a hook that aborted
+    # the process (exit 134); the identifier is checked first. A subprocess, so an abort
+    # fails this test instead of ending the run.
+    (broken / "model.pte").write_bytes(b"\x10\0\0\0\xff\xfe\xfd\xfc" + bytes(4096))
+    proc = subprocess.run([sys.executable, "-m", "wenet_lite", "stream", "--model", str(broken),
+                           str(tmp_path / "x.wav")], capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert "model.pte is not an ExecuTorch program (its identifier is" in proc.stderr
     (broken / "wenet_lite.json").write_text("{")
-    with pytest.raises(ValueError, match=r"wenet_lite\.json: not a wenet_lite export record"):
+    with pytest.raises(ValueError, match=r"wenet_lite\.json: not JSON"):
         open_recognizer(broken)
     (broken / "wenet_lite.json").unlink()
     code = main(["stream", "--model", str(broken), "x.wav"])
@@ -266,6 +276,10 @@ def test_onnx_export_directory_runs_on_onnxruntime(tiny, corpus, tmp_path, capsy
     assert from_dir and [f["text"] for f in from_dir] == [f["text"] for f in from_file]
     code = main(["stream", "--model", str(out), "--int8", *paths])
     assert code == 2 and "not batch-invariant" in capsys.readouterr().err
+    program = out / json.loads((out / "wenet_lite.json").read_text())["files"]["model"]
+    program.write_bytes(bytes(range(256)) * 8)  # not a graph: one line, not a traceback
+    assert main(["stream", "--model", str(out), *paths]) == 1
+    assert f"{program} is not an ONNX graph onnxruntime loads" in capsys.readouterr().err
 
 
 def test_engine_flags_for_executorch(tiny, capsys) -> None:

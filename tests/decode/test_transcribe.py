@@ -244,12 +244,18 @@ def test_the_load_once_api(tiny, files, test_audio) -> None:
     assert tr.file(files[0]).text == transcribe(tiny.path, files[0]).text
     beam = Transcriber(tiny.path, beam=4)
     assert beam.search == SearchOptions(mode="prefix_beam", beam_size=4)
-    assert beam.file(files[0]).text == transcribe(tiny.path, files[0],
-                                                  search=SearchOptions("prefix_beam", 4)).text
+    assert (
+        beam.file(files[0]).text
+        == transcribe(tiny.path, files[0], search=SearchOptions("prefix_beam", 4)).text
+    )
     with pytest.raises(TypeError, match="unknown option.*beams.*known: .*beam"):
         Transcriber(tiny.path, beams=4)
-    for bad, match in [({"chunk_size": -1}, "chunk_size"), ({"chunk_size": 1.5}, "chunk_size"),
-                       ({"pause": float("nan")}, "pause"), ({"threads": 0}, "threads")]:
+    for bad, match in [
+        ({"chunk_size": -1}, "chunk_size"),
+        ({"chunk_size": 1.5}, "chunk_size"),
+        ({"pause": float("nan")}, "pause"),
+        ({"threads": 0}, "threads"),
+    ]:
         with pytest.raises(ValueError, match=match):
             Transcriber(tiny.path, **bad)
     with pytest.raises(ValueError, match="model must be"):
@@ -341,7 +347,10 @@ def test_no_word_spans_a_pause() -> None:
 def test_characters_of_unspaced_scripts_are_words_with_their_own_times() -> None:
     t = _transcript(["\u2581\u4eca", "\u5929", "\u597d", "\u2581OK"], [5, 9, 14, 20], pause=0.8)
     assert [(w.text, w.start) for w in t.words] == [
-        ("\u4eca", 0.2), ("\u5929", 0.36), ("\u597d", 0.56), ("OK", 0.8)
+        ("\u4eca", 0.2),
+        ("\u5929", 0.36),
+        ("\u597d", 0.56),
+        ("OK", 0.8),
     ]
     assert t.text == "\u4eca\u5929\u597d OK"
     assert subtitle_cues(t)[0].lines == ("\u4eca\u5929\u597d OK",)

@@ -30,6 +30,7 @@ from wenet_lite.data.manifest import (
     read_recording,
     save_cuts,
 )
+from wenet_lite.fileio import naming_text_errors
 
 __all__ = ["find_librispeech_dir", "find_parts", "prepare_librispeech"]
 
@@ -107,11 +108,13 @@ def _prepare_part(corpus_dir: Path, part: str, part_dir: Path, num_jobs: int) ->
 
 
 def _scan_transcripts(part_dir: Path) -> List[Tuple[str, str]]:
-    """(utterance id, transcript) of every ``*.trans.txt`` line; a malformed line is an error
-    naming the file and line."""
+    """(utterance id, transcript) of every ``*.trans.txt`` line; a malformed line or an id
+    given twice (whose cuts would get random ids and two transcripts) is an error naming the
+    file and line of both."""
     utterances = []
+    seen: Dict[str, str] = {}
     for trans in sorted(part_dir.rglob("*.trans.txt")):
-        with trans.open(encoding="utf-8") as f:
+        with trans.open(encoding="utf-8") as f, naming_text_errors(trans):
             for lineno, line in enumerate(f, start=1):
                 fields = line.split(maxsplit=1)
                 if len(fields) != 2:
@@ -119,6 +122,13 @@ def _scan_transcripts(part_dir: Path) -> List[Tuple[str, str]]:
                         f"{trans}:{lineno}: expected '<utterance-id> <TRANSCRIPT>', "
                         f"got {line.rstrip()!r}"
                     )
+                where = f"{trans}:{lineno}"
+                if fields[0] in seen:
+                    raise ValueError(
+                        f"{where}: utterance {fields[0]} appears twice (first at "
+                        f"{seen[fields[0]]}); each id names one FLAC and one transcript"
+                    )
+                seen[fields[0]] = where
                 utterances.append((fields[0], fields[1].strip()))
     return utterances
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import List, Optional, Union
 
 from wenet_lite.data.tokenizer import BLANK_ID, UNK_ID, Tokenizer
+from wenet_lite.fileio import read_text
 
 __all__ = ["read_units", "wenet_tokenizer"]
 
@@ -32,7 +33,7 @@ def read_units(path: Union[str, Path]) -> List[str]:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such units file")
     by_id = {}
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(read_text(path).splitlines(), 1):
         if not line.strip():
             continue
         parts = line.split()

@@ -27,7 +27,7 @@ from wenet_lite.evaluation.wer import (
     score_utterance,
     summary_record,
 )
-from wenet_lite.fileio import write_files_atomic
+from wenet_lite.fileio import naming_text_errors, write_files_atomic
 
 __all__ = [
     "References", "Transcripts", "read_transcripts", "read_hyps", "hyp_lines",
@@ -75,7 +75,7 @@ class Transcripts:
 def read_hyps(path: Pathlike) -> Dict[str, str]:
     """``id text`` lines: {id: text} (text with single spaces; an id alone is an empty text)."""
     out: Dict[str, str] = {}
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8") as f, naming_text_errors(path):
         for number, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -100,7 +100,7 @@ def read_transcripts(path: Pathlike, audio_ids: Dict[str, str]) -> Transcripts:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"transcript file not found: {path}")
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8") as f, naming_text_errors(path):
         first = f.readline().lstrip()
     if first.startswith("{"):
         return _read_stream_json(path, audio_ids)
@@ -119,7 +119,7 @@ def _read_stream_json(path: Path, audio_ids: Dict[str, str]) -> Transcripts:
     segments: Dict[str, List[Tuple[int, str]]] = {}
     failed: List[str] = []
     settings = None
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8") as f, naming_text_errors(path):
         for number, line in enumerate(f, 1):
             if not line.strip():
                 continue

@@ -19,7 +19,7 @@ from typing import Sequence, Tuple, Union
 import numpy as np
 import torch
 
-from wenet_lite.fileio import write_text_atomic
+from wenet_lite.fileio import read_json, write_text_atomic
 
 __all__ = ["VAR_FLOOR", "CMVNStats", "save_cmvn", "load_cmvn"]
 
@@ -109,7 +109,7 @@ def load_cmvn(path: PathLike) -> Tuple[torch.Tensor, torch.Tensor]:
     if not path.is_file():
         raise FileNotFoundError(f"CMVN file not found: {path}")
     try:
-        data = json.loads(path.read_text())
+        data = read_json(path)
         mean = np.asarray(data["mean"], dtype=np.float64)
         istd = np.asarray(data["istd"], dtype=np.float64)
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:

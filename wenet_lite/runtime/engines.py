@@ -20,6 +20,7 @@ Shapes: the legend in ``wenet_lite`` (B streams in the call).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import List, Optional, Tuple, Union
 
@@ -48,6 +49,26 @@ KEY_INPUTS = BATCHED_INPUTS + ("offset",)
 BATCHED_OUTPUTS = ("log_probs", "new_att_cache", "new_conv_cache", "new_cache_len")
 ENCODER_OUT = "encoder_out"  # the batched graph's fifth output, fetched for attention rescoring
 SINGLE_METHOD = "forward_one"  # export/executorch.py's SINGLE: the program's one-stream method
+
+
+_PTE_MAGIC = re.compile(rb"ET\d\d")
+"""bytes 4-7 of an ExecuTorch program: its flatbuffer file identifier (``ET12``)"""
+
+
+def _check_pte_header(program: Union[bytes, str, Path], source: str) -> None:
+    """ValueError unless the program starts as an ExecuTorch program does. ExecuTorch itself
+    logs a bad identifier through a hook that aborts the process on bytes that are not
+    UTF-8, so nothing else may reach its loader."""
+    if isinstance(program, bytes):
+        head = program[:8]
+    else:
+        with open(program, "rb") as f:
+            head = f.read(8)
+    if len(head) < 8 or not _PTE_MAGIC.fullmatch(head[4:8]):
+        raise ValueError(
+            f"{source} is not an ExecuTorch program (its identifier is {head[4:8]!r}, "
+            "expected ET and two digits)"
+        )
 
 
 def require_fixed_cache(kind: str, chunking: Chunking) -> None:
@@ -149,12 +170,17 @@ class OnnxRuntimeEngine(Engine):
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # its warnings about unused initializers are noise
-        source = model if isinstance(model, bytes) else str(model)
-        self.session = onnxruntime.InferenceSession(
-            source, options, providers=["CPUExecutionProvider"]
-        )
+        name = "the graph" if isinstance(model, bytes) else str(model)
+        try:
+            self.session = onnxruntime.InferenceSession(
+                model if isinstance(model, bytes) else str(model), options,
+                providers=["CPUExecutionProvider"],
+            )  # fmt: skip
+        except Exception as e:  # noqa: BLE001 - onnxruntime's own classes (InvalidProtobuf, ...)
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise ValueError(f"{name} is not an ONNX graph onnxruntime loads: {first}") from None
         inputs = self.session.get_inputs()
-        source = "the graph" if isinstance(model, bytes) else str(model)
+        source = name
         names = tuple(i.name for i in inputs)
         if names not in (BATCHED_INPUTS, KEY_INPUTS):
             raise ValueError(
@@ -235,6 +261,7 @@ class ExecuTorchEngine(Engine):
         source = "the program" if isinstance(program, bytes) else str(program)
         if getattr(portable_lib, "_threadpool_get_thread_count", lambda: threads)() != threads:
             portable_lib._unsafe_reset_threadpool(threads)
+        _check_pte_header(program, source)
         try:
             loaded = Runtime.get().load_program(
                 program if isinstance(program, bytes) else Path(program)

@@ -18,8 +18,8 @@ from wenet_lite.search.ctc_search import Hypothesis, frames_to_seconds
 if TYPE_CHECKING:
     from wenet_lite.search.context import ContextGraph
 
-__all__ = ["Word", "Result", "hotword_tokens", "join_words", "make_result", "merge_results", "spell",
-           "unspaced"]  # fmt: skip
+__all__ = ["Word", "Result", "hotword_tokens", "join_words", "make_result", "merge_results",
+           "spell", "unspaced"]  # fmt: skip
 
 _WORD_START = "\u2581"  # sentencepiece's '▁'
 
@@ -91,7 +91,12 @@ def make_result(
         tokens=pieces,
         timestamps=times,
         words=_words(
-            hyp.tokens, pieces, times, tokenizer, frame_s, hotword_tokens(hyp.tokens, context),
+            hyp.tokens,
+            pieces,
+            times,
+            tokenizer,
+            frame_s,
+            hotword_tokens(hyp.tokens, context),
             pause,
         )
         if with_words

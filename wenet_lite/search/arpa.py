@@ -33,7 +33,7 @@ import re
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Sequence, Tuple, Union
 
-from wenet_lite.fileio import atomic_open, open_text
+from wenet_lite.fileio import atomic_open, naming_text_errors, open_text
 
 __all__ = ["ArpaLM", "BOS", "EOS", "NGramLM", "UNK", "write_arpa"]
 
@@ -141,7 +141,7 @@ def _read_arpa(path: Path, probs: Dict[str, float], backoffs: Dict[str, float]) 
     checked against the entries found (a truncated download fails here, not at decode time)."""
     declared: Dict[int, int] = {}
     found: Dict[int, int] = {}
-    with open_text(path) as f:
+    with open_text(path) as f, naming_text_errors(path):
         lines = enumerate(f, 1)
         line, number = _read_counts(path, lines, declared)
         while line.startswith("\\") and line != "\\end\\":

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Union
 
 from wenet_lite.data.tokenizer import normalize_text
-from wenet_lite.fileio import open_text, write_text_atomic
+from wenet_lite.fileio import naming_text_errors, open_text, read_json, write_text_atomic
 from wenet_lite.search.arpa import BOS, EOS, UNK, ArpaLM, Entry, NGramLM, write_arpa
 
 __all__ = [
@@ -166,7 +166,7 @@ class WordLM(NGramLM):
         if not path.is_file():
             raise FileNotFoundError(f"language model not found: {path}")
         try:
-            payload = json.loads(path.read_text(encoding="utf-8"))
+            payload = read_json(path)
             if payload.get("format") == _BIGRAM_FORMAT:
                 return cls(payload["unigrams"], payload["bigrams"], float(payload["discount"]))
             if payload.get("format") != _FORMAT:
@@ -235,7 +235,7 @@ def read_sentences(parts: Iterable[Pathlike], texts: Iterable[Pathlike]) -> Iter
         for cut in load_cuts(part):
             yield normalize_text(cut_text(cut))
     for path in texts:
-        with open_text(path) as f:
+        with open_text(path) as f, naming_text_errors(path):
             for line in f:
                 yield normalize_text(line)
 
