@@ -53,6 +53,9 @@ def _write(tmp_path: Path, text: str) -> Path:
         ("encoder: 3\n", "encoder", "mapping"),
         ("train:\n  schedule: cosine\n  warmup_steps: 10\n", "train.schedule", "max_steps"),
         ("encoder:\n  subsampling_channels: -1\n", "encoder.subsampling_channels", ">= 0"),
+        ("encoder:\n  d_model: 1000000\n", "encoder.d_model", "must be <= 8192"),
+        ("encoder:\n  num_blocks: 100000\n", "encoder.num_blocks", "must be <= 256"),
+        ("decoder:\n  ffn_dim: 10000000\n", "decoder.ffn_dim", "must be <= 65536"),
     ],
 )
 def test_bad_config_names_key_path(tmp_path: Path, yaml_text: str, key: str, words: str) -> None:
@@ -157,3 +160,21 @@ def test_shipped_configs_are_found_by_name(tmp_path, monkeypatch) -> None:
         find_config("nope")
     with pytest.raises(FileNotFoundError, match="config file not found: sub/tiny_test"):
         find_config("sub/tiny_test")  # a path with a folder is only ever a path
+
+
+def _anchor_bomb(levels: int = 9) -> str:
+    """1 KB of YAML whose value has 10^levels leaves (aliases share one list per level)."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, levels):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]")
+    return "\n".join(lines)
+
+
+def test_an_anchor_bomb_in_a_value_is_one_short_line(tmp_path: Path) -> None:
+    """The error shows the value cut short: formatting all of it took minutes and GBs."""
+    text = "train:\n  lr:\n    - " + _anchor_bomb().replace("\n", "\n    - ")
+    assert len(text) < 2000
+    with pytest.raises(ConfigError) as err:
+        load_config(_write(tmp_path, text))
+    assert str(err.value).startswith("train.lr: must be a number, got list [")
+    assert len(str(err.value)) < 300

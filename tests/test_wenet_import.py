@@ -6,6 +6,7 @@ directories fail in one line naming the file or key, and write nothing."""
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 from pathlib import Path
@@ -391,3 +392,84 @@ def test_a_model_subsampling_by_6_streams_exactly(imported) -> None:
         lens = torch.tensor([log_probs.size(1)])
         want = ctc_greedy_search(torch.log_softmax(log_probs, -1), lens)[0].tokens
         assert s.result().token_ids == want and want
+
+
+def _edit_yaml(d: Path, change) -> None:
+    train = yaml.safe_load((d / "train.yaml").read_text())
+    change(train)
+    (d / "train.yaml").write_text(yaml.safe_dump(train))
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (lambda t: t.update(dataset_conf="hello"), "dataset_conf must be a mapping, got str"),
+        (lambda t: t.update(encoder_conf=[1, 2]), "encoder_conf must be a mapping, got list"),
+        (
+            lambda t: t["dataset_conf"]["fbank_conf"].update(num_mel_bins="abc"),
+            "dataset_conf.fbank_conf.num_mel_bins must be an integer, got str 'abc'",
+        ),
+        (
+            lambda t: t["dataset_conf"]["fbank_conf"].update(dither="lots"),
+            "dataset_conf.fbank_conf.dither must be a number, got str 'lots'",
+        ),
+        (
+            lambda t: t["encoder_conf"].update(causal="yes"),
+            "encoder_conf.causal must be true or false",
+        ),
+    ],
+)
+def test_wrong_typed_train_yaml_is_one_line_naming_the_key(tmp_path, capsys, change, words):
+    d = _bad_dir(tmp_path)
+    _edit_yaml(d, change)
+    err = _import_fails(d, tmp_path, capsys)
+    assert f"{d / 'train.yaml'}: {words}" in err
+
+
+def test_an_anchor_bomb_in_train_yaml_is_one_short_line(tmp_path, capsys) -> None:
+    from tests.test_config import _anchor_bomb
+
+    d = _bad_dir(tmp_path)
+    text = (d / "train.yaml").read_text()
+    bomb = _anchor_bomb()
+    text = text.replace("output_size: ", "output_size: *a8\n  unused_: ", 1)
+    (d / "train.yaml").write_text(bomb + "\n" + text)
+    err = _import_fails(d, tmp_path, capsys)
+    assert "encoder_conf.output_size must be an integer, got list [" in err and len(err) < 400
+
+
+def test_non_finite_weights_or_cmvn_are_refused(tmp_path, capsys) -> None:
+    d = _bad_dir(tmp_path)
+    state = torch.load(d / "final.pt", weights_only=True)
+    state["ctc.ctc_lo.weight"][0, 0] = float("nan")
+    torch.save(state, d / "final.pt")
+    assert "ctc.proj.weight holds 1 NaN or infinite" in _import_fails(d, tmp_path, capsys)
+    state["ctc.ctc_lo.weight"][0, 0] = 0.0
+    state.pop("encoder.global_cmvn.mean"), state.pop("encoder.global_cmvn.istd")
+    torch.save(state, d / "final.pt")
+    stats = json.loads((d / "global_cmvn").read_text())
+    stats["mean_stat"][3] = float("inf")
+    (d / "global_cmvn").write_text(json.dumps(stats))
+    assert "global_cmvn: CMVN statistics hold NaN or infinity" in _import_fails(d, tmp_path, capsys)
+
+
+def test_bpe_units_without_bpe_model_decode_exactly(tmp_path, caplog) -> None:
+    """Without bpe.model, ids spell the same text as with it (decoding is exact) and the
+    import says what needs the BPE model; an empty bpe.model is refused."""
+    import random
+
+    d = _bad_dir(tmp_path)
+    _, with_bpe, _ = load_model(import_wenet(d, tmp_path / "a.pt"))
+    (d / "bpe.model").unlink()
+    with caplog.at_level(logging.WARNING):
+        _, units_only, cfg = load_model(import_wenet(d, tmp_path / "b.pt"))
+    assert any("without bpe.model" in r.getMessage() and "--bpe" in r.getMessage()
+               for r in caplog.records)  # fmt: skip
+    rng = random.Random(0)
+    for _ in range(100):
+        ids = [rng.randrange(2, with_bpe.vocab_size - 1) for _ in range(12)]
+        assert units_only.decode(ids) == with_bpe.decode(ids)
+    assert cfg.tokenizer.model_type == "bpe"
+    (d / "bpe.model").write_bytes(b"")
+    with pytest.raises(ValueError, match="bpe.model: a sentencepiece model without pieces"):
+        import_wenet(d, tmp_path / "c.pt")

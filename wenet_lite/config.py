@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import reprlib
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -206,6 +207,8 @@ class EncoderConfig:
         _require(self.subsampling_channels >= 0, "subsampling_channels", "must be >= 0")
         for name in ("d_model", "num_heads", "ffn_dim", "num_blocks", "conv_kernel"):
             _require(getattr(self, name) > 0, name, f"must be positive, got {getattr(self, name)}")
+        _within_limits(self, ("d_model", "num_heads", "ffn_dim", "num_blocks", "conv_kernel",
+                              "subsampling_channels", "max_rel_dist"))  # fmt: skip
         _require(
             self.d_model % self.num_heads == 0,
             "d_model",
@@ -277,6 +280,7 @@ class DecoderConfig:
         for name in ("num_blocks", "num_heads", "ffn_dim"):
             _require(getattr(self, name) > 0, name, f"must be positive, got {getattr(self, name)}")
         _require(self.r2l_num_blocks >= 0, "r2l_num_blocks", "must be >= 0")
+        _within_limits(self, ("num_blocks", "r2l_num_blocks", "num_heads", "ffn_dim"))
         for name in ("dropout", "attention_dropout"):
             _require(0.0 <= getattr(self, name) < 1.0, name, "must be in [0, 1)")
         _require(0 < self.norm_eps < 1, "norm_eps", f"must be in (0, 1), got {self.norm_eps}")
@@ -482,6 +486,21 @@ class ExperimentConfig:
         )
 
 
+SIZE_LIMITS = {"d_model": 8192, "num_heads": 256, "ffn_dim": 65536, "num_blocks": 256,
+               "r2l_num_blocks": 256, "conv_kernel": 1023, "subsampling_channels": 8192,
+               "max_rel_dist": 100_000}  # fmt: skip
+"""Upper bounds of the model's sizes, far above any speech model (conformer_u2: 256 wide,
+12 blocks): a typo or a hostile file beyond them is refused before anything is built (a
+million-wide encoder asked for 36 TB; 100,000 blocks built for minutes)."""
+
+
+def _within_limits(section: Any, names: Iterable[str]) -> None:
+    for name in names:
+        limit = SIZE_LIMITS[name]
+        value = getattr(section, name)
+        _require(value <= limit, name, f"must be <= {limit}, got {value}")
+
+
 class _FieldError(Exception):
     """Raised inside a dataclass's __post_init__; the loader prefixes the section path."""
 
@@ -500,6 +519,17 @@ def _join(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else name
 
 
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict, _SHORT.maxtuple = 2, 4, 4, 4
+_SHORT.maxstring, _SHORT.maxother = 60, 60
+
+
+def short_repr(value: Any) -> str:
+    """``repr`` cut short: a YAML anchor bomb (1 KB of text, 10^9 leaves) is shown in a few
+    dozen characters instead of being walked whole (minutes, gigabytes)."""
+    return _SHORT.repr(value)
+
+
 def _convert(value: Any, tp: Any, path: str) -> Any:
     """Check ``value`` against the type hint ``tp`` and return it in canonical form."""
     if dataclasses.is_dataclass(tp):
@@ -513,32 +543,40 @@ def _convert(value: Any, tp: Any, path: str) -> Any:
         return _convert(value, inner[0], path)
     if origin is Literal:
         if value not in args:
-            raise ConfigError(path, f"must be one of {list(args)}, got {value!r}")
+            raise ConfigError(path, f"must be one of {list(args)}, got {short_repr(value)}")
         return value
     if origin in (tuple, list):
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(path, f"must be a list, got {type(value).__name__} {value!r}")
+            raise ConfigError(
+                path, f"must be a list, got {type(value).__name__} {short_repr(value)}"
+            )
         item = args[0] if args else Any
         items = [_convert(v, item, f"{path}[{i}]") for i, v in enumerate(value)]
         return tuple(items) if origin is tuple else items
     if tp is bool:
         if not isinstance(value, bool):
-            raise ConfigError(path, f"must be true or false, got {value!r}")
+            raise ConfigError(path, f"must be true or false, got {short_repr(value)}")
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(path, f"must be an integer, got {type(value).__name__} {value!r}")
+            raise ConfigError(
+                path, f"must be an integer, got {type(value).__name__} {short_repr(value)}"
+            )
         return value
     if tp is float:
         # PyYAML (YAML 1.1) reads 1e-3 without a dot as a string; accept that spelling.
         if isinstance(value, str) and _SCIENTIFIC.fullmatch(value.strip()):
             return float(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(path, f"must be a number, got {type(value).__name__} {value!r}")
+            raise ConfigError(
+                path, f"must be a number, got {type(value).__name__} {short_repr(value)}"
+            )
         return float(value)
     if tp is str:
         if not isinstance(value, str):
-            raise ConfigError(path, f"must be a string, got {type(value).__name__} {value!r}")
+            raise ConfigError(
+                path, f"must be a string, got {type(value).__name__} {short_repr(value)}"
+            )
         return value
     return value
 

@@ -22,11 +22,11 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 import torch
 import yaml
 
-from wenet_lite.config import config_from_dict
+from wenet_lite.config import config_from_dict, short_repr
 from wenet_lite.data.wenet_units import SOS_EOS, read_units, wenet_tokenizer
 from wenet_lite.fileio import read_json, read_text
 from wenet_lite.model import build_model
-from wenet_lite.model_io import save_model
+from wenet_lite.model_io import check_finite, save_model
 from wenet_lite.wenet_keys import map_decoder, map_encoder
 
 __all__ = ["WenetImportError", "import_wenet", "wenet_model"]
@@ -107,13 +107,19 @@ def wenet_model(
     units_bpe = any(u.startswith("\u2581") for u in units)
     bpe_path = files.bpe
     tokenizer_kind = train.get("tokenizer")
+    pieces_only = False
     if tokenizer_kind == "char" or (tokenizer_kind is None and not units_bpe):
         bpe_path = None
     elif bpe_path is None:
-        raise WenetImportError(f"{Path(model_dir)}: the units are BPE pieces but there is no "
-                               "bpe.model (name it with --bpe)")  # fmt: skip
-    tokenizer = wenet_tokenizer(files.units, bpe_path)
-    cfg = config_from_dict(_config(dims, train, units, norm_eps, bpe_path is not None))
+        pieces_only = True
+        log.warning(
+            "%s: BPE units without bpe.model: imported for decoding (exact); hotwords, LM "
+            "words and train --init cut text into the longest matching units, not WeNet's "
+            "pieces: give the BPE model with --bpe for those", Path(model_dir),
+        )  # fmt: skip
+    tokenizer = wenet_tokenizer(files.units, bpe_path, pieces_only)
+    bpe = bpe_path is not None or pieces_only
+    cfg = config_from_dict(_config(dims, train, units, norm_eps, bpe))
     model = build_model(cfg, tokenizer.vocab_size)
     _ensure_cmvn(state, files, train)
     mapped = map_encoder(state, dims["d_model"])
@@ -129,6 +135,10 @@ def wenet_model(
             f"{', '.join(names[:5])}{' ...' if len(names) > 5 else ''}"
         )
     mapped = {k: v.float() if v.is_floating_point() else v for k, v in mapped.items()}
+    try:
+        check_finite(mapped, files.weights)
+    except ValueError as e:
+        raise WenetImportError(str(e)) from None
     try:
         model.load_state_dict(mapped, strict=True)
     except RuntimeError as e:
@@ -165,7 +175,64 @@ def _read_yaml(path: Path) -> Dict[str, Any]:
         raise WenetImportError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
     if not isinstance(data, dict):
         raise WenetImportError(f"{path}: expected a mapping of training options")
+    _check_types(data, "", path)
     return data
+
+
+_SECTIONS = ("encoder_conf", "decoder_conf", "dataset_conf", "model_conf", "cmvn_conf",
+             "dataset_conf.fbank_conf", "dataset_conf.resample_conf")  # fmt: skip
+"""the sections of train.yaml this importer reads (each a mapping, or absent)"""
+_TYPES: Dict[str, type] = {
+    "model": str, "encoder": str, "decoder": str, "tokenizer": str, "output_dim": int,
+    "cmvn_file": str, "cmvn_conf.cmvn_file": str,
+    **{f"encoder_conf.{k}": int for k in ("output_size", "attention_heads", "linear_units",
+                                         "num_blocks", "cnn_module_kernel", "static_chunk_size")},
+    **{f"encoder_conf.{k}": float for k in ("dropout_rate", "attention_dropout_rate")},
+    **{f"encoder_conf.{k}": bool for k in ("causal", "use_dynamic_chunk")},
+    "encoder_conf.input_layer": str, "encoder_conf.cnn_module_norm": str,
+    **{f"decoder_conf.{k}": int for k in ("num_blocks", "r_num_blocks", "attention_heads",
+                                         "linear_units")},
+    "decoder_conf.dropout_rate": float,
+    **{f"dataset_conf.fbank_conf.{k}": float for k in ("frame_length", "frame_shift", "dither")},
+    "dataset_conf.fbank_conf.num_mel_bins": int, "dataset_conf.resample_conf.resample_rate": int,
+    "dataset_conf.spec_aug": bool,
+    **{f"model_conf.{k}": float for k in ("ctc_weight", "reverse_weight", "lsm_weight")},
+}  # fmt: skip
+"""the type of every value of train.yaml this importer reads"""
+
+
+def _check_types(data: Dict[str, Any], prefix: str, path: Path) -> None:
+    """Sections are mappings and read values of their types (a number written as YAML 1.1
+    reads it, ``1e-5``, becomes a float), in place; WenetImportError naming the file and the
+    key, the value shown cut short (an anchor bomb is never walked)."""
+    for key, value in list(data.items()):
+        dotted = f"{prefix}{key}"
+        if value is None:
+            continue
+        if dotted in _SECTIONS:
+            if not isinstance(value, dict):
+                raise WenetImportError(f"{path}: {dotted} must be a mapping, got "
+                                       f"{type(value).__name__} {short_repr(value)}")  # fmt: skip
+            _check_types(value, f"{dotted}.", path)
+        elif dotted in _TYPES:
+            data[key] = _typed(value, _TYPES[dotted], dotted, path)
+
+
+def _typed(value: Any, kind: type, key: str, path: Path) -> Any:
+    ok = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
+    if kind is float and not isinstance(value, bool):
+        if isinstance(value, int):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    if not ok:
+        names = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+        raise WenetImportError(f"{path}: {key} must be {names[kind]}, got "
+                               f"{type(value).__name__} {short_repr(value)}")  # fmt: skip
+    return value
 
 
 def _read_state(path: Path) -> Dict[str, torch.Tensor]:
@@ -202,7 +269,8 @@ def _check_model_kind(train: Dict[str, Any], path: Path) -> None:
     }  # fmt: skip
     for key, (default, wanted) in needs.items():
         if conf.get(key, default) != wanted:
-            raise WenetImportError(f"{path}: encoder_conf.{key} is {conf.get(key)!r}; only "
+            said = short_repr(conf.get(key))
+            raise WenetImportError(f"{path}: encoder_conf.{key} is {said}; only "
                                    f"{wanted!r} can be imported")  # fmt: skip
     layer = conf.get("input_layer", "conv2d")
     if layer not in _RATES:
@@ -380,6 +448,8 @@ def read_wenet_cmvn(path: PathLike) -> Tuple[torch.Tensor, torch.Tensor]:
         raise WenetImportError(f"{path}: not WeNet CMVN statistics ({e})") from None
     if count <= 0 or total.numel() == 0 or total.numel() != squares.numel():
         raise WenetImportError(f"{path}: not WeNet CMVN statistics (count {count})")
+    if not (torch.isfinite(total).all() and torch.isfinite(squares).all()) or not count < 1e300:
+        raise WenetImportError(f"{path}: CMVN statistics hold NaN or infinity")
     mean = total / count
     var = (squares / count - mean * mean).clamp(min=1e-20)
     return mean.float(), (1.0 / var.sqrt()).float()

@@ -118,6 +118,12 @@ def test_stream_ref_scores_a_set_like_decode(mixed_rates: Path, tiny, tmp_path: 
          "transcript(s) of utterances not in the references: ['alien-1']"),
         (["score", "--hyp", "{tmp}/bad.jsonl", "--data", "{data}", "--out", "{tmp}/o"], 1,
          "{tmp}/bad.jsonl:2: not a line of `stream --json`"),
+        (["score", "--hyp", "{tmp}/empty.txt", "--data", "{data}", "--out", "{tmp}/o"], 1,
+         "{tmp}/empty.txt: no transcripts in it"),
+        (["score", "--hyp", "{tmp}/latin1.txt", "--data", "{data}", "--out", "{tmp}/o"], 1,
+         "{tmp}/latin1.txt: not UTF-8 text (byte 0xe9"),
+        (["train-lm", "--text", "{tmp}/latin1.txt", "--out", "{tmp}/lm.json"], 1,
+         "{tmp}/latin1.txt: not UTF-8 text (byte 0xe9"),
         (["train-lm", "--out", "{tmp}/lm.json"], 2, "give --data and/or --text"),
         (["train-lm", "--text", "{tmp}/nope.txt", "--out", "{tmp}/lm.json"], 1,
          "text file not found: {tmp}/nope.txt"),
@@ -127,6 +133,8 @@ def test_score_stream_and_train_lm_misuse_is_one_line(
     corpus: Path, tmp_path: Path, capsys, args: List[str], code: int, words: str
 ) -> None:
     (tmp_path / "alien.txt").write_text("alien-1 HELLO\n")
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "latin1.txt").write_bytes(b"a-1 CAF\xe9\n")
     (tmp_path / "bad.jsonl").write_text(
         '{"type": "final", "file": "a", "segment": 0, "text": ""}\n{oops\n'
     )

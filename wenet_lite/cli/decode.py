@@ -244,6 +244,8 @@ def _run_score(args: argparse.Namespace) -> int:
 
     refs = References(args.data)
     transcripts = read_transcripts(args.hyp, refs.audio)
+    if not transcripts.texts and not transcripts.failed:
+        raise ValueError(f"{args.hyp}: no transcripts in it (WER over nothing would read 0 %)")
     inputs = {"hyp": args.hyp, "data": args.data}
     record = score_transcripts(transcripts, refs.texts, args.out, inputs, args.compare)
     print(Path(args.out, "summary.txt").read_text(encoding="utf-8"), end="")

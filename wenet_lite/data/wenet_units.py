@@ -53,10 +53,14 @@ def read_units(path: Union[str, Path]) -> List[str]:
 
 
 def wenet_tokenizer(
-    units_path: Union[str, Path], bpe_path: Optional[Union[str, Path]] = None
+    units_path: Union[str, Path],
+    bpe_path: Optional[Union[str, Path]] = None,
+    pieces_only: bool = False,
 ) -> Tokenizer:
     """The tokenizer of a WeNet model: ``units.txt`` and its ``bpe.model``, or character
-    units without one."""
+    units without one. ``pieces_only``: BPE units without their ``bpe.model``: ids spell text
+    exactly (decoding needs nothing more), but text is cut into the longest units that match,
+    not by WeNet's merges (hotwords, LM words and fine-tuning need the BPE model)."""
     from sentencepiece import sentencepiece_model_pb2 as pb
 
     units = read_units(units_path)
@@ -71,7 +75,11 @@ def wenet_tokenizer(
             raise ValueError(f"{bpe_path}: not a sentencepiece model ({e})") from None
         normal = (pb.ModelProto.SentencePiece.NORMAL, pb.ModelProto.SentencePiece.USER_DEFINED)
         scores = {p.piece: (p.score, p.type) for p in model.pieces if p.type in normal}
+        if not scores:  # an empty file parses as an empty model: text would be cut by letters
+            raise ValueError(f"{bpe_path}: a sentencepiece model without pieces (empty?)")
         del model.pieces[:]
+    elif pieces_only:
+        model.trainer_spec.model_type = pb.TrainerSpec.BPE
     else:
         _character_model(model)
     kinds = pb.ModelProto.SentencePiece
@@ -85,7 +93,8 @@ def wenet_tokenizer(
         elif unit in scores:
             piece.score, piece.type = scores[unit]
         else:  # a unit the BPE model lacks (e.g. a non-language symbol), or a character
-            piece.type = kinds.NORMAL if bpe_path is None else kinds.USER_DEFINED
+            character = bpe_path is None and not pieces_only
+            piece.type = kinds.NORMAL if character else kinds.USER_DEFINED
     for unit, (score, kind) in scores.items():  # for segmentation; encoded as <unk>
         if unit not in units:
             piece = model.pieces.add()
