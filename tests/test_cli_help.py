@@ -25,10 +25,11 @@ def test_help_of_every_subcommand(name: str) -> None:
     proc = subprocess.run(["wenet-lite", name, "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and not proc.stderr, proc.stderr
     parser = SUBCOMMANDS[name]
-    assert parser.description.startswith(f"usage: wenet-lite {name} ")
-    assert parser.description.splitlines()[0] in proc.stdout
+    assert parser.usage.startswith(f"wenet-lite {name} ")
+    assert proc.stdout.startswith(f"usage: {parser.usage.splitlines()[0]}\n")
+    assert proc.stdout.count("usage:") == 1  # the written usage, not argparse's beside it
     known = {flag for action in parser._actions for flag in action.option_strings}
-    for line in parser.description.split("\n\n")[0].splitlines():  # the usage lines
+    for line in parser.usage.splitlines():  # the usage lines
         command = re.split(rf"wenet[-_]lite {name}\b", line)[-1]  # not arecord's or torchrun's
         for flag in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", command):
             assert flag in known, f"{name}'s usage names {flag}, which it does not take"
@@ -97,3 +98,32 @@ def test_one_spelling_of_parallelism() -> None:
     assert parser.parse_args(serve).workers == 1
     shown = subprocess.run(["wenet-lite", "serve", "--help"], capture_output=True, text=True)
     assert "--jobs" in shown.stdout and "--workers" not in shown.stdout
+
+
+def test_every_default_is_shown() -> None:
+    """A flag with a default says it in its help, as ``(4)`` (switches and hidden
+    spellings aside)."""
+    import argparse
+
+    quiet = (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse._HelpAction,
+             argparse._StoreConstAction, argparse._AppendAction)  # fmt: skip
+    missing = []
+    for name, parser in SUBCOMMANDS.items():
+        for action in parser._actions:
+            default = action.default
+            if (action.help == argparse.SUPPRESS or not action.option_strings
+                    or isinstance(action, quiet) or default in (None, argparse.SUPPRESS)):  # fmt: skip
+                continue
+            if str(default) not in (action.help or ""):
+                missing.append(f"{name} {action.option_strings[0]} ({default})")
+    assert not missing, missing
+
+
+def test_another_tools_flags_are_named_by_the_subcommand(capsys) -> None:
+    """whisper's --output_format is the subcommand's error, with ours beside it."""
+    from wenet_lite.cli import main
+
+    assert main(["transcribe", "--model", "m.pt", "a.wav", "--output_format", "srt"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("wenet-lite transcribe: error: unrecognized arguments: --output_format")
+    assert "--output_format: --format?" in err and err.count("\n") == 1

@@ -85,15 +85,18 @@ def find_files(model_dir: PathLike, bpe: Optional[PathLike] = None) -> WenetFile
 
 
 def wenet_model(
-    model_dir: PathLike, norm_eps: float = 1e-5, bpe: Optional[PathLike] = None
+    model_dir: PathLike, norm_eps: Optional[float] = None, bpe: Optional[PathLike] = None
 ) -> Tuple[Any, Any, Any, List[str]]:
     """The model, tokenizer and config of a WeNet model directory, and the dropped key kinds.
 
     ``norm_eps`` is the LayerNorm epsilon WeNet used when the model was trained: 1e-5 since
-    2022, 1e-12 before (checkpoints do not record it).
+    2022, 1e-12 before (checkpoints do not record it). None: chosen from the evidence
+    (``wenet_download.guess_norm_eps``), with a warning when there is none.
     """
     files = find_files(model_dir, bpe)
     train = _read_yaml(files.train_yaml)
+    if norm_eps is None:
+        norm_eps = _chosen_eps(model_dir, train)
     state = _read_state(files.weights)
     units = read_units(files.units)
     _check_model_kind(train, files.train_yaml)
@@ -146,8 +149,26 @@ def wenet_model(
     return model.eval(), tokenizer, cfg, dropped
 
 
+def _chosen_eps(model_dir: PathLike, train: Dict[str, Any]) -> float:
+    from wenet_lite.wenet_download import guess_norm_eps
+
+    eps, why, certain = guess_norm_eps(model_dir, train)
+    if certain:
+        log.info("%s: LayerNorm epsilon %g (%s)", model_dir, eps, why)
+    else:
+        log.warning(
+            "%s: LayerNorm epsilon %g is a guess (%s); a model trained before 2022-01 needs "
+            "--norm-eps 1e-12, and a wrong value is silent (outputs drift a little)",
+            model_dir, eps, why,
+        )  # fmt: skip
+    return eps
+
+
 def import_wenet(
-    model_dir: PathLike, out: PathLike, norm_eps: float = 1e-5, bpe: Optional[PathLike] = None
+    model_dir: PathLike,
+    out: PathLike,
+    norm_eps: Optional[float] = None,
+    bpe: Optional[PathLike] = None,
 ) -> Path:
     """Write the model file of a WeNet model directory to ``out``; returns ``out``."""
     model, tokenizer, cfg, dropped = wenet_model(model_dir, norm_eps, bpe)

@@ -17,6 +17,7 @@ import pytest
 import soundfile as sf
 
 from tests.serve.conftest import (
+    _LISTENING,
     ServerProcess,
     sherpa_finals,
     sherpa_session,
@@ -289,6 +290,12 @@ def test_connection_limit_health_and_pages(server: ServerProcess):
         return e.value.response
 
     assert asyncio.run(wrong_path()).status_code == 404
+
+
+def test_the_log_says_what_loads_before_it_listens(server: ServerProcess, tiny):
+    log = server.log()
+    loading = log.index(f"loading {tiny.path} (chunk 4, left -1, engine torch, precision auto)")
+    assert loading < _LISTENING.search(log).start()
 
 
 def test_sigterm_finishes_open_streams(tiny, files):

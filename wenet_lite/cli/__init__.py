@@ -68,12 +68,25 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="<subcommand>")
     for add in _SUBCOMMANDS:
         add(sub)
-    for command in sub.choices.values():  # -v after the subcommand as well as before it
+    for command in sub.choices.values():
+        _usage_from_description(command)
+        # -v after the subcommand as well as before it
         command.add_argument(
             "-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
             help="debug logging",
         )  # fmt: skip
     return parser
+
+
+def _usage_from_description(command: argparse.ArgumentParser) -> None:
+    """A subcommand's description opens with its copy-pasteable usage lines (``usage:
+    wenet-lite NAME ...``, then a blank line): they become the parser's usage, printed once
+    in place of argparse's generated one."""
+    text = command.description or ""
+    if text.startswith("usage: "):
+        head, _, rest = text.partition("\n\n")
+        command.usage = head[len("usage: ") :].replace("%", "%%")
+        command.description = rest or None
 
 
 class _Version(argparse.Action):
@@ -115,9 +128,40 @@ def _os_error(e: OSError) -> str:
     return f"{where}: {e.strerror or e}"
 
 
+_OTHER_TOOLS = {"--output_format": "--format", "--output-format": "--format",
+                "--output_dir": "--out", "--output-dir": "--out", "-o": "--out",
+                "--beam_size": "--beam", "--beam-size": "--beam"}  # fmt: skip
+"""flags of other tools (whisper's CLI) a user may type, and ours"""
+
+
+def _unknown_flags(parser: argparse.ArgumentParser, extra: List[str]) -> str:
+    """``unrecognized arguments: ...`` with what was meant, where it can be told."""
+    import difflib
+
+    known = [f for a in parser._actions for f in a.option_strings]
+    hints = []
+    for word in extra:
+        flag = word.split("=")[0]
+        if not flag.startswith("-"):
+            continue
+        meant = _OTHER_TOOLS.get(flag) or flag.replace("_", "-")
+        if meant not in known:
+            close = difflib.get_close_matches(flag, known, n=1)
+            meant = close[0] if close else ""
+        if meant in known and meant != flag:
+            hints.append(f"{flag}: {meant}?")
+    return f"unrecognized arguments: {' '.join(extra)}" + (
+        f" ({'; '.join(hints)})" if hints else ""
+    )
+
+
 def main(argv: Optional[List[str]] = None) -> int:
+    parser = build_parser()
     try:
-        args = build_parser().parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # named by the subcommand that got them, with what was meant
+            command = parser._subparsers._group_actions[0].choices[args.command]  # type: ignore[union-attr]
+            command.error(_unknown_flags(command, extra))
     except SystemExit as e:  # --help, or a one-line usage error already printed
         return int(e.code or 0)
     from wenet_lite.malloc import keep_freed_memory

@@ -55,15 +55,20 @@ def add_decode(sub: argparse._SubParsersAction) -> None:
     add_options(p, SearchOptions)
     add_chunking(p, 0, 4, full=True)
     p.add_argument("--simulate-streaming", action="store_true", help="chunk by chunk, cached")
-    p.add_argument("--batch-seconds", type=float, default=100.0, help="padded audio per batch")
+    p.add_argument(
+        "--batch-seconds",
+        type=float,
+        default=100.0,
+        help="seconds of padded audio per batch (100.0)",
+    )
     p.add_argument(
         "--max-window-seconds", type=float, default=30.0,
         help="longer utterances: chunked modes chunk by chunk, full context in overlapping "
-        "windows of this many seconds, in bounded memory (30)",
+        "windows of this many seconds, in bounded memory (30.0)",
     )  # fmt: skip
     p.add_argument(
         "--window-overlap-seconds", type=float, default=4.0,
-        help="full-context windows share this much; each keeps its middle (4)",
+        help="full-context windows share this much; each keeps its middle (4.0)",
     )  # fmt: skip
     p.add_argument(
         "--out", type=output_dir, help="output dir (default: MODEL_DIR/decode_<data>_<settings>)"
@@ -156,7 +161,10 @@ def add_stream(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sample-rate", type=positive_int, dest="raw", help=argparse.SUPPRESS)
     add_upsample(p)
     p.add_argument(
-        "--max-streams", type=positive_int, default=1, help="inputs decoded concurrently"
+        "--max-streams",
+        type=positive_int,
+        default=1,
+        help="inputs decoded concurrently, in one batch (1)",
     )
     p.add_argument("--ref", help="prepared set (dir holding cuts.jsonl.gz) to score against")
     p.add_argument(

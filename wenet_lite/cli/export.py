@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from wenet_lite.cli.flags import add_chunking, chunking_from, output_path
+from wenet_lite.cli.flags import UsageError, add_chunking, chunking_from, output_path
 
 
 def add_export(sub: argparse._SubParsersAction) -> None:
@@ -71,30 +71,63 @@ def _run_export(args: argparse.Namespace) -> int:
 
 
 def add_import_wenet(sub: argparse._SubParsersAction) -> None:
+    from wenet_lite.wenet_download import PRETRAINED
+
+    names = "\n".join(
+        f"  {name:12} {p.about}; eps {p.norm_eps:g}" for name, p in PRETRAINED.items()
+    )
     p = sub.add_parser(
         "import-wenet",
         help="import a pretrained WeNet U2/U2++ conformer as a model file",
-        description="usage: wenet-lite import-wenet DIR --out MODEL.pt [--norm-eps 1e-12]\n\n"
+        description="usage: wenet-lite import-wenet --download librispeech --out MODEL.pt\n"
+        "       wenet-lite import-wenet DIR --out MODEL.pt [--norm-eps 1e-12]\n\n"
         "DIR is a WeNet model directory as WeNet publishes it: final.pt, train.yaml, "
-        "units.txt, global_cmvn and, for English models, bpe.model. MODEL.pt is an ordinary "
-        "model file: decode, stream, serve, export and train --init take it. Its outputs are "
-        "WeNet's own (absolute key positions, WeNet's conv padding, final norm, ReLU decoder, "
-        "features with snip_edges and the whole band).",
+        "units.txt, global_cmvn and, for English models, a sentencepiece model (without it "
+        "the model imports for decoding; hotwords, LM words and train --init want it). "
+        "--download NAME fetches WeNet's checkpoint archive of that name (resumable, its "
+        "sha256 recorded on first download and checked after), unpacks it in the cache and "
+        "imports it with the LayerNorm epsilon it was trained with. MODEL.pt is an ordinary "
+        "model file: transcribe, decode, stream, serve, export and train --init take it. Its "
+        "outputs are WeNet's own (absolute key positions, WeNet's conv padding, final norm, "
+        "ReLU decoder, features with snip_edges and the whole band).\n\n"
+        f"Names for --download (WeNet's docs/pretrained_models.en.md):\n{names}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("model_dir", metavar="DIR", help="WeNet model directory")
+    p.add_argument("model_dir", metavar="DIR", nargs="?", help="WeNet model directory")
+    p.add_argument(
+        "--download", metavar="NAME|URL",
+        help="a WeNet checkpoint by name (listed above) or archive URL, instead of DIR",
+    )  # fmt: skip
+    p.add_argument(
+        "--cache", metavar="DIR",
+        help="where --download keeps archives (default: $XDG_CACHE_HOME/wenet_lite/wenet, "
+        "else ~/.cache/wenet_lite/wenet)",
+    )  # fmt: skip
     p.add_argument("--out", type=output_path, required=True, help="model file to write")
     p.add_argument(
-        "--norm-eps", type=float, default=1e-5,
-        help="LayerNorm epsilon the model was trained with: 1e-5 (WeNet since 2022, default) "
-        "or 1e-12 (checkpoints trained before 2022)",
+        "--norm-eps", type=float, default=None,
+        help="LayerNorm epsilon the model was trained with: 1e-5 (WeNet since 2022-01) or "
+        "1e-12 (before). Default: the table's for --download NAME; else from the evidence "
+        "(train.yaml's layout, a date in DIR's name), warning when it is a guess",
     )  # fmt: skip
     p.add_argument("--bpe", help="the BPE model, when DIR holds none or several *.model files")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_run_import_wenet)
 
 
 def _run_import_wenet(args: argparse.Namespace) -> int:
+    import sys
+
+    from wenet_lite.wenet_download import PRETRAINED, download_model
     from wenet_lite.wenet_import import import_wenet
 
-    print(import_wenet(args.model_dir, args.out, args.norm_eps, args.bpe))
+    if (args.model_dir is None) == (args.download is None):
+        raise UsageError("give a WeNet model directory DIR or --download NAME, one of them")
+    model_dir, eps = args.model_dir, args.norm_eps
+    if args.download is not None:
+        progress = not args.no_progress and sys.stderr.isatty()
+        model_dir = download_model(args.download, args.cache, progress)
+        if eps is None and args.download in PRETRAINED:
+            eps = PRETRAINED[args.download].norm_eps
+    print(import_wenet(model_dir, args.out, eps, args.bpe))
     return 0

@@ -90,8 +90,9 @@ class _Active:
     name: str
     blocks: Iterator[Tuple[np.ndarray, int]]
     stream: Stream
-    model_rate: int
-    upsample: bool
+    model_rate: int = 16000
+    """the recogniser's sample rate: lower input rates are warned about or refused"""
+    upsample: bool = True
     shown: Optional[_Shown] = None
     """the partial result last printed (None: none in the open segment yet)"""
     finished: bool = False

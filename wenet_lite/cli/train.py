@@ -23,7 +23,9 @@ def add_prepare(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--parts", help="librispeech: comma-separated parts (default: all found)")
     p.add_argument("--src", help="list: the manifest to convert")
     p.add_argument("--out", type=output_dir, required=True, help="output dir")
-    p.add_argument("--jobs", type=int, default=4, help="threads reading audio headers")
+    p.add_argument(
+        "--jobs", type=int, default=4, help="parallel workers: threads reading audio headers (4)"
+    )
     p.set_defaults(func=_run_prepare)
 
 
@@ -146,8 +148,12 @@ def add_train(sub: argparse._SubParsersAction) -> None:
         "--exp", type=output_dir, required=True, help="experiment dir for checkpoints and logs"
     )
     add_set(p)
-    p.add_argument("--train-part", default="train-clean-100", help="comma-separated parts")
-    p.add_argument("--dev-part", default="dev-clean", help="comma-separated; '' for none")
+    p.add_argument(
+        "--train-part", default="train-clean-100", help="comma-separated parts (train-clean-100)"
+    )
+    p.add_argument(
+        "--dev-part", default="dev-clean", help="comma-separated; '' for none (dev-clean)"
+    )
     p.add_argument("--cmvn", help="CMVN JSON (default: DATA/cmvn.json)")
     p.add_argument("--tokenizer", help="use this sentencepiece model instead of training one")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint")
