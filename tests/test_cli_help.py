@@ -111,8 +111,8 @@ def test_every_default_is_shown() -> None:
     for name, parser in SUBCOMMANDS.items():
         for action in parser._actions:
             default = action.default
-            if (action.help == argparse.SUPPRESS or not action.option_strings
-                    or isinstance(action, quiet) or default in (None, argparse.SUPPRESS)):  # fmt: skip
+            hidden = action.help == argparse.SUPPRESS or not action.option_strings
+            if hidden or isinstance(action, quiet) or default in (None, argparse.SUPPRESS):
                 continue
             if str(default) not in (action.help or ""):
                 missing.append(f"{name} {action.option_strings[0]} ({default})")
