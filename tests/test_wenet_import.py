@@ -473,3 +473,16 @@ def test_bpe_units_without_bpe_model_decode_exactly(tmp_path, caplog) -> None:
     (d / "bpe.model").write_bytes(b"")
     with pytest.raises(ValueError, match="bpe.model: a sentencepiece model without pieces"):
         import_wenet(d, tmp_path / "c.pt")
+
+
+@pytest.mark.parametrize("command", ["transcribe", "stream"])
+def test_a_wenet_directory_or_final_pt_as_model_says_to_import(tmp_path, capsys, command):
+    import soundfile as sf
+
+    wav = tmp_path / "a.wav"
+    sf.write(wav, np.zeros(1600, np.float32), 16000)
+    for model in (CASES / "librispeech", CASES / "librispeech" / "final.pt"):
+        assert main([command, "--model", str(model), str(wav)]) in (1, 2)
+        err = capsys.readouterr().err
+        assert f"import-wenet {CASES / 'librispeech'} --out model.pt" in err, err
+        assert err.count("\n") == 1 and "export" not in err.replace("import-wenet", "")

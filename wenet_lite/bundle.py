@@ -127,6 +127,11 @@ def read_bundle(directory: PathLike) -> Bundle:
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: no such export directory")
     path = root / BUNDLE_FILE
+    if not path.is_file() and (root / "final.pt").is_file():
+        raise ValueError(
+            f"{root} is a WeNet model directory, not a model file: import it first, "
+            f"wenet-lite import-wenet {root} --out model.pt"
+        )
     if not path.is_file():
         raise ValueError(
             f"{root} is not a wenet_lite export directory: it has no {BUNDLE_FILE} "

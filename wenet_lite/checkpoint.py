@@ -108,7 +108,17 @@ def load_checkpoint(path: PathLike, map_location: str = "cpu") -> Dict[str, Any]
             path, f"not a readable model file (truncated or corrupt?): {type(e).__name__}: {first}"
         ) from None
     if not isinstance(payload, dict) or "model" not in payload or "config" not in payload:
-        raise CheckpointError(path, "not a wenet_lite model file (no model/config inside)")
+        wenet = isinstance(payload, dict) and any(
+            isinstance(k, str) and k.startswith(("encoder.encoders.", "module.encoder."))
+            for k in payload
+        )
+        hint = (
+            ": it is WeNet's; import its directory first, wenet-lite import-wenet "
+            f"{path.parent} --out model.pt"
+            if wenet
+            else ""
+        )
+        raise CheckpointError(path, f"not a wenet_lite model file (no model/config inside){hint}")
     version = payload.get("format_version", 1)
     if not isinstance(version, int) or version > FORMAT_VERSION:
         raise CheckpointError(

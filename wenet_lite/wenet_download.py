@@ -227,7 +227,8 @@ def _unpack(archive: Path, target: Path) -> None:
                 tar.extractall(tmp)
     except (tarfile.TarError, EOFError, OSError) as e:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise ValueError(f"{archive}: not an archive that unpacks ({e})") from None
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ValueError(f"{archive}: not an archive that unpacks ({first})") from None
     os.replace(tmp, target)
 
 
