@@ -2,6 +2,7 @@
 whose flags exist, and the installed console script answers."""
 
 import re
+from typing import List, Tuple
 import subprocess
 
 import pytest
@@ -127,3 +128,46 @@ def test_another_tools_flags_are_named_by_the_subcommand(capsys) -> None:
     err = capsys.readouterr().err
     assert err.startswith("wenet-lite transcribe: error: unrecognized arguments: --output_format")
     assert "--output_format: --format?" in err and err.count("\n") == 1
+
+
+_SUBS = "|".join(sorted(map(re.escape, SUBCOMMANDS), key=len, reverse=True))
+_NAMED = re.compile(
+    rf"(?P<top>wenet-lite(?= --))|(?:wenet-lite |(?<![\w-]))(?P<sub>{_SUBS})(?= (--|[A-Z]))"
+    r"|(?<![\w-])(?P<flag>--[a-z][a-z0-9-]*)(?![\w-])"
+)
+
+
+def flags_named(text: str, own: str) -> List[Tuple[str, str]]:
+    """(subcommand, flag) for every flag a text names: after ``wenet-lite SUB`` in the same
+    code span or line the flag is SUB's, else the text's own subcommand's (``wenet-lite
+    --version`` is the top level's, skipped)."""
+    found = []
+    for span in re.split(r"`|\n|; |\. ", text):
+        current = own
+        for m in _NAMED.finditer(span):
+            if m.group("top") is not None:
+                current = ""  # wenet-lite --version: the top level's
+            elif m.group("sub") is not None:
+                current = m.group("sub")
+            elif current:
+                found.append((current, m.group("flag")))
+    return found
+
+
+def test_flags_named_in_help_texts_exist() -> None:
+    """Every flag a help text names is a shown flag of the subcommand it belongs to."""
+    import argparse
+
+    bad = []
+    for name, parser in SUBCOMMANDS.items():
+        texts = [parser.usage or "", parser.description or ""]
+        texts += [a.help for a in parser._actions if a.help and a.help != argparse.SUPPRESS]
+        for text in texts:
+            for sub, flag in flags_named(text, name):
+                if flag not in _shown_flags(SUBCOMMANDS[sub]):
+                    bad.append(f"{name}'s help names {sub} {flag}")
+    assert not bad, bad
+    # Negative control: a hidden or unknown flag is caught.
+    assert flags_named("run `wenet-lite stream --model M --int8`", "export") == [
+        ("stream", "--model"), ("stream", "--int8")]  # fmt: skip
+    assert "--int8" not in _shown_flags(SUBCOMMANDS["stream"])

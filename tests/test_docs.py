@@ -119,3 +119,71 @@ def test_every_config_key_is_described() -> None:
     rows = reference_rows(ExperimentConfig)
     assert len(rows) > 70 and any(r[0] == "train.precision" for r in rows)
     assert [r[0] for r in rows if not r[-1].strip()] == []
+
+
+def _prose(text: str) -> str:
+    """A page without its fenced code blocks (those are parsed whole above)."""
+    return re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+
+
+def test_flags_named_in_prose_exist() -> None:
+    """`stream --json`, `wenet-lite decode --simulate-streaming` ... in the prose of every
+    page: each flag is a shown flag of the subcommand named before it."""
+    from tests.test_cli_help import SUBCOMMANDS, _shown_flags, flags_named
+
+    bad = []
+    for page in PAGES:
+        for span in re.findall(r"`([^`\n]+)`", _prose(page.read_text(encoding="utf-8"))):
+            for sub, flag in flags_named(span, ""):
+                if flag not in _shown_flags(SUBCOMMANDS[sub]):
+                    bad.append(f"{page.relative_to(REPO)}: `{span}`")
+    assert not bad, "\n".join(bad)
+
+
+def test_conformer_u2_sizes_in_the_docs_are_the_models() -> None:
+    """Parameter counts the docs give for the shipped LibriSpeech model, computed."""
+    from wenet_lite.config import load_config
+    from wenet_lite.model import build_model
+
+    def millions(module) -> str:
+        return f"{sum(p.numel() for p in module.parameters()) / 1e6:.1f} M"
+
+    cfg = load_config(REPO / "conf" / "conformer_u2.yaml")
+    full = build_model(cfg, 5000)
+    ctc_only = build_model(load_config(REPO / "conf" / "conformer_u2.yaml",
+                                       ["decoder.type=none"]), 1000)  # fmt: skip
+    configs = (REPO / "docs" / "configs.md").read_text()
+    recipes = (REPO / "docs" / "recipes.md").read_text()
+    training = (REPO / "docs" / "training.md").read_text()
+    assert (
+        f"({millions(full)} parameters, {millions(full.decoder)} of them the decoder's)" in configs
+    )
+    encoder_ctc = sum(p.numel() for n, p in full.named_parameters() if not n.startswith("decoder"))
+    assert f"{millions(full)} parameters with vocabulary 5000, {encoder_ctc / 1e6:.1f} M" in (
+        " ".join(recipes.split())
+    )
+    assert f"(`decoder.type=none`), vocab 1000 | {millions(ctc_only)} |" in training
+
+
+def dangling_references(text: str) -> list:
+    """``*Name* below`` / ``*Name* above`` whose heading (or bold paragraph name) is not on that
+    side in the same page."""
+    lines = text.splitlines()
+    marks = [(i, re.sub(r"^#+\s*", "", line).strip()) for i, line in enumerate(lines)
+             if line.startswith("#")]  # fmt: skip
+    marks += [(i, m) for i, line in enumerate(lines) for m in re.findall(r"\*\*([^*]+?)\*\*", line)]
+    bad = []
+    for i, line in enumerate(lines):
+        for m in re.finditer(r"\*([A-Z][^*]+?)\* (below|above)", line):
+            at = [j for j, mark in marks if mark.rstrip(".").startswith(m.group(1))]
+            if not any(j > i if m.group(2) == "below" else j < i for j in at):
+                bad.append(f"{i + 1}: {m.group(0)}")
+    return bad
+
+
+def test_references_below_and_above_exist() -> None:
+    bad = [f"{p.relative_to(REPO)}:{b}" for p in PAGES
+           for b in dangling_references(p.read_text(encoding="utf-8"))]  # fmt: skip
+    assert not bad, bad
+    assert dangling_references("see *Engines* below\n# Other") == ["1: *Engines* below"]
+    assert dangling_references("see *Engines* below\n## Engines") == []

@@ -327,6 +327,7 @@ if run_stage 8; then
   python3 recipes/common/results_table.py --exp "$exp" --model "$model" \
     --train-data "$data/train-clean-100" --test "$data/$test_part" ${lm_text:+--lm-text "$lm_text"} \
     $([ -f "$exp/hotwords/unseen.txt" ] && echo "--hotwords-list $exp/hotwords/unseen.txt") \
+    --note "A demonstration on synthetic speech (espeak-ng and flite voices reading fortunes): it shows every stage working on a machine without data; it is not a model for real recordings." \
     --note "Corpus: $corpus ($hours h requested, seed $seed). Config: $config${overrides:+, overrides: $overrides}." \
     --note "Decoding and streaming use all left context; the exported models (TorchScript, ONNX in sherpa-onnx) run chunk $export_chunk with $export_left left chunks." \
     --note "Command: recipes/synthetic/run.sh$([ "$smoke" = 1 ] && echo ' (SMOKE=1)')"

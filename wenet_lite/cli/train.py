@@ -19,7 +19,11 @@ def add_prepare(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("corpus", choices=["librispeech", "list"])
-    p.add_argument("--root", help="librispeech: dir holding LibriSpeech/<part>/...")
+    p.add_argument(
+        "--root",
+        help="librispeech: the LibriSpeech folder (holding <part>/<speaker>/...), or the "
+        "folder above it",
+    )  # fmt: skip
     p.add_argument("--parts", help="librispeech: comma-separated parts (default: all found)")
     p.add_argument("--src", help="list: the manifest to convert")
     p.add_argument("--out", type=output_dir, required=True, help="output dir")
