@@ -2,8 +2,8 @@
 whose flags exist, and the installed console script answers."""
 
 import re
-from typing import List, Tuple
 import subprocess
+from typing import List, Tuple
 
 import pytest
 
