@@ -69,7 +69,11 @@ def add_compute_cmvn(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", required=True, nargs="+", help="prepared part dir(s) or cuts files")
     p.add_argument("--out", type=output_file, required=True, help="output JSON")
     add_set(p)
-    p.add_argument("--jobs", type=int, help="DataLoader workers (default: data.num_workers)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        help="parallel workers: DataLoader processes (default: data.num_workers)",
+    )
     p.add_argument(
         "--max-utts", type=int, default=0, metavar="N",
         help="use N utterances spread evenly over the set (default 0: all)",
@@ -109,7 +113,11 @@ def add_compute_fbank(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     p.add_argument("--data", required=True, nargs="+", help="prepared part dir(s)")
     add_set(p)
-    p.add_argument("--jobs", type=int, help="DataLoader workers (default: data.num_workers)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        help="parallel workers: DataLoader processes (default: data.num_workers)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_run_compute_fbank)
 

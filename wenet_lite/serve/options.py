@@ -72,8 +72,8 @@ class ServerOptions:
         default=1,
         metadata=flag(
             "--jobs",
-            "processes serving the port (workers), each with its own decode thread; a worker "
-            "that dies is restarted",
+            "parallel workers: processes serving the port, each with its own decode thread; "
+            "a worker that dies is restarted",
             aliases=("--workers",),
         ),
     )
