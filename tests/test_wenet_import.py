@@ -486,3 +486,17 @@ def test_a_wenet_directory_or_final_pt_as_model_says_to_import(tmp_path, capsys,
         err = capsys.readouterr().err
         assert f"import-wenet {CASES / 'librispeech'} --out model.pt" in err, err
         assert err.count("\n") == 1 and "export" not in err.replace("import-wenet", "")
+
+
+def test_a_pickled_payload_in_final_pt_is_refused_without_advice_to_load_it(tmp_path, capsys):
+    class Payload:
+        def __reduce__(self):
+            return (print, ("pickled code ran",))
+
+    d = _bad_dir(tmp_path)
+    state = torch.load(d / "final.pt", weights_only=True)
+    state["extra"] = Payload()
+    torch.save(state, d / "final.pt")
+    err = _import_fails(d, tmp_path, capsys)
+    assert "holds Python objects" in err and "weights_only" not in err
+    assert "pickled code ran" not in capsys.readouterr().out

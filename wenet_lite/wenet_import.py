@@ -260,7 +260,13 @@ def _read_state(path: Path) -> Dict[str, torch.Tensor]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - pickle, zip and unpickler errors alike
-        raise WenetImportError(f"{path}: not a readable PyTorch state dict ({e})") from None
+        if "Weights only load failed" in str(e):  # torch's text suggests loading it unsafely
+            raise WenetImportError(
+                f"{path}: holds Python objects, not only tensors (refused: loading them could "
+                "run code)"
+            ) from None
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise WenetImportError(f"{path}: not a readable PyTorch state dict ({first})") from None
     if isinstance(state, dict) and "model" in state and isinstance(state["model"], dict):
         state = state["model"]  # a training checkpoint with the weights under "model"
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
