@@ -210,12 +210,15 @@ class Transcriber:
             )
         if x.ndim != 1:
             raise ValueError(f"{name}: expected mono samples (N,), got shape {x.shape}")
-        if isinstance(sample_rate, bool) or not isinstance(sample_rate, (int, np.integer)):
-            raise ValueError(f"{name}: sample_rate must be an int (Hz), got {sample_rate!r}")
+        if (isinstance(sample_rate, bool) or not isinstance(sample_rate, (int, np.integer))
+                or sample_rate <= 0):  # fmt: skip
+            raise ValueError(
+                f"{name}: sample_rate must be a positive int (Hz), got {sample_rate!r}"
+            )
         x = x.astype(np.float32, copy=False)
         if not np.isfinite(x).all():
             raise AudioError(name, "non_finite", "samples hold NaN or infinity")
-        step = x.size if self._full is not None else int(_BLOCK_SECONDS * sample_rate)
+        step = max(1, x.size if self._full is not None else int(_BLOCK_SECONDS * sample_rate))
         pieces = ((x[i : i + step], int(sample_rate)) for i in range(0, max(x.size, 1), step))
         return self._blocks(pieces, name)
 

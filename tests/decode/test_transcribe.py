@@ -263,9 +263,11 @@ def test_the_load_once_api(tiny, files, test_audio) -> None:
     pcm = (test_audio[0] * 32767).astype(np.int16)
     with pytest.raises(ValueError, match="divide 16-bit PCM by 32768"):
         tr.array(pcm, 16000)
-    for rate in (0, "16000"):
-        with pytest.raises(ValueError, match="sample"):
-            tr.array(test_audio[0], rate)
+    streamed = Transcriber(tiny.path, chunk_size=4)
+    for rate in (0, -16000, "16000", 16000.0):
+        for t in (tr, streamed):
+            with pytest.raises(ValueError, match="sample_rate must be a positive int"):
+                t.array(test_audio[0], rate)
 
 
 @pytest.mark.parametrize("chunk", [0, 4])

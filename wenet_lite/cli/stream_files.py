@@ -37,6 +37,7 @@ from wenet_lite.features.audio import (
     decode_audio_bytes,
     read_audio_blocks,
     read_pcm16,
+    read_upto,
 )
 from wenet_lite.runtime.result import Result
 from wenet_lite.runtime.streaming import Stream, StreamCursor, StreamingRecognizer
@@ -133,7 +134,7 @@ def _stdin_blocks(stdin: BinaryIO, raw_rate: Optional[int]) -> Iterator[Tuple[np
     if raw_rate is not None:
         yield from _pcm_blocks(stdin, raw_rate)
         return
-    head = _read_upto(stdin, 12)
+    head = read_upto(stdin, 12)
     if not head:
         raise AudioError(STDIN, "empty", "empty input (no audio bytes)")
     if head[:4] == b"RIFF" and head[8:12] == b"WAVE":
@@ -155,23 +156,12 @@ def _stdin_blocks(stdin: BinaryIO, raw_rate: Optional[int]) -> Iterator[Tuple[np
         yield samples[i : i + step], rate
 
 
-def _read_upto(stdin: BinaryIO, n: int) -> bytes:
-    """Up to ``n`` bytes (fewer only at the end: a pipe delivers in pieces)."""
-    out = bytearray()
-    while len(out) < n:
-        piece = stdin.read(n - len(out))
-        if not piece:
-            break
-        out += piece
-    return bytes(out)
-
-
 def _wav_stream_format(stdin: BinaryIO, seen: bytearray) -> Optional[Tuple[int, int, int]]:
     """Read a WAV's chunks up to its data: (rate, channels, data bytes) for 16-bit PCM, None
     for another encoding (every byte read is appended to ``seen``)."""
     fmt = b""
     while True:
-        head = _read_upto(stdin, 8)
+        head = read_upto(stdin, 8)
         seen += head
         if len(head) < 8:
             raise AudioError(STDIN, "unreadable", "WAV header ends before its data")
@@ -180,7 +170,7 @@ def _wav_stream_format(stdin: BinaryIO, seen: bytearray) -> Optional[Tuple[int, 
             break
         if size > 1 << 20:
             raise AudioError(STDIN, "unreadable", f"WAV chunk {head[:4]!r} of {size} bytes")
-        body = _read_upto(stdin, size + size % 2)
+        body = read_upto(stdin, size + size % 2)
         seen += body
         if head[:4] == b"fmt ":
             fmt = body

@@ -35,6 +35,7 @@ __all__ = [
     "speed_perturb",
     "pcm16_to_float",
     "read_pcm16",
+    "read_upto",
     "quiet_decoder",
 ]
 
@@ -329,6 +330,18 @@ def pcm16_to_float(data: bytes) -> np.ndarray:
     return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
 
 
+def read_upto(stream: BinaryIO, n: int) -> bytes:
+    """``n`` bytes of a byte stream, fewer only at its end (a pipe delivers in pieces, so one
+    ``read`` may return less)."""
+    out = bytearray()
+    while len(out) < n:
+        piece = stream.read(n - len(out))
+        if not piece:
+            break
+        out += piece
+    return bytes(out)
+
+
 def read_pcm16(stream: BinaryIO, num_samples: int) -> np.ndarray:
     """Read up to ``num_samples`` mono 16-bit PCM samples from a byte stream (e.g. stdin).
 
@@ -340,14 +353,8 @@ def read_pcm16(stream: BinaryIO, num_samples: int) -> np.ndarray:
     """
     if num_samples <= 0:
         raise ValueError(f"num_samples must be positive, got {num_samples}")
-    want = 2 * num_samples
-    buf = bytearray()
-    while len(buf) < want:
-        piece = stream.read(want - len(buf))
-        if not piece:
-            break
-        buf += piece
+    buf = read_upto(stream, 2 * num_samples)
     if len(buf) % 2:
         name = getattr(stream, "name", "<stream>")
         raise AudioError(name, "truncated", "PCM stream ended in the middle of a 16-bit sample")
-    return pcm16_to_float(bytes(buf))
+    return pcm16_to_float(buf)
