@@ -32,6 +32,7 @@ from typing import IO, Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, 
 import numpy as np
 
 from wenet_lite.features.audio import (
+    RATE_RANGE,
     AudioError,
     check_rate,
     decode_audio_bytes,
@@ -156,9 +157,12 @@ def _stdin_blocks(stdin: BinaryIO, raw_rate: Optional[int]) -> Iterator[Tuple[np
         yield samples[i : i + step], rate
 
 
-def _wav_stream_format(stdin: BinaryIO, seen: bytearray) -> Optional[Tuple[int, int, int]]:
-    """Read a WAV's chunks up to its data: (rate, channels, data bytes) for 16-bit PCM, None
-    for another encoding (every byte read is appended to ``seen``)."""
+def _wav_stream_format(
+    stdin: BinaryIO, seen: bytearray
+) -> Optional[Tuple[int, int, Optional[int]]]:
+    """Read a WAV's chunks up to its data: (rate, channels, data bytes or None when the size
+    is left open) for 16-bit PCM, None for another encoding (every byte read is appended to
+    ``seen``)."""
     fmt = b""
     while True:
         head = read_upto(stdin, 8)
@@ -180,9 +184,11 @@ def _wav_stream_format(stdin: BinaryIO, seen: bytearray) -> Optional[Tuple[int, 
     rate, bits = int.from_bytes(fmt[4:8], "little"), int.from_bytes(fmt[14:16], "little")
     if tag == 0xFFFE and len(fmt) >= 26:  # WAVE_FORMAT_EXTENSIBLE: the sub-format's tag
         tag = int.from_bytes(fmt[24:26], "little")
-    if tag != 1 or bits != 16 or channels < 1:
+    if not RATE_RANGE[0] <= rate <= RATE_RANGE[1] or not 1 <= channels <= 64:
+        raise AudioError(STDIN, "rate", f"WAV header of {rate} Hz, {channels} channels")
+    if tag != 1 or bits != 16:
         return None
-    return rate, channels, size
+    return rate, channels, None if size in (0, 0xFFFFFFFF) else size  # 0, ~0: open-ended
 
 
 class _Printer:
