@@ -172,6 +172,9 @@ def test_cli_reads_stdin(tiny, files, tmp_path) -> None:
     assert proc.stdout.decode().strip() == transcribe(tiny.path, files[0]).text
     empty = subprocess.run(cmd, input=b"", capture_output=True, timeout=300)
     assert empty.returncode == 1 and b"-: empty input" in empty.stderr
+    noise = subprocess.run(cmd, input=bytes(range(256)) * 40, capture_output=True, timeout=300)
+    assert noise.returncode == 1 and b"-: not audio libsndfile reads" in noise.stderr
+    assert b"BytesIO" not in noise.stderr and noise.stderr.count(b"\n") == 1
 
 
 def test_decode_shows_progress_over_the_audio(tiny, corpus, capsys) -> None:

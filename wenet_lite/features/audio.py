@@ -230,7 +230,8 @@ def decode_audio_bytes(data: bytes, name: str) -> Tuple[np.ndarray, int]:
     try:
         samples, rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)  # (N, Ch)
     except (sf.LibsndfileError, RuntimeError, TypeError) as e:
-        raise AudioError(name, "unreadable", f"not audio libsndfile reads ({e})") from None
+        why = re.sub(r"Error opening <[^>]*>: ", "", str(e))  # not the buffer's repr
+        raise AudioError(name, "unreadable", f"not audio libsndfile reads ({why})") from None
     if not RATE_RANGE[0] <= rate <= RATE_RANGE[1]:
         raise AudioError(name, "rate", _rate_problem(rate))
     if samples.shape[0] == 0 or samples.shape[1] == 0:
