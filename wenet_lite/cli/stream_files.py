@@ -1,10 +1,13 @@
 """`wenet-lite stream`: audio files and stdin through a :class:`StreamingRecognizer`.
 
 Inputs are read piece by piece (constant memory for any length): audio files of any sample
-rate, mono or stereo, in chunk-sized blocks, and ``-``, raw 16-bit little-endian mono PCM on
-stdin at ``sample_rate`` in 100 ms blocks, e.g. a live microphone::
+rate, mono or stereo, in chunk-sized blocks, and ``-``, stdin in 100 ms blocks: an audio file
+known by its header (a 16-bit PCM WAV, as arecord writes it, streams as it arrives; FLAC and
+OGG are read to their end), or with ``raw_rate`` raw 16-bit little-endian mono PCM, e.g. a
+live microphone::
 
-    arecord -t raw -f S16_LE -r 16000 -c 1 - | wenet-lite stream --model exp/u2/avg.pt -
+    arecord -f S16_LE -r 16000 -c 1 | wenet-lite stream --model exp/u2/avg.pt -
+    arecord -t raw -f S16_LE -r 16000 -c 1 | wenet-lite stream --model M --raw 16000 -
 
 Up to ``max_streams`` inputs are decoded concurrently, batched through one encoder call.
 
