@@ -500,3 +500,25 @@ def test_a_pickled_payload_in_final_pt_is_refused_without_advice_to_load_it(tmp_
     err = _import_fails(d, tmp_path, capsys)
     assert "holds Python objects" in err and "weights_only" not in err
     assert "pickled code ran" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["units.txt", "global_cmvn", "train.yaml"])
+def test_non_utf8_files_are_named(tmp_path, capsys, name: str) -> None:
+    d = _bad_dir(tmp_path)
+    if name == "global_cmvn":  # read only when the weights lack CMVN
+        state = torch.load(d / "final.pt", weights_only=True)
+        state.pop("encoder.global_cmvn.mean"), state.pop("encoder.global_cmvn.istd")
+        torch.save(state, d / "final.pt")
+    (d / name).write_bytes((d / name).read_bytes() + b"\n\xff\xfe\n")
+    assert f"{d / name}: not UTF-8 text (byte 0xff" in _import_fails(d, tmp_path, capsys)
+
+
+def test_deeply_nested_cmvn_json_is_one_line(tmp_path, capsys) -> None:
+    d = _bad_dir(tmp_path)
+    state = torch.load(d / "final.pt", weights_only=True)
+    state.pop("encoder.global_cmvn.mean"), state.pop("encoder.global_cmvn.istd")
+    torch.save(state, d / "final.pt")
+    (d / "global_cmvn").write_text('{"a":' * 100_000 + "1" + "}" * 100_000)
+    assert "global_cmvn: not JSON this reader takes (nested too deeply)" in _import_fails(
+        d, tmp_path, capsys
+    )

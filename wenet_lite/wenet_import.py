@@ -459,9 +459,9 @@ def read_wenet_cmvn(path: PathLike) -> Tuple[torch.Tensor, torch.Tensor]:
     (variance floored at 1e-20)."""
     path = Path(path)
     text = read_text(path)
+    stats = read_json(path) if text.lstrip().startswith("{") else None  # names its own errors
     try:
-        if text.lstrip().startswith("{"):
-            stats = read_json(path)
+        if stats is not None:
             total = torch.tensor(stats["mean_stat"], dtype=torch.float64)
             squares = torch.tensor(stats["var_stat"], dtype=torch.float64)
             count = float(stats["frame_num"])

@@ -36,6 +36,9 @@ def test_save_load_round_trip_and_bad_files(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text('{"format": "arpa"}')
     with pytest.raises(ValueError, match="bad.json: not a wenet_lite word LM"):
         WordLM.load(tmp_path / "bad.json")
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match="deep.json: not JSON this reader takes"):
+        WordLM.load(tmp_path / "deep.json")
 
 
 def test_scorer_completes_words_at_word_starts_and_the_end() -> None:

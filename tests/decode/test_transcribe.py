@@ -370,3 +370,26 @@ def test_two_utterances_a_pause_apart_make_two_cues(tiny, test_audio, search) ->
     cues = subtitle_cues(t)
     assert len(cues) >= 2
     assert all(c.end <= gap[0] + 0.5 or c.start >= gap[1] - 0.1 for c in cues)
+
+
+def test_outputs_are_written_atomically(tiny, files, tmp_path, monkeypatch, capsys) -> None:
+    """A write that fails midway (a kill, a full disk) leaves the file that was there, never a
+    cut or empty one: the text goes to a temporary file that is renamed when whole."""
+    import os
+
+    from wenet_lite import fileio
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / f"{Path(files[0]).stem}.srt").write_text("an earlier run's subtitles\n")
+
+    def full_disk(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(fileio.os, "fsync", full_disk)
+    rc = main(["transcribe", "--model", str(tiny.path), files[0], "--format", "srt",
+               "--out", str(out), "--no-progress"])  # fmt: skip
+    assert rc == 1 and "No space left on device" in capsys.readouterr().err
+    monkeypatch.setattr(fileio.os, "fsync", os.fsync)
+    assert [p.name for p in out.iterdir()] == [f"{Path(files[0]).stem}.srt"]
+    assert (out / f"{Path(files[0]).stem}.srt").read_text() == "an earlier run's subtitles\n"
