@@ -171,3 +171,25 @@ def test_flags_named_in_help_texts_exist() -> None:
     assert flags_named("run `wenet-lite stream --model M --int8`", "export") == [
         ("stream", "--model"), ("stream", "--int8")]  # fmt: skip
     assert "--int8" not in _shown_flags(SUBCOMMANDS["stream"])
+
+
+def test_out_always_takes_a_directory(tmp_path) -> None:
+    """--out is where the output goes: a directory is taken by every subcommand, and one
+    whose output is a single file writes it there under its default name."""
+    from wenet_lite.cli.flags import in_dir
+
+    parser = build_parser()
+    d = str(tmp_path)
+    cmvn = parser.parse_args(["compute-cmvn", "--config", "c", "--data", "x", "--out", d])
+    assert cmvn.out == str(tmp_path / "cmvn.json")
+    lm = parser.parse_args(["train-lm", "--text", "t", "--out", d + "/new/"])
+    assert lm.out == str(tmp_path / "new" / "lm.json")
+    wenet = parser.parse_args(["import-wenet", "w", "--out", d])
+    assert wenet.out == str(tmp_path / "model.pt")
+    named = parser.parse_args(["import-wenet", "w", "--out", str(tmp_path / "m.pt")])
+    assert named.out == str(tmp_path / "m.pt")
+    assert in_dir(d, "model.ts") == tmp_path / "model.ts"
+    for name, parser_ in SUBCOMMANDS.items():
+        for action in parser_._actions:
+            if "--out" in action.option_strings:
+                assert action.type is None or action.type(d), name

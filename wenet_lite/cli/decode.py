@@ -19,9 +19,9 @@ from wenet_lite.cli.flags import (
     device_from,
     endpoint_from,
     engine_spec,
+    file_in,
     options_from,
     output_dir,
-    output_file,
     positive_int,
     recognizer_from,
 )
@@ -279,7 +279,10 @@ def add_train_lm(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--data", action="append", default=[], help="prepared set (repeatable)")
     p.add_argument("--text", action="append", default=[], help="text file (repeatable)")
-    p.add_argument("--out", type=output_file, required=True, help="lm.json, or lm.arpa[.gz]")
+    p.add_argument(
+        "--out", type=file_in("lm.json"), required=True,
+        help="lm.json, or lm.arpa[.gz] (a directory: DIR/lm.json)",
+    )  # fmt: skip
     p.add_argument("--order", type=int, choices=[2, 3], default=2, help="bigram or trigram (2)")
     p.add_argument("--discount", type=float, default=0.75, help="absolute discount (0.75)")
     p.set_defaults(func=_run_train_lm)

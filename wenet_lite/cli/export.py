@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from wenet_lite.cli.flags import UsageError, add_chunking, chunking_from, output_path
+from wenet_lite.cli.flags import (
+    UsageError,
+    add_chunking,
+    chunking_from,
+    file_in,
+    in_dir,
+    output_path,
+)
 
 
 def add_export(sub: argparse._SubParsersAction) -> None:
@@ -34,7 +41,8 @@ def add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", required=True, choices=["torchscript", "onnx", "executorch"])
     p.add_argument(
         "--out", type=output_path, required=True,
-        help="torchscript: output file; onnx, executorch: output dir",
+        help="onnx, executorch: output directory; torchscript: output file (a directory: "
+        "DIR/model.ts)",
     )  # fmt: skip
     add_chunking(p, 16, 4, full=True)
     p.add_argument(
@@ -52,7 +60,8 @@ def _run_export(args: argparse.Namespace) -> int:
     if args.format == "torchscript":
         from wenet_lite.export.torchscript import export_torchscript
 
-        written = [export_torchscript(args.model, args.out, **chunking, quantize=args.quantize)]
+        out = in_dir(args.out, "model.ts")
+        written = [export_torchscript(args.model, out, **chunking, quantize=args.quantize)]
     elif args.format == "executorch":
         from wenet_lite.export.executorch import export_executorch
 
@@ -104,7 +113,10 @@ def add_import_wenet(sub: argparse._SubParsersAction) -> None:
         help="where --download keeps archives (default: $XDG_CACHE_HOME/wenet_lite/wenet, "
         "else ~/.cache/wenet_lite/wenet)",
     )  # fmt: skip
-    p.add_argument("--out", type=output_path, required=True, help="model file to write")
+    p.add_argument(
+        "--out", type=file_in("model.pt"), required=True,
+        help="model file to write (a directory: DIR/model.pt)",
+    )  # fmt: skip
     p.add_argument(
         "--norm-eps", type=float, default=None,
         help="LayerNorm epsilon the model was trained with: 1e-5 (WeNet since 2022-01) or "

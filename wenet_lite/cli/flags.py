@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import typing
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional, Sequence, Union
@@ -14,8 +15,8 @@ from wenet_lite.cpu import PRECISIONS
 __all__ = [
     "UsageError", "add_set", "add_options", "options_from", "add_chunking", "chunking_from",
     "add_endpoint", "endpoint_from", "add_upsample",
-    "device_from", "output_dir", "output_file", "output_path", "add_engine", "engine_spec",
-    "recognizer_from",
+    "device_from", "output_dir", "output_file", "output_path", "file_in", "in_dir", "add_engine",
+    "engine_spec", "recognizer_from",
 ]  # fmt: skip
 
 
@@ -174,6 +175,25 @@ def output_file(text: str) -> str:
     if Path(text).is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a directory, not a file")
     return text
+
+
+def file_in(default_name: str) -> Callable[[str], str]:
+    """argparse type of an output file where a directory is taken too: an existing directory,
+    or a path ending in '/', means ``DIR/default_name``. So ``--out`` means one thing in every
+    subcommand: where the output goes, a directory always accepted."""
+
+    def check(text: str) -> str:
+        return output_file(str(in_dir(text, default_name)))
+
+    return check
+
+
+def in_dir(text: str, default_name: str) -> Path:
+    """``text``, or ``text/default_name`` when it names a directory (existing, or ending in
+    '/')."""
+    if text.endswith(("/", os.sep)) or Path(text).is_dir():
+        return Path(text) / default_name
+    return Path(text)
 
 
 def output_path(text: str) -> str:

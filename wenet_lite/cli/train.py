@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from wenet_lite.cli.flags import UsageError, add_set, output_dir, output_file
+from wenet_lite.cli.flags import UsageError, add_set, file_in, in_dir, output_dir, output_path
 from wenet_lite.config import shipped_configs
 
 
@@ -67,7 +67,10 @@ def add_compute_cmvn(sub: argparse._SubParsersAction) -> None:
         help="experiment YAML, or a shipped config by name, e.g. conformer_u2 (its features)",
     )  # fmt: skip
     p.add_argument("--data", required=True, nargs="+", help="prepared part dir(s) or cuts files")
-    p.add_argument("--out", type=output_file, required=True, help="output JSON")
+    p.add_argument(
+        "--out", type=file_in("cmvn.json"), required=True,
+        help="output JSON (a directory: DIR/cmvn.json)",
+    )  # fmt: skip
     add_set(p)
     p.add_argument(
         "--jobs",
@@ -229,7 +232,10 @@ def add_average(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--num", type=int, default=5, help="checkpoints to average (default 5)")
     p.add_argument("--best", action="store_true", help="lowest dev loss instead of newest")
     p.add_argument(
-        "--out", type=output_file, help="output (default EXP/avg_N.pt or EXP/avg_best_N.pt)"
+        "--out",
+        type=output_path,
+        help="output file, or a directory for DIR/avg_N.pt (default EXP/avg_N.pt or "
+        "EXP/avg_best_N.pt)",
     )
     p.set_defaults(func=_run_average)
 
@@ -237,5 +243,8 @@ def add_average(sub: argparse._SubParsersAction) -> None:
 def _run_average(args: argparse.Namespace) -> int:
     from wenet_lite.train.average import average_checkpoints
 
-    print(average_checkpoints(args.exp, args.num, args.out, best=args.best))
+    out = args.out
+    if out is not None:
+        out = in_dir(out, f"avg_{'best_' if args.best else ''}{args.num}.pt")
+    print(average_checkpoints(args.exp, args.num, out, best=args.best))
     return 0
