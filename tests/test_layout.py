@@ -81,6 +81,9 @@ def test_layers() -> None:
         "wenet_lite.cli.transcribe": ["wenet_lite.cli.decode", "wenet_lite.cli.serve"],
         "wenet_lite.wenet_import": ["wenet_lite.train", *run, "wenet_lite.export",
                                     "wenet_lite.cli", "wenet_lite.serve"],
+        "wenet_lite.wenet_download": ["wenet_lite.model", "wenet_lite.data", "wenet_lite.train",
+                                      *run, "wenet_lite.export", "wenet_lite.cli",
+                                      "wenet_lite.serve", "wenet_lite.wenet_import"],
     }  # fmt: skip
     broken = [
         f"{module} imports {dep}"
