@@ -158,6 +158,7 @@ class Transcriber:
             spec = engine or EngineSpec(threads=threads, device=device or "cpu")
             self.recognizer = open_recognizer(model, chunking, self.search, endpoint, spec)
         else:
+            _check_full_context_engine(engine)
             torch.set_num_threads(threads)
             if isinstance(model, (str, Path)):
                 from wenet_lite.model_io import load_model
@@ -297,6 +298,23 @@ def _check_options(model: Any, chunk_size: Any, pause: Any, threads: Any) -> Non
         raise ValueError(f"pause must be seconds >= 0, got {pause!r}")
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be an int >= 1, got {threads!r}")
+
+
+def _check_full_context_engine(engine: Any) -> None:
+    """Full context runs the eager torch model in fp32: an engine or precision that runs only
+    the streaming path is refused, not silently dropped."""
+    from wenet_lite.recognizer import RuleError
+
+    if engine is None:
+        return
+    if engine.kind not in (None, "torch"):
+        raise RuleError(
+            f'engine kind="{engine.kind}" runs the streaming path: give chunk_size (e.g. 16)'
+        )
+    if engine.precision in ("bf16", "int8"):
+        raise RuleError(
+            f'precision="{engine.precision}" runs the streaming path: give chunk_size (e.g. 16)'
+        )
 
 
 def _search_names() -> dict:

@@ -393,3 +393,15 @@ def test_outputs_are_written_atomically(tiny, files, tmp_path, monkeypatch, caps
     monkeypatch.setattr(fileio.os, "fsync", os.fsync)
     assert [p.name for p in out.iterdir()] == [f"{Path(files[0]).stem}.srt"]
     assert (out / f"{Path(files[0]).stem}.srt").read_text() == "an earlier run's subtitles\n"
+
+
+def test_a_streaming_engine_without_chunks_is_refused(tiny, files) -> None:
+    """Full context runs the eager fp32 model: asking for another engine or precision
+    without chunk_size is a RuleError naming the field, not a silent eager run."""
+    from wenet_lite.recognizer import EngineSpec, RuleError
+
+    for spec, field in [(EngineSpec("executorch"), 'kind="executorch"'),
+                        (EngineSpec(precision="int8"), 'precision="int8"')]:  # fmt: skip
+        with pytest.raises(RuleError, match=f"{field} runs the streaming path"):
+            transcribe(tiny.path, files[0], engine=spec)
+    assert transcribe(tiny.path, files[0], engine=EngineSpec(precision="fp32")).text
