@@ -42,7 +42,7 @@ ROWS = [
     # score, train-lm
     (["score", "--hyp", "{f}", "--data", "{d}", "--out", "{f}/o"], 2, "{f} is a file"),
     (["score", "--hyp", "{t}/no.txt", "--data", "{d}", "--out", "{t}/o"], 1, "{t}/no.txt"),
-    (["train-lm", "--text", "{f}", "--out", "{t}"], 2, "{t} is a directory, not a file"),
+    (["train-lm", "--text", "{f}", "--out", "{f}/lm.json"], 2, "{f} is a file"),
     (["train-lm", "--out", "{t}/lm.json"], 2, "give --data and/or --text"),
     # train, export, average, compute-cmvn, prepare
     (["train", "--config", "{f}", "--data", "{d}", "--exp", "{f}"], 2, "--exp: {f} is a file"),
@@ -52,8 +52,8 @@ ROWS = [
     (["export", "--model", "{m}", "--format", "torchscript", "--chunk-size", "0", "--out",
       "{t}/o.ts"], 2, "--chunk-size: '0'"),
     (["average", "--exp", "{t}/none"], 1, "{t}/none"),
-    (["compute-cmvn", "--config", "{f}", "--data", "{d}", "--out", "{t}"], 2,
-     "{t} is a directory"),
+    (["compute-cmvn", "--config", "{f}", "--data", "{d}", "--out", "{f}/c.json"], 2,
+     "{f} is a file"),
     (["prepare", "list", "--src", "{t}/none.list", "--out", "{t}/o"], 1, "{t}/none.list"),
     (["prepare", "list", "--src", "{f}", "--out", "{t}/o"], 1, "{f}:1: neither a WeNet"),
     # configs and --set
