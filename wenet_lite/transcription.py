@@ -228,8 +228,9 @@ class Transcriber:
         first = next(blocks)
         rate = first[1]
         check_rate(name, rate, self.sample_rate, self.upsample)
-        if self._full is not None:
-            samples = np.concatenate([first[0], *(b for b, _ in blocks)])
+        if self._full is not None:  # one block (the file, the bytes, the array): no copy
+            rest = [b for b, _ in blocks]
+            samples = np.concatenate([first[0], *rest]) if rest else first[0]
             return self._full_context(samples, rate, name, samples.size / rate)
         return self._streamed(itertools.chain([first], blocks), name)
 

@@ -287,14 +287,26 @@ def engine_spec(args: argparse.Namespace, device: str) -> Any:
         raise UsageError(str(e)) from None
 
 
-def recognizer_from(args: argparse.Namespace, options: Any, endpoint: Any) -> Any:
-    """The recognizer of `stream`'s and `serve`'s flags (``recognizer.py``)."""
+def recognizer_from(
+    args: argparse.Namespace, options: Any, endpoint: Any, announce: bool = False
+) -> Any:
+    """The recognizer of `stream`'s and `serve`'s flags (``recognizer.py``); ``announce`` logs
+    what loads before it loads (a large model or an engine export takes a minute)."""
+    import logging
+
     from wenet_lite.bundle import read_bundle
     from wenet_lite.recognizer import RuleError, open_recognizer
 
     spec = engine_spec(args, device_from(args.device))
-    defaults = read_bundle(args.model).chunking if Path(args.model).is_dir() else None
+    exported = Path(args.model).is_dir()
+    defaults = read_bundle(args.model).chunking if exported else None
     chunking = chunking_from(args, defaults)
+    if announce:
+        engine = args.engine or ("the export directory's" if exported else "torch")
+        logging.getLogger("wenet_lite.serve").info(
+            "loading %s (%s, engine %s, precision %s)", args.model, chunking.describe(), engine,
+            args.precision,
+        )  # fmt: skip
     try:
         return open_recognizer(args.model, chunking, options, endpoint, spec)
     except RuleError as e:  # checked before anything is loaded

@@ -10,7 +10,6 @@ from wenet_lite.cli.flags import (
     add_endpoint,
     add_engine,
     add_options,
-    chunking_from,
     endpoint_from,
     options_from,
     recognizer_from,
@@ -56,24 +55,5 @@ def _run_serve(args: argparse.Namespace) -> int:
     options = options_from(SearchOptions, args)
     server_options = options_from(ServerOptions, args)
     secrets = Secrets.load(server_options)  # a bad certificate or token file: before loading
-    _log_loading(args)
-    recognizer = recognizer_from(args, options, endpoint)
+    recognizer = recognizer_from(args, options, endpoint, announce=True)
     return serve(recognizer, server_options, threads=args.threads, secrets=secrets)
-
-
-def _log_loading(args: argparse.Namespace) -> None:
-    """One line before the model loads (a large model or an engine export takes a minute, and
-    the server said nothing until it listened)."""
-    import logging
-    from pathlib import Path
-
-    from wenet_lite.bundle import read_bundle
-
-    exported = Path(args.model).is_dir()
-    defaults = read_bundle(args.model).chunking if exported else None
-    chunking = chunking_from(args, defaults)
-    engine = args.engine or ("the export directory's" if exported else "torch")
-    logging.getLogger("wenet_lite.serve").info(
-        "loading %s (%s, engine %s, precision %s)", args.model, chunking.describe(), engine,
-        args.precision,
-    )  # fmt: skip

@@ -35,13 +35,13 @@ from typing import IO, Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, 
 import numpy as np
 
 from wenet_lite.features.audio import (
-    RATE_RANGE,
     AudioError,
     check_rate,
     decode_audio_bytes,
     read_audio_blocks,
     read_pcm16,
     read_upto,
+    require_rate,
 )
 from wenet_lite.runtime.result import Result
 from wenet_lite.runtime.streaming import Stream, StreamCursor, StreamingRecognizer
@@ -187,8 +187,9 @@ def _wav_stream_format(
     rate, bits = int.from_bytes(fmt[4:8], "little"), int.from_bytes(fmt[14:16], "little")
     if tag == 0xFFFE and len(fmt) >= 26:  # WAVE_FORMAT_EXTENSIBLE: the sub-format's tag
         tag = int.from_bytes(fmt[24:26], "little")
-    if not RATE_RANGE[0] <= rate <= RATE_RANGE[1] or not 1 <= channels <= 64:
-        raise AudioError(STDIN, "rate", f"WAV header of {rate} Hz, {channels} channels")
+    require_rate(STDIN, rate)
+    if not 1 <= channels <= 64:
+        raise AudioError(STDIN, "unreadable", f"WAV header of {channels} channels")
     if tag != 1 or bits != 16:
         return None
     return rate, channels, None if size in (0, 0xFFFFFFFF) else size  # 0, ~0: open-ended

@@ -28,6 +28,7 @@ __all__ = [
     "AudioError",
     "RATE_RANGE",
     "check_rate",
+    "require_rate",
     "decode_audio_bytes",
     "load_audio",
     "read_audio_blocks",
@@ -178,8 +179,7 @@ def _decode(path: Path, block_seconds: Optional[float]) -> Iterator[Tuple[np.nda
         ) from None
     with f:
         declared, rate, done = f.frames, int(f.samplerate), 0
-        if not RATE_RANGE[0] <= rate <= RATE_RANGE[1]:
-            raise AudioError(path, "rate", _rate_problem(rate))
+        require_rate(path, rate)
         block = -1 if block_seconds is None else max(1, int(block_seconds * rate))
         while True:
             try:
@@ -232,8 +232,7 @@ def decode_audio_bytes(data: bytes, name: str) -> Tuple[np.ndarray, int]:
     except (sf.LibsndfileError, RuntimeError, TypeError) as e:
         why = re.sub(r"Error opening <[^>]*>: ", "", str(e))  # not the buffer's repr
         raise AudioError(name, "unreadable", f"not audio libsndfile reads ({why})") from None
-    if not RATE_RANGE[0] <= rate <= RATE_RANGE[1]:
-        raise AudioError(name, "rate", _rate_problem(rate))
+    require_rate(name, rate)
     if samples.shape[0] == 0 or samples.shape[1] == 0:
         raise AudioError(name, "empty", "no samples")
     if not np.isfinite(samples).all():
@@ -243,9 +242,13 @@ def decode_audio_bytes(data: bytes, name: str) -> Tuple[np.ndarray, int]:
     return np.ascontiguousarray(mono), int(rate)
 
 
-def _rate_problem(rate: float) -> str:
+def require_rate(name: PathLike, rate: float) -> None:
+    """AudioError naming ``name`` for a rate outside :data:`RATE_RANGE`."""
     low, high = RATE_RANGE
-    return f"sample rate {rate:g} Hz is outside {low}-{high} Hz (a damaged header?)"
+    if not low <= rate <= high:
+        raise AudioError(
+            name, "rate", f"sample rate {rate:g} Hz is outside {low}-{high} Hz (a damaged header?)"
+        )
 
 
 def check_rate(name: PathLike, rate: float, model_rate: int, upsample: bool = True) -> None:
@@ -253,8 +256,7 @@ def check_rate(name: PathLike, rate: float, model_rate: int, upsample: bool = Tr
     the model's, warn once in one line, or with ``upsample`` False refuse it: upsampled
     telephone audio has no energy above its Nyquist band, where a 16 kHz model looks for it,
     and decodes worse without any other sign."""
-    if not RATE_RANGE[0] <= rate <= RATE_RANGE[1]:
-        raise AudioError(name, "rate", _rate_problem(rate))
+    require_rate(name, rate)
     if rate >= model_rate:
         return
     if not upsample:

@@ -170,7 +170,7 @@ class OnnxRuntimeEngine(Engine):
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # its warnings about unused initializers are noise
-        name = "the graph" if isinstance(model, bytes) else str(model)
+        source = "the graph" if isinstance(model, bytes) else str(model)
         try:
             self.session = onnxruntime.InferenceSession(
                 model if isinstance(model, bytes) else str(model), options,
@@ -178,9 +178,8 @@ class OnnxRuntimeEngine(Engine):
             )  # fmt: skip
         except Exception as e:  # noqa: BLE001 - onnxruntime's own classes (InvalidProtobuf, ...)
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise ValueError(f"{name} is not an ONNX graph onnxruntime loads: {first}") from None
+            raise ValueError(f"{source} is not an ONNX graph onnxruntime loads: {first}") from None
         inputs = self.session.get_inputs()
-        source = name
         names = tuple(i.name for i in inputs)
         if names not in (BATCHED_INPUTS, KEY_INPUTS):
             raise ValueError(

@@ -141,12 +141,13 @@ def _words(
     unspaced script (CJK: every character a word with its own time), and after a silence of
     ``pause`` seconds from one token's end (its time plus a frame) to the next token."""
     groups: List[List[int]] = []  # token positions of each word
+    alone = [unspaced(piece) for piece in pieces]  # a character that is a word by itself
     for i, piece in enumerate(pieces):
         starts = (
             not groups
             or piece.startswith(_WORD_START)
-            or unspaced(piece)
-            or unspaced(pieces[i - 1])
+            or alone[i]
+            or alone[i - 1]
             or (pause is not None and times[i] - times[i - 1] - frame_s >= pause)
         )
         if starts:
