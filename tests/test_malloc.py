@@ -35,12 +35,14 @@ def _probe(**env: str) -> tuple:
 def test_large_allocations_reused_without_page_faults() -> None:
     applied, faults = _probe()
     assert applied
-    pages = (32 << 20) // 4096
-    # Ten 32 MiB tensors: reused from malloc's heap (at most a growth or two faults in)...
-    assert faults <= 3 * pages
     skipped, faults_default = _probe(WENET_LITE_MALLOC="0")
     assert not skipped
-    assert faults_default >= 8 * pages  # ...while by default each is mmapped and faulted anew
+    pages = (32 << 20) // 4096
+    # By default each of the ten 32 MiB tensors is mmapped and faulted in anew...
+    assert faults_default >= 8 * pages
+    # ...while kept on malloc's heap most are reused: the heap's growth faults in a few of them
+    # (measured 0 or 3 allocations' worth; the bound leaves room for one more).
+    assert faults <= 4 * pages + 64
 
 
 def test_users_own_malloc_tuning_is_left_alone() -> None:
