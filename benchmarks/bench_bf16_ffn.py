@@ -11,7 +11,7 @@ back a ready result in place of each bf16 product, so only the work around the p
 timed (the conversions, copies, biases and the activation): the default where bf16 is
 emulated, whose products would drown the rest. Microseconds a call, best of 5 x ``--repeats``
 calls per turn, turns alternating, one thread, with the allocator setting the recogniser uses
-(``wenet_lite/malloc.py``).
+(``wenet_lite/host/malloc.py``).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def measure(
     rows: List[int], width: int, ffn_dim: int, stub: bool, turns: int, repeats: int
 ) -> List[Tuple[int, List[float], List[float]]]:
     """Per row count: the inner-fp32 and inner-bf16 times of each turn, us a call."""
-    from wenet_lite.malloc import keep_freed_memory
+    from wenet_lite.host.malloc import keep_freed_memory
     from wenet_lite.model.bf16 import to_bf16
     from wenet_lite.model.conformer import FeedForward
 
@@ -77,7 +77,7 @@ def measure(
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    from wenet_lite.cpu import cpu_summary, native_bf16
+    from wenet_lite.host.cpu import cpu_summary, native_bf16
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", type=int, nargs="+", default=[16, 256])

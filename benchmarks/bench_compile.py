@@ -9,7 +9,7 @@ Usage:
         [--streams 16] [--precisions fp32 bf16] [--freezing on off]
 
 Random weights (seed 0), C = 16 with 4 left chunks, a warmed cache, one thread, with the
-allocator setting the recogniser uses (``wenet_lite/malloc.py``). ``--freezing on`` sets
+allocator setting the recogniser uses (``wenet_lite/host/malloc.py``). ``--freezing on`` sets
 inductor's ``freezing`` (weights folded in as constants; on x86 it also hands products to
 oneDNN with prepacked weights). A compile per batch size: minutes for conformer_u2. ``x one fp32
 stream``: B streams' throughput against one eager fp32 stream's, the figure the engines table
@@ -115,8 +115,8 @@ def main(argv: List[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     from wenet_lite.config import load_config
-    from wenet_lite.cpu import cpu_summary
-    from wenet_lite.malloc import keep_freed_memory
+    from wenet_lite.host.cpu import cpu_summary
+    from wenet_lite.host.malloc import keep_freed_memory
     from wenet_lite.model import build_model
 
     keep_freed_memory()

@@ -65,7 +65,7 @@ def _stream(enc, feats: torch.Tensor, chunk: int, left: int) -> List[float]:
 
 
 def _worker(args: argparse.Namespace) -> Dict[str, float]:
-    from wenet_lite.malloc import keep_freed_memory
+    from wenet_lite.host.malloc import keep_freed_memory
 
     keep_freed_memory()  # as `wenet-lite` and StreamingRecognizer do
     torch.set_num_threads(args.threads)

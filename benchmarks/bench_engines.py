@@ -42,7 +42,7 @@ ENGINES = ("torch", "torch bf16", "torch int8", "onnxruntime", "executorch", "ex
 def _model(args: argparse.Namespace):
     """(model, cfg, tokenizer or None) of --model, or of --config with random weights."""
     if args.model:
-        from wenet_lite.model_io import load_model
+        from wenet_lite.files.model_file import load_model
 
         return load_model(args.model, torch.device("cpu"))
     from wenet_lite.config import load_config
@@ -193,7 +193,7 @@ def main() -> None:
         rows[name] = json.loads(done.stdout.strip().splitlines()[-1])
         first = args.streams.split(",")[0]
         print(f"{name}: {rows[name]['step_ms_' + first]:.1f} ms a chunk", file=sys.stderr)
-    from wenet_lite.cpu import cpu_summary
+    from wenet_lite.host.cpu import cpu_summary
 
     what = args.model or f"{args.config} (random weights, vocab {args.vocab})"
     title = (

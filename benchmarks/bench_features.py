@@ -47,9 +47,9 @@ def _run(make: Callable, compute: Callable, streams: int, steps: int, audio: np.
 
 def main() -> None:
     from wenet_lite.config import FeatureConfig
-    from wenet_lite.cpu import cpu_summary
     from wenet_lite.features.fbank import OnlineFbank
     from wenet_lite.features.stream_fbank import FbankStream, compute_ready
+    from wenet_lite.host.cpu import cpu_summary
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--streams", type=int, nargs="+", default=[1, 16, 64, 256])

@@ -138,6 +138,7 @@ def decode_worker(args: argparse.Namespace) -> Dict[str, Any]:
 
     from wenet_lite.evaluation.recognize import DecodeOptions, decode_cuts
     from wenet_lite.model.chunking import Chunking
+    from wenet_lite.recognizer import open_recognizer
 
     torch.set_num_threads(1)
     chunk = Chunking(CHUNK, args.left_chunks) if args.dmode != "full" else Chunking()
@@ -147,7 +148,7 @@ def decode_worker(args: argparse.Namespace) -> Dict[str, Any]:
         max_window_seconds=args.max_window,
     )
     start = time.perf_counter()
-    report = decode_cuts(args.model, args.data_file, args.dout, opts, "cpu")
+    report = decode_cuts(open_recognizer(args.model, offline=opts), args.data_file, args.dout)
     wall = time.perf_counter() - start
     per_utt = {r.utt_id: [r.score.words.errors, r.score.words.ref_len] for r in report.results}
     errors, words = (sum(v[k] for v in per_utt.values()) for k in (0, 1))

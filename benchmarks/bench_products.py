@@ -53,7 +53,7 @@ def measure(rows: int, size_in: int, size_out: int, repeats: int) -> Dict[str, f
 
 
 def main() -> None:
-    from wenet_lite.cpu import cpu_summary
+    from wenet_lite.host.cpu import cpu_summary
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", type=int, nargs="+", default=[16, 64, 256])

@@ -268,7 +268,7 @@ def main() -> None:
     if not targets:
         raise SystemExit("bench_serve: give --serve NAME=MODEL or --url NAME=URL")
     audios = _load_audio(args.data, 200)
-    from wenet_lite.cpu import cpu_summary
+    from wenet_lite.host.cpu import cpu_summary
 
     print(cpu_summary())
     rows = []

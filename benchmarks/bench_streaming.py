@@ -159,7 +159,7 @@ def main() -> None:
             _long_run(rec, args.long, args.report)
         return
     chunk_ms = args.chunk * 40
-    from wenet_lite.cpu import cpu_summary
+    from wenet_lite.host.cpu import cpu_summary
 
     print(f"{args.config}, chunk {args.chunk} ({chunk_ms} ms), {args.seconds:g} s per stream, "
           f"{args.threads} thread(s), {args.device}\n{cpu_summary()}")  # fmt: skip

@@ -65,7 +65,7 @@ def main() -> int:
         cfg = load_config(args.config, overrides)
     except (DeviceError, ConfigError, FileNotFoundError) as e:
         ap.error(str(e))
-    from wenet_lite.cpu import cpu_summary
+    from wenet_lite.host.cpu import cpu_summary
 
     print(cpu_summary())
     rows: List[Tuple[str, float, float, int]] = []  # name, audio s/s, peak MiB, steps
@@ -154,7 +154,7 @@ def _bare(
     from wenet_lite.model import build_model
     from wenet_lite.model.asr import compile_for_training
     from wenet_lite.model.mask import sample_chunk
-    from wenet_lite.train.loop import autocast_for
+    from wenet_lite.train.precision import autocast_for
 
     torch.manual_seed(cfg.train.seed)
     model = build_model(cfg, Tokenizer.load(tokenizer_path).vocab_size).to(device).train()
@@ -206,7 +206,7 @@ def _peak(device: torch.device) -> float:
 
 
 def _print(args, cfg, device: torch.device, rows, bare: float) -> None:
-    from wenet_lite.train.loop import training_precision
+    from wenet_lite.train.precision import training_precision
 
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     trains = training_precision(cfg.train.precision, device, cfg.encoder.d_model)

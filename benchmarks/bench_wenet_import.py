@@ -27,12 +27,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import wenet_golden  # noqa: E402
 
-from wenet_lite.cpu import cpu_summary  # noqa: E402
+from wenet_lite.files.model_file import load_model  # noqa: E402
+from wenet_lite.host.cpu import cpu_summary  # noqa: E402
 from wenet_lite.model import build_model  # noqa: E402
 from wenet_lite.model.chunking import Chunking  # noqa: E402
-from wenet_lite.model_io import load_model  # noqa: E402
 from wenet_lite.runtime.engines import TorchEngine  # noqa: E402
-from wenet_lite.wenet_import import import_wenet  # noqa: E402
+from wenet_lite.wenet.convert import import_wenet  # noqa: E402
 
 
 def _chunk_ms(engine: TorchEngine, feats: torch.Tensor, chunks: int) -> float:

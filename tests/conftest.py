@@ -8,6 +8,9 @@ from typing import NamedTuple
 import pytest
 import torch
 
+# The tiny rigged models, test audio and bad audio files, shared by every test directory.
+pytest_plugins = ["tests.tiny_models"]
+
 # Tests are small; one thread keeps them fast and deterministic on a shared 2-core machine.
 torch.set_num_threads(1)
 
@@ -15,7 +18,7 @@ torch.set_num_threads(1)
 # as on a CPU without it (the same choices on every machine, so fp32 references hold); the bf16
 # tests ask for bf16 themselves, and the tests of `auto` set the flags they need. Subprocesses
 # inherit this.
-from wenet_lite.cpu import BF16_FLAGS, FLAGS_ENV, cpu_flags  # noqa: E402
+from wenet_lite.host.cpu import BF16_FLAGS, FLAGS_ENV, cpu_flags  # noqa: E402
 
 os.environ[FLAGS_ENV] = " ".join(sorted(cpu_flags(real=True) - set(BF16_FLAGS)))
 

@@ -129,7 +129,7 @@ def _prose(text: str) -> str:
 def test_flags_named_in_prose_exist() -> None:
     """`stream --json`, `wenet-lite decode --simulate-streaming` ... in the prose of every
     page: each flag is a shown flag of the subcommand named before it."""
-    from tests.test_cli_help import SUBCOMMANDS, _shown_flags, flags_named
+    from tests.cli.test_cli_help import SUBCOMMANDS, _shown_flags, flags_named
 
     bad = []
     for page in PAGES:
@@ -187,3 +187,32 @@ def test_references_below_and_above_exist() -> None:
     assert not bad, bad
     assert dangling_references("see *Engines* below\n# Other") == ["1: *Engines* below"]
     assert dangling_references("see *Engines* below\n## Engines") == []
+
+
+def _design_layout() -> str:
+    text = (REPO / "docs" / "design.md").read_text(encoding="utf-8")
+    section = text[text.index("## Layout") : text.index("## Layers")]
+    return section.split("```")[1]
+
+
+def _repo_paths(text: str) -> set:
+    """Paths into the repository that ``text`` names (``wenet_lite/files/``, ``tools/x.py``)."""
+    roots = "wenet_lite|tests|tools|recipes|examples|benchmarks|conf|docs"
+    return {m.rstrip("/.") for m in re.findall(rf"\b(?:{roots})/[\w/.-]*\w/?", text)}
+
+
+def test_the_design_layout_names_every_top_level_module_and_no_removed_path() -> None:
+    layout = _design_layout()
+    named = {line.split()[0] for line in layout.splitlines() if line and not line[0].isspace()}
+    package = REPO / "wenet_lite"
+    top = {f"wenet_lite/{p.name}" for p in package.glob("*.py")}
+    top |= {f"wenet_lite/{p.name}/" for p in package.iterdir() if (p / "__init__.py").is_file()}
+    assert top <= named, sorted(top - named)
+    text = (REPO / "docs" / "design.md").read_text(encoding="utf-8")
+    missing = sorted(p for p in _repo_paths(text) if not (REPO / p).exists())
+    assert not missing
+
+
+def test_a_removed_path_in_the_design_page_would_fail() -> None:
+    assert "wenet_lite/bundle.py" in _repo_paths("the old wenet_lite/bundle.py module")
+    assert not (REPO / "wenet_lite" / "bundle.py").exists()

@@ -11,9 +11,9 @@ import torch
 from lhotse import CutSet, MonoCut, Recording, SupervisionSegment
 
 from wenet_lite import fileio
-from wenet_lite.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from wenet_lite.data.manifest import load_cuts, save_cuts
 from wenet_lite.features.cmvn import load_cmvn, save_cmvn
+from wenet_lite.files.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from wenet_lite.search.lm import WordLM
 
 

@@ -1,9 +1,12 @@
-"""One way to open a recogniser: an engine description and :func:`open_recognizer`.
+"""The front door: one way to open a recogniser, streaming or offline.
 
-Every rule about which engine runs what is checked here, once, with a :class:`RuleError` (a
-``ValueError``) that says what to change, before anything is loaded: the CLI (`stream`,
-`serve`, `decode --simulate-streaming`), `transcribe` and the benchmarks all open their
-recognisers (or engines) through this module.
+:func:`open_recognizer` opens a model file, an export directory or a model in memory as a
+:class:`~wenet_lite.runtime.streaming.StreamingRecognizer` (chunked: `stream`, `serve`,
+`transcribe --chunk-size`) or an :class:`~wenet_lite.runtime.offline.OfflineRecognizer` (full
+context, or `decode`'s batch modes: `transcribe`, `decode`). :func:`check_rules` checks every
+rule of source, engine, precision and chunking, once, before anything is loaded, and raises a
+:class:`RuleError` (a ``ValueError``) that names the fields to change (``precision="int8"``;
+the CLI speaks of its flags instead). Nothing else builds recognisers or engines.
 
 Example (the executorch int8 engine from a model file, 4 threads)::
 
@@ -13,33 +16,61 @@ Example (the executorch int8 engine from a model file, 4 threads)::
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Optional, Tuple, Union
 
-from wenet_lite.cpu import PRECISIONS, auto_precision, cpu_model, native_bf16
+from wenet_lite.files.export_dir import ExportDir
+from wenet_lite.host.cpu import PRECISIONS, auto_precision, cpu_model, native_bf16
 from wenet_lite.model.chunking import Chunking
 from wenet_lite.runtime.endpoint import EndpointConfig
-from wenet_lite.runtime.engines import ENGINES, Engine, require_fixed_cache
+from wenet_lite.runtime.engines import ENGINES, Engine
+from wenet_lite.runtime.utterance import DecodeOptions
 from wenet_lite.search.options import SearchOptions
 
-__all__ = ["EngineSpec", "RuleError", "make_engine", "open_recognizer"]
+if TYPE_CHECKING:
+    from wenet_lite.config import ExperimentConfig
+    from wenet_lite.data.tokenizer import Tokenizer
+    from wenet_lite.model import ASRModel
+    from wenet_lite.runtime.offline import OfflineRecognizer
+    from wenet_lite.runtime.streaming import StreamingRecognizer
+
+__all__ = [
+    "EngineSpec",
+    "Recognizer",
+    "RuleError",
+    "Source",
+    "check_rules",
+    "make_engine",
+    "open_recognizer",
+]
 
 _log = logging.getLogger(__name__)
 
+Source = Union[str, Path, ExportDir, Tuple["ASRModel", "Tokenizer", "ExperimentConfig"]]
+"""a model file, an export directory (its path, or as read), or ``load_model``'s triple"""
+Recognizer = Union["StreamingRecognizer", "OfflineRecognizer"]
+
 
 class RuleError(ValueError):
-    """A combination of source, engine and chunking that cannot run (the CLI's usage error)."""
+    """A combination of source, engine, precision and chunking that cannot run; the message
+    names the fields to change (``engine="executorch"``), the CLI its flags."""
+
+
+_STREAMING_ENGINES = ("onnxruntime", "executorch")
+"""engines that run exported chunk programs with a fixed cache"""
 
 
 @dataclass(frozen=True)
 class EngineSpec:
     """What runs the encoder: ``kind`` (None: the source's own, torch for a model), the
     precision (``auto``: bf16 on a CPU that multiplies it natively, for an encoder 256 wide or
-    more, else fp32, see ``wenet_lite.cpu``; ``bf16`` on the torch engine; ``int8`` on the
+    more, else fp32, see ``wenet_lite.host.cpu``; ``bf16`` on the torch engine; ``int8`` on the
     torch or executorch engine, batch-invariant, where onnxruntime's is not), intra-op threads,
-    and the device (the torch fp32 engine only may leave the CPU)."""
+    and the device (the torch fp32 engine only may leave the CPU). A combination that cannot
+    run is a :class:`RuleError`."""
 
     kind: Optional[str] = None
     precision: str = "auto"
@@ -48,48 +79,122 @@ class EngineSpec:
 
     def __post_init__(self) -> None:
         if self.kind is not None and self.kind not in ENGINES:
-            raise ValueError(f"engine {self.kind!r} is not one of {', '.join(ENGINES)}")
+            raise RuleError(f'engine="{self.kind}" is not one of {", ".join(ENGINES)}')
         if self.precision not in PRECISIONS:
-            raise ValueError(f"precision {self.precision!r} is not one of {', '.join(PRECISIONS)}")
-        if self.threads < 1:
-            raise ValueError(f"threads must be >= 1, got {self.threads}")
+            raise RuleError(f'precision="{self.precision}" is not one of {", ".join(PRECISIONS)}')
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1:
+            raise RuleError(f"threads={self.threads!r}: give an int >= 1")
         reduced = self.precision in ("bf16", "int8")
-        what = f"--precision {self.precision}" if reduced else f"--engine {self.kind}"
-        if self.device != "cpu" and (reduced or self.kind not in (None, "torch")):
-            raise ValueError(f"{what} runs on the CPU: drop --device {self.device}")
+        what = f'precision="{self.precision}"' if reduced else f'engine="{self.kind}"'
+        if self.device != "cpu" and (reduced or self.kind in _STREAMING_ENGINES):
+            raise RuleError(f'{what} runs on the CPU: drop device="{self.device}"')
         if self.precision == "int8" and self.kind == "onnxruntime":
-            raise ValueError(
-                "--precision int8 runs on the torch or executorch engine (onnxruntime's int8 "
-                "is not batch-invariant)"
+            raise RuleError(
+                'precision="int8" runs on engine="torch" or engine="executorch" (onnxruntime\'s '
+                "int8 is not batch-invariant)"
             )
-        if self.precision == "bf16" and self.kind not in (None, "torch"):
-            raise ValueError(f"--precision bf16 runs on the torch engine, not {self.kind}")
+        if self.precision == "bf16" and self.kind in _STREAMING_ENGINES:
+            raise RuleError(f'precision="bf16" runs on engine="torch", not engine="{self.kind}"')
 
     @property
     def int8(self) -> bool:
         return self.precision == "int8"
 
+    @property
+    def exported(self) -> bool:
+        """An engine that runs an exported chunk program (chunk by chunk, fixed cache)."""
+        return self.kind in _STREAMING_ENGINES
+
+    def name_for(self, found: Optional[ExportDir] = None) -> str:
+        """The engine that runs: this kind, else an export directory's, else torch."""
+        if self.kind is not None:
+            return self.kind
+        return found.engine if found is not None else ENGINES[0]
+
     def resolved(self, exported: bool = False, width: Optional[int] = None) -> str:
         """fp32, bf16 or int8: what ``auto`` means here for an encoder ``width`` wide (bf16
-        only for the torch engine on the CPU, ``cpu.auto_precision``; an export directory's
-        own engines run fp32)."""
+        only for the torch engine on the CPU, ``host.cpu.auto_precision``; an export
+        directory's own engines run fp32)."""
         if self.precision != "auto":
             return self.precision
-        if exported or self.kind not in (None, "torch") or self.device != "cpu":
+        if exported or self.exported or self.device != "cpu":
             return "fp32"
         return auto_precision(width=width)
 
-    def check_chunking(self, chunking: Chunking) -> None:
-        """The exported engines need a fixed cache (ValueError)."""
-        if self.kind not in (None, "torch"):
-            require_fixed_cache(self.kind, chunking)
+
+def check_rules(
+    source: Union[Source, str],
+    chunking: Optional[Chunking],
+    spec: EngineSpec,
+    offline: Optional[DecodeOptions] = None,
+) -> Chunking:
+    """Every rule of source, engine, precision and chunking, in one place, before anything is
+    loaded: the chunking to open ``source`` with (an export directory's by default, else
+    16/4), or a :class:`RuleError` naming the fields to change. ``offline``: decode whole
+    utterances in its mode (full context, chunk-masked or ``simulate_streaming``)."""
+    if offline is not None:
+        if chunking is not None and chunking != offline.chunking:
+            raise RuleError(
+                f"chunking {chunking.describe()} and offline {offline.chunking.describe()} "
+                "differ: give one"
+            )
+        chunking = offline.chunking
+    if isinstance(source, ExportDir):
+        return _export_dir_rules(source, chunking, spec, offline)
+    chunking = chunking if chunking is not None else Chunking(16, 4)
+    cached = offline.simulate_streaming if offline is not None else chunking.streaming
+    if not cached and (spec.exported or spec.precision in ("bf16", "int8")):
+        what = f'engine="{spec.kind}"' if spec.exported else f'precision="{spec.precision}"'
+        need = (
+            "simulate_streaming=True" if chunking.streaming
+            else "a chunk size (e.g. chunk_size=16)"
+        )  # fmt: skip
+        raise RuleError(f"{what} runs chunk by chunk with caches: give {need}")
+    if spec.exported and chunking.left_chunks < 0:
+        raise RuleError(
+            f'engine="{spec.kind}" needs a fixed cache: left_chunks >= 0 (got '
+            f"{chunking.left_chunks}); 4 is a good choice"
+        )
+    return chunking
 
 
-def make_engine(spec: EngineSpec, model: Any, chunking: Chunking) -> Engine:
-    """The engine of ``spec`` for a model in memory (on the CPU unless torch fp32)."""
+def _export_dir_rules(
+    found: ExportDir, chunking: Optional[Chunking], spec: EngineSpec,
+    offline: Optional[DecodeOptions],
+) -> Chunking:  # fmt: skip
+    source, engine = found.directory, found.engine
+    if offline is not None:
+        raise RuleError(f"{source} is an export directory, which streams: decode a model file")
+    if spec.kind not in (None, engine):
+        raise RuleError(f'{source} is for engine="{engine}", not engine="{spec.kind}"')
+    if spec.device != "cpu":
+        raise RuleError(f'engine="{engine}" runs on the CPU: drop device="{spec.device}"')
+    if spec.precision == "bf16":
+        raise RuleError(
+            f'{source} is for engine="{engine}": precision="bf16" runs on the torch engine, '
+            "so stream the model file"
+        )
+    if spec.int8 and engine == "onnxruntime":
+        raise RuleError(
+            f"{source} is for onnxruntime, whose int8 is not batch-invariant: export with "
+            "`wenet-lite export --format executorch --int8`, or stream the model file with "
+            'precision="int8"'
+        )
+    if spec.int8 and "model_int8" not in found.files:
+        raise RuleError(f"{source} has no int8 program: export it with --int8")
+    if chunking is not None and chunking != found.chunking:
+        raise RuleError(
+            f"{source} was exported for {found.chunking.describe()}, not "
+            f"{chunking.describe()}: export it again with those settings"
+        )
+    return found.chunking
+
+
+def make_engine(spec: EngineSpec, model: ASRModel, chunking: Chunking) -> Engine:
+    """The engine of ``spec`` for a model in memory (on the CPU unless torch fp32), for rules
+    :func:`check_rules` passed."""
     from wenet_lite.runtime.engines import ExecuTorchEngine, OnnxRuntimeEngine, TorchEngine
 
-    spec.check_chunking(chunking)
     precision = spec.resolved(width=model.encoder.d_model)
     if spec.kind == "executorch":
         from wenet_lite.export.executorch import lower_executorch
@@ -103,80 +208,52 @@ def make_engine(spec: EngineSpec, model: Any, chunking: Chunking) -> Engine:
         return OnnxRuntimeEngine(export_batched_onnx(model, chunking), chunking, spec.threads)
     if precision == "bf16" and not native_bf16():
         _log.warning(
-            "--precision bf16 on a CPU without native bf16 (%s): emulated, slower than fp32",
+            'precision="bf16" on a CPU without native bf16 (%s): emulated, slower than fp32',
             cpu_model(),
         )
     return TorchEngine(model, chunking, precision)
 
 
-def _check_rules(
-    source: Any, bundle: Any, chunking: Optional[Chunking], spec: EngineSpec
-) -> Chunking:
-    """The chunking to open ``source`` (whose export ``bundle``, if it is a directory) with: an
-    export directory's by default, else 16/4; after every rule of engine, source and chunking
-    (ValueError saying what to change)."""
-    if bundle is not None:
-        if spec.kind not in (None, bundle.engine):
-            raise ValueError(f"{source} is for --engine {bundle.engine}, not {spec.kind}")
-        if spec.device != "cpu":
-            raise ValueError(f"--engine {bundle.engine} runs on the CPU: drop --device "
-                             f"{spec.device}")  # fmt: skip
-        if spec.precision == "bf16":
-            raise ValueError(
-                f"{source} is for --engine {bundle.engine}: --precision bf16 runs on the torch "
-                "engine, so stream the model file"
-            )
-        if spec.int8 and bundle.engine == "onnxruntime":
-            raise ValueError(
-                f"{source} is for onnxruntime, whose int8 is not batch-invariant: export with "
-                "--format executorch --int8, or stream the model file with --int8"
-            )
-        if spec.int8 and "model_int8" not in bundle.files:
-            raise ValueError(f"{source} has no int8 program: export with --int8")
-        if chunking is not None and chunking != bundle.chunking:
-            raise ValueError(
-                f"{source} was exported for {bundle.chunking.describe()}, not "
-                f"{chunking.describe()}: export it again with those settings"
-            )
-        return bundle.chunking
-    chunking = chunking or Chunking(16, 4)
-    spec.check_chunking(chunking)
-    return chunking
-
-
-def _bundle_engine(bundle: Any, spec: EngineSpec) -> Engine:
-    """The engine of an export directory (``wenet_lite.bundle``: config, tokenizer and chunking
-    travel in it) whose rules :func:`_check_rules` passed."""
+def _export_dir_engine(found: ExportDir, spec: EngineSpec) -> Engine:
+    """The engine of an export directory (config, tokenizer and chunking travel in it)."""
     from wenet_lite.runtime.engines import ExecuTorchEngine, OnnxRuntimeEngine
 
-    if bundle.engine == "executorch":
-        program = bundle.files["model_int8" if spec.int8 else "model"]
-        return ExecuTorchEngine(program, bundle.chunking, spec.threads, int8=spec.int8)
-    if bundle.engine == "onnxruntime":
-        return OnnxRuntimeEngine(bundle.files["model"], bundle.chunking, spec.threads)
-    raise ValueError(f"{bundle.directory}: unknown engine {bundle.engine!r} in its record")
+    if found.engine == "executorch":
+        program = found.files["model_int8" if spec.int8 else "model"]
+        return ExecuTorchEngine(program, found.chunking, spec.threads, int8=spec.int8)
+    if found.engine == "onnxruntime":
+        return OnnxRuntimeEngine(found.files["model"], found.chunking, spec.threads)
+    raise ValueError(f"{found.directory}: unknown engine {found.engine!r} in its record")
 
 
 def open_recognizer(
-    source: Union[str, Path, Tuple[Any, Any, Any]],
+    source: Source,
     chunking: Optional[Chunking] = None,
     search: Optional[SearchOptions] = None,
     endpoint: Optional[EndpointConfig] = None,
     engine: Optional[EngineSpec] = None,
-) -> Any:
-    """A :class:`~wenet_lite.runtime.streaming.StreamingRecognizer` over any source.
+    *,
+    offline: Optional[DecodeOptions] = None,
+) -> Recognizer:
+    """A recogniser over any source: streaming for chunked ``chunking``, offline for full
+    context (``Chunking(0)``) or when ``offline`` gives `decode`'s batch mode.
 
     Args:
         source: a model file, an export directory (`wenet-lite export --format onnx |
-            executorch`: its engine and chunking; it needs no model file and no torch model),
-            or ``(model, tokenizer, config)`` in memory (as ``load_model`` returns them).
-        chunking: chunk size and left chunks (default: an export directory's, else 16/4).
-        search, endpoint: the search and endpointing (defaults: greedy, ``EndpointConfig()``).
+            executorch`: its engine and chunking; it needs no model file and no torch model;
+            streaming only), its :class:`ExportDir` as read, or ``(model, tokenizer, config)``
+            in memory (as ``load_model`` returns them).
+        chunking: chunk size and left chunks (default: an export directory's, else 16/4;
+            ``Chunking(0)``: full context, an offline recogniser).
+        search, endpoint: the search and endpointing (defaults: greedy, ``EndpointConfig()``;
+            offline recognisers have no endpointing).
         engine: what runs the encoder (default :class:`EngineSpec`: the source's own engine).
+        offline: an offline recogniser in this mode (its chunking, batching, windows; its
+            search unless ``search`` is given).
     Raises:
-        RuleError (a ValueError) for a combination that cannot run, saying what to change,
-        before anything is loaded; FileNotFoundError / ValueError (CheckpointError, a bad
-        export record) for a bad source, naming it.
+        RuleError (a ValueError) for a combination that cannot run, naming the fields to
+        change, before anything is loaded; FileNotFoundError / ValueError (CheckpointError, a
+        bad export record) for a bad source, naming it.
     """
     import torch
 
@@ -184,26 +261,27 @@ def open_recognizer(
     from wenet_lite.runtime.streaming import StreamingRecognizer
 
     spec = engine or EngineSpec()
-    bundle = None
+    if offline is None and chunking is not None and not chunking.streaming:
+        offline = DecodeOptions(search or SearchOptions(), chunking)
     if isinstance(source, (str, Path)) and Path(source).is_dir():
-        from wenet_lite.bundle import read_bundle
+        from wenet_lite.files.export_dir import RECORD_FILE, read_export_dir
 
-        bundle = read_bundle(source)
-    try:
-        chunking = _check_rules(source, bundle, chunking, spec)
-    except ValueError as e:
-        raise RuleError(str(e)) from None
+        # Offline, only an export directory's record is read (to refuse it by name); another
+        # directory is for load_model to name (a WeNet model's gets a hint).
+        if offline is None or (Path(source) / RECORD_FILE).is_file():
+            source = read_export_dir(source)
+    chunking = check_rules(source, chunking, spec, offline)
     torch.set_num_threads(spec.threads)
-    if bundle is not None:
+    if isinstance(source, ExportDir):
         return StreamingRecognizer(
-            _bundle_engine(bundle, spec), bundle.cfg, bundle.tokenizer, search,
-            endpoint=endpoint, source=str(source),
+            _export_dir_engine(source, spec), source.cfg, source.tokenizer, search,
+            endpoint=endpoint, source=str(source.directory),
         )  # fmt: skip
     if isinstance(source, (str, Path)):
-        from wenet_lite.model_io import load_model
+        from wenet_lite.files.model_file import load_model
 
-        torch_fp32 = spec.kind in (None, "torch") and spec.resolved() == "fp32"
-        device = torch.device(spec.device if torch_fp32 else "cpu")
+        torch_fp32 = not spec.exported and spec.resolved() == "fp32"
+        device = torch.device(spec.device if torch_fp32 or offline is not None else "cpu")
         model, tokenizer, cfg = load_model(source, device)
         name = str(source)
     else:
@@ -211,8 +289,34 @@ def open_recognizer(
         name = "the model"
         if spec.device != "cpu":
             model = model.to(spec.device)
+    if offline is not None:
+        return _open_offline(model, tokenizer, cfg, spec, offline, search, name)
     check_chunking(cfg.encoder, chunking, cached=True, source=name)  # before an export
     made = make_engine(spec, model, chunking)
     return StreamingRecognizer(
         made, cfg, tokenizer, search, endpoint=endpoint, model=model, source=name
     )
+
+
+def _open_offline(
+    model: ASRModel,
+    tokenizer: Tokenizer,
+    cfg: ExperimentConfig,
+    spec: EngineSpec,
+    options: DecodeOptions,
+    search: Optional[SearchOptions],
+    name: str,
+) -> OfflineRecognizer:
+    """Simulated streaming runs on ``spec``'s engine unless that is eager torch in fp32 (the
+    model's own chunk-by-chunk forward); the other modes run the eager model."""
+    from wenet_lite.model.chunking import check_chunking
+    from wenet_lite.runtime.offline import OfflineRecognizer
+
+    if search is not None:
+        options = dataclasses.replace(options, search=search)
+    check_chunking(cfg.encoder, options.chunking, options.simulate_streaming, name)
+    made = None
+    width = model.encoder.d_model
+    if options.simulate_streaming and (spec.exported or spec.resolved(width=width) != "fp32"):
+        made = make_engine(spec, model, options.chunking)
+    return OfflineRecognizer(model, tokenizer, cfg, options, made, name)

@@ -11,8 +11,8 @@ Reads EXP/decode/<test part>/<mode>/summary.json, written by `wenet-lite decode`
 (chunk-masked forward), ``chunkC_sim`` (`decode --simulate-streaming`), ``streamC``
 (`wenet-lite stream`; ``chunkC_sim_lm``/``streamC_lm``: both with the word LM; ``_beam``:
 prefix beam search without the LM; ``_rescore``: attention rescoring, e.g. ``full_lm_rescore``) or
-``tsC``/``sherpaC`` (+``_int8``: the exported models streamed by tools/run_exported.py and
-tools/run_sherpa.py, scored by `wenet-lite score`), and writes one table row per mode and
+``tsC``/``sherpaC`` (+``_int8``: the exported models streamed by examples/run_exported.py and
+examples/run_sherpa.py, scored by `wenet-lite score`), and writes one table row per mode and
 chunk size with WER and CER per test set; a row's words come from the settings its
 summary.json records. Also reports the unseen-word rate of each test set (reference words
 that never occur in the training transcripts) and how many of those the full-context decode
@@ -35,8 +35,8 @@ _MODE = re.compile(
 )
 _BIAS = {None: 0, "_hot": 1, "_unrelated": 2}
 _EXPORTED = {
-    "ts": "exported TorchScript (`tools/run_exported.py`)",
-    "sherpa": "exported ONNX in sherpa-onnx (`tools/run_sherpa.py`)",
+    "ts": "exported TorchScript (`examples/run_exported.py`)",
+    "sherpa": "exported ONNX in sherpa-onnx (`examples/run_sherpa.py`)",
 }
 _PICTURES = (
     ("training.png", "Training curves"),
@@ -268,7 +268,7 @@ def training_lines(exp: Path) -> List[str]:
 
 
 def model_line(model: Path) -> str:
-    from wenet_lite.model_io import load_model
+    from wenet_lite.files.model_file import load_model
 
     m, tok, cfg = load_model(model)
     params = sum(p.numel() for p in m.parameters())

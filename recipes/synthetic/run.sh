@@ -30,8 +30,8 @@
 #                      be printed
 #   7  export TorchScript and ONNX (each fp32 and int8; ONNX with decoder.onnx when the model
 #                      has a decoder); stream the test set through them with
-#                      tools/run_exported.py (also --rescore) and sherpa-onnx
-#                      (tools/run_sherpa.py), scored by `wenet-lite score`
+#                      examples/run_exported.py (also --rescore) and sherpa-onnx
+#                      (examples/run_sherpa.py), scored by `wenet-lite score`
 #   8  plots (training curves, CTC posteriors, attention weights, the decoder's
 #                      cross-attention) and $exp/RESULTS.md (from
 #                      the summary.json of every decode, stream and score)
@@ -295,14 +295,14 @@ if run_stage 7; then
     local name=$1$c ts=$out/model.ts int8=()
     if [ "$2" = int8 ]; then name=${name}_int8 ts=$out/model.int8.ts int8=(--int8); fi
     if [ "$2" = rescore ]; then
-      python3 tools/run_exported.py --names --rescore "$ts" "${files[@]}" > "$out/$1${c}_rescore.txt"
+      python3 examples/run_exported.py --names --rescore "$ts" "${files[@]}" > "$out/$1${c}_rescore.txt"
       score "$1${c}_rescore"
       return
     fi
     if [ "$1" = ts ]; then
-      python3 tools/run_exported.py --names "$ts" "${files[@]}" > "$out/$name.txt"
+      python3 examples/run_exported.py --names "$ts" "${files[@]}" > "$out/$name.txt"
     else
-      python3 tools/run_sherpa.py --dir "$out/onnx" "${int8[@]}" "${files[@]}" > "$out/$name.txt"
+      python3 examples/run_sherpa.py --dir "$out/onnx" "${int8[@]}" "${files[@]}" > "$out/$name.txt"
     fi
     score "$name"
   }

@@ -17,8 +17,8 @@ import torch
 
 from wenet_lite.config import ExperimentConfig, TokenizerConfig, load_config
 from wenet_lite.data.tokenizer import Tokenizer
+from wenet_lite.files.model_file import save_model
 from wenet_lite.model import ASRModel, build_model
-from wenet_lite.model_io import save_model
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "conf" / "tiny_test.yaml"

@@ -10,14 +10,13 @@ import pytest
 import torch
 
 from tests.export.conftest import without_decoder
+from tests.export.sherpa_loop import OnnxStreamer, sherpa_attn_mask
 from wenet_lite.config import load_config
 from wenet_lite.export.onnx import (
     INPUT_NAMES,
     OUTPUT_NAMES,
-    OnnxStreamer,
     check_sherpa_compatible,
     export_onnx,
-    sherpa_attn_mask,
 )
 
 ort = pytest.importorskip("onnxruntime")

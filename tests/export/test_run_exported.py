@@ -1,4 +1,4 @@
-"""tools/run_exported.py: transcribes with only the exported file, never importing wenet_lite.
+"""examples/run_exported.py: transcribes with only the exported file, never importing wenet_lite.
 
 Here rather than in tests/tools/ because it uses the model fixtures of tests/export/conftest.py.
 """
@@ -22,7 +22,7 @@ from wenet_lite.search.ctc_search import ctc_greedy_search
 if TYPE_CHECKING:  # fixtures come from conftest, types only here
     from tests.export.conftest import ModelFile
 
-RUNNER = Path(__file__).resolve().parents[2] / "tools" / "run_exported.py"
+RUNNER = Path(__file__).resolve().parents[2] / "examples" / "run_exported.py"
 CHUNK, LEFT = 4, 2
 # Imported at interpreter start from PYTHONPATH: any import of wenet_lite then fails, and of
 # soxr too (16 kHz input needs no resampler, so a deployment may leave it out).

@@ -11,14 +11,14 @@ import pytest
 import torch
 
 from tests.export.conftest import without_decoder
-from wenet_lite.checkpoint import CheckpointError
 from wenet_lite.cli import main
 from wenet_lite.config import load_config
 from wenet_lite.export.common import export_metadata
 from wenet_lite.export.torchscript import export_torchscript
+from wenet_lite.files.checkpoint import CheckpointError
+from wenet_lite.files.model_file import save_model
 from wenet_lite.model import build_model
 from wenet_lite.model.linear import Linear
-from wenet_lite.model_io import save_model
 
 if TYPE_CHECKING:  # fixtures come from conftest, types only here
     from tests.export.conftest import ModelFile

@@ -163,7 +163,7 @@ def test_conv_check_catches_a_batch_dependent_convolution() -> None:
 
 def test_auto_picks_bf16_by_the_encoder_width(monkeypatch) -> None:
     from wenet_lite.config import load_config
-    from wenet_lite.cpu import FLAGS_ENV
+    from wenet_lite.host.cpu import FLAGS_ENV
     from wenet_lite.model import build_model
     from wenet_lite.model.chunking import Chunking
     from wenet_lite.recognizer import EngineSpec, make_engine

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from wenet_lite.cpu import FLAGS_ENV
+from wenet_lite.host.cpu import FLAGS_ENV
 from wenet_lite.model.int8 import (
     EXACT_BLOCK,
     KERNEL_ENV,

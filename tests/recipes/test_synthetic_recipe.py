@@ -183,4 +183,4 @@ def test_exported_models_ran(smoke_run: Path) -> None:
         record = _summary(decode / name)
         assert record["utterances"] == num_files and record["failed"] == 0, name
     results = (smoke_run / "RESULTS.md").read_text()
-    assert "exported ONNX in sherpa-onnx (`tools/run_sherpa.py`), int8 | 16 |" in results
+    assert "exported ONNX in sherpa-onnx (`examples/run_sherpa.py`), int8 | 16 |" in results

@@ -1,5 +1,5 @@
 """Server fixtures: `wenet-lite serve` in a subprocess on a free port of 127.0.0.1, over the
-decode tests' rigged tiny model (tests/decode/conftest.py), and websocket clients written to
+decode tests' rigged tiny model (tests/tiny_models.py), and websocket clients written to
 each protocol."""
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import pytest
-
-from tests.decode.conftest import corpus, test_audio, tiny, tiny_u2  # noqa: F401 - shared fixtures
 
 _LISTENING = re.compile(r"listening on wss?://[\d.]+:(\d+)")
 

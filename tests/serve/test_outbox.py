@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import List, Optional
 
+from wenet_lite.serve.connection import Outbox as _Outbox
 from wenet_lite.serve.protocols import Partial
-from wenet_lite.serve.server import _Outbox
 
 
 def _drain(box: _Outbox) -> List[Optional[str]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from wenet_lite.serve.server import COUNTERS
+from wenet_lite.serve.connection import COUNTERS
 from wenet_lite.serve.workers import FAILING_S, STALE_S, STUCK_S, Board
 
 

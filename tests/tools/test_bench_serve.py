@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.decode.conftest import corpus, tiny  # noqa: F401 - shared fixtures
+from tests.tiny_models import corpus, tiny  # noqa: F401 - shared fixtures
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -78,9 +78,10 @@ def test_rows_come_from_summary_json_in_table_order(tmp_path: Path, results_tabl
         f"| {lm}, simulated streaming (chunk by chunk, cached) | 16 | 9.25 | 0.93 |",
         f"| {lm}, streamed (`wenet-lite stream`) | 16 | 9.50 | 0.95 |",
         f"| {lm}, simulated streaming (chunk by chunk, cached) | 4 | 12.00 | 1.20 |",
-        "| ctc greedy, exported TorchScript (`tools/run_exported.py`), int8 | 16 | 13.00 | 1.30 |",
+        "| ctc greedy, exported TorchScript (`examples/run_exported.py`), int8 "
+        "| 16 | 13.00 | 1.30 |",
         "| ctc prefix beam 10 + attention rescoring, exported TorchScript "
-        "(`tools/run_exported.py`), fp32 | 16 | 10.75 | 1.07 |",
+        "(`examples/run_exported.py`), fp32 | 16 | 10.75 | 1.07 |",
     ]
     assert lines[-1] == (
         "Streamed transcripts identical to `decode --simulate-streaming`: "

@@ -82,7 +82,7 @@ def test_a_full_disk_while_saving_is_one_line_and_keeps_earlier_checkpoints(
     """torch reports a full disk as ``RuntimeError: ... unexpected pos 64 vs 0``."""
     import torch
 
-    import wenet_lite.checkpoint as checkpoint
+    import wenet_lite.files.checkpoint as checkpoint
 
     save = torch.save
 

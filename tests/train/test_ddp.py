@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from lhotse import CutSet
 
-from wenet_lite.checkpoint import list_checkpoints, load_checkpoint
 from wenet_lite.data.dataset import SKIP_REASONS
 from wenet_lite.data.manifest import load_cuts
+from wenet_lite.files.checkpoint import list_checkpoints, load_checkpoint
 
 sys.path.insert(0, str(Path(__file__).parent))
 from ddp_train import digest  # noqa: E402

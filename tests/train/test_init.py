@@ -12,7 +12,7 @@ import pytest
 import torch
 from lhotse import CutSet
 
-from tests.decode.test_streaming import _stream
+from tests.runtime.test_streaming import _stream
 from wenet_lite import load_model
 from wenet_lite.config import ConfigError
 from wenet_lite.data.manifest import load_cuts, save_cuts
@@ -121,7 +121,7 @@ def test_fine_tuning_an_imported_wenet_model(synthetic_corpus, few_data, tmp_pat
     against the file is named."""
     import yaml
 
-    from wenet_lite.wenet_import import import_wenet
+    from wenet_lite.wenet.convert import import_wenet
 
     start = import_wenet(Path("tests/data/wenet/librispeech"), tmp_path / "wenet.pt")
     tiny = yaml.safe_load(TINY.read_text())

@@ -162,7 +162,7 @@ def test_bf16_on_the_cpu_learns_and_resumes_exactly(
     """``train.precision: bf16`` on a CPU that multiplies bf16 natively: autocast in bf16, the
     loss falls, an interrupted run repeats every logged loss. On a CPU without it the same
     arithmetic is emulated (slower, same results), so the flags are set to claim AMX here."""
-    from wenet_lite.cpu import FLAGS_ENV, cpu_flags
+    from wenet_lite.host.cpu import FLAGS_ENV, cpu_flags
 
     monkeypatch.setenv(FLAGS_ENV, " ".join(cpu_flags(real=True) | {"amx_bf16"}))
     data, tok = synthetic_corpus.data, synthetic_corpus.tokenizer
@@ -209,8 +209,8 @@ def test_auto_training_precision_follows_the_width_rule(monkeypatch) -> None:
     """``train.precision: auto`` on the CPU: bf16 where it is native and the encoder is at least
     ``BF16_MIN_WIDTH`` wide (the engines' rule), else fp32 without a warning; ``bf16`` asked
     for trains in bf16 at any width; no native bf16: fp32."""
-    from wenet_lite.cpu import BF16_FLAGS, BF16_MIN_WIDTH, FLAGS_ENV, cpu_flags
-    from wenet_lite.train.loop import autocast_for, precision_note, training_precision
+    from wenet_lite.host.cpu import BF16_FLAGS, BF16_MIN_WIDTH, FLAGS_ENV, cpu_flags
+    from wenet_lite.train.precision import autocast_for, precision_note, training_precision
 
     cpu = torch.device("cpu")
     monkeypatch.setenv(FLAGS_ENV, " ".join(cpu_flags(real=True) | {"amx_bf16"}))
@@ -230,7 +230,7 @@ def test_auto_training_precision_follows_the_width_rule(monkeypatch) -> None:
 def test_bf16_without_native_bf16_trains_fp32_with_one_warning(
     synthetic_corpus, tmp_path, monkeypatch, caplog
 ) -> None:
-    from wenet_lite.cpu import BF16_FLAGS, FLAGS_ENV, cpu_flags
+    from wenet_lite.host.cpu import BF16_FLAGS, FLAGS_ENV, cpu_flags
 
     monkeypatch.setenv(FLAGS_ENV, " ".join(cpu_flags(real=True) - set(BF16_FLAGS)))
     data, tok = synthetic_corpus.data, synthetic_corpus.tokenizer

@@ -99,21 +99,23 @@ class _Version(argparse.Action):
 
 def _version() -> str:
     """``wenet-lite 0.1.0 (torch 2.13.0, Python 3.11.7)`` and the CPU's line
-    (``cpu.cpu_summary``: what it multiplies natively, what ``--precision auto`` picks), read
+    (``host.cpu.cpu_summary``: what it multiplies natively, what ``--precision auto`` picks), read
     without importing torch."""
     import platform
     from importlib import metadata
 
     from wenet_lite import __version__
-    from wenet_lite.cpu import cpu_summary
+    from wenet_lite.host.cpu import cpu_summary
 
-    try:
-        torch = metadata.version("torch")
-    except metadata.PackageNotFoundError:
-        torch = "not installed"
+    def installed(package: str) -> str:
+        try:
+            return metadata.version(package)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
     return (
-        f"wenet-lite {__version__} (torch {torch}, Python {platform.python_version()})\n"
-        + cpu_summary()
+        f"wenet-lite {__version__} (torch {installed('torch')}, Python "
+        f"{platform.python_version()})\n{cpu_summary()}"
     )
 
 
@@ -164,7 +166,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             command.error(_unknown_flags(command, extra))
     except SystemExit as e:  # --help, or a one-line usage error already printed
         return int(e.code or 0)
-    from wenet_lite.malloc import keep_freed_memory
+    from wenet_lite.host.malloc import keep_freed_memory
 
     keep_freed_memory()  # reuse freed tensor memory: no page faults per step (malloc.py)
     logging.basicConfig(
@@ -186,7 +188,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"wenet-lite {args.command}: interrupted", file=sys.stderr)
         return 130
     except ImportError as e:  # an optional extra that is not installed
-        from wenet_lite.extras import missing_extra
+        from wenet_lite.cli.extras import missing_extra
 
         message = missing_extra(e)
         if message is None:

@@ -16,14 +16,14 @@ from wenet_lite.cli.flags import (
     add_options,
     add_upsample,
     chunking_from,
-    device_from,
     endpoint_from,
-    engine_spec,
     file_in,
+    open_from,
     options_from,
     output_dir,
     positive_int,
     recognizer_from,
+    rule_error,
 )
 
 if TYPE_CHECKING:  # imported where used: `wenet-lite --help` stays instant
@@ -80,9 +80,8 @@ def add_decode(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_decode(args: argparse.Namespace) -> int:
-    import torch
-
     from wenet_lite.evaluation.recognize import DecodeOptions, decode_cuts, default_out_dir
+    from wenet_lite.runtime.offline import OfflineRecognizer
     from wenet_lite.search.options import SearchOptions
 
     try:
@@ -94,26 +93,12 @@ def _run_decode(args: argparse.Namespace) -> int:
             window_progress=not args.no_progress and sys.stderr.isatty(),
         )  # fmt: skip
     except ValueError as e:
-        raise UsageError(str(e)) from None
-    device = device_from(args.device)
-    make = None
-    spec = engine_spec(args, device)
-    other_engine = args.engine not in (None, "torch")
-    if not args.simulate_streaming and (other_engine or args.precision in ("bf16", "int8")):
-        what = f"--engine {args.engine}" if other_engine else f"--precision {args.precision}"
-        raise UsageError(f"{what} runs the streaming path: add --simulate-streaming")
-    if args.simulate_streaming and (other_engine or spec.resolved() != "fp32"):
-        try:
-            spec.check_chunking(options.chunking)
-        except ValueError as e:
-            raise UsageError(str(e)) from None
-        torch.set_num_threads(args.threads)
-        from wenet_lite.recognizer import make_engine
-
-        make = lambda model: make_engine(spec, model, options.chunking)  # noqa: E731
+        raise rule_error(e) from None
     out = args.out or default_out_dir(args.model, args.data, options)
+    recognizer = open_from(args, offline=options)
+    assert isinstance(recognizer, OfflineRecognizer)
     progress = not args.no_progress and sys.stderr.isatty()
-    report = decode_cuts(args.model, args.data, out, options, device, make, progress)
+    report = decode_cuts(recognizer, args.data, out, progress)
     print("\n".join(report.summary_lines()))
     print(f"results in {out}")
     for utt, message in report.failures:
@@ -231,8 +216,8 @@ def add_score(sub: argparse._SubParsersAction) -> None:
         help="WER/CER of a transcript file against a prepared set",
         description="usage: wenet-lite score --hyp exp/x/ts16.txt --data data/test-clean "
         "--out exp/x/decode/ts16 [--compare exp/x/decode/chunk16_sim]\n\n"
-        "--hyp: `id text` lines (hyp.txt), `PATH text` lines (tools/run_exported.py, "
-        "tools/run_sherpa.py) or the JSON lines of `stream --json`. Writes hyp.txt, "
+        "--hyp: `id text` lines (hyp.txt), `PATH text` lines (examples/run_exported.py, "
+        "examples/run_sherpa.py) or the JSON lines of `stream --json`. Writes hyp.txt, "
         "details.txt, summary.txt and summary.json to --out. --compare DIR counts the "
         "transcripts identical to DIR/hyp.txt (--require-identical: exit code 1 on a "
         "difference). Exit code 1 also when an utterance failed to decode.",

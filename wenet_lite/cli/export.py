@@ -25,7 +25,7 @@ def add_export(sub: argparse._SubParsersAction) -> None:
         "       wenet-lite export --model exp/u2/avg_5.pt --format executorch --chunk-size 16 "
         "--left-chunks 4 --out exp/u2/et [--int8]\n\n"
         "torchscript: one file with init_state/forward_chunk/forward and its metadata; run it "
-        "with tools/run_exported.py (no wenet_lite needed). --chunk-size full exports a "
+        "with examples/run_exported.py (no wenet_lite needed). --chunk-size full exports a "
         "full-context model for whole utterances only.\n"
         "onnx: DIR/model.onnx, DIR/tokens.txt (and model.int8.onnx) for "
         "sherpa_onnx.OnlineRecognizer.from_wenet_ctc, given the same chunk_size and "
@@ -81,7 +81,7 @@ def _run_export(args: argparse.Namespace) -> int:
 
 
 def add_import_wenet(sub: argparse._SubParsersAction) -> None:
-    from wenet_lite.wenet_download import PRETRAINED
+    from wenet_lite.wenet.download import PRETRAINED
 
     names = "\n".join(
         f"  {name:12} {p.about}; eps {p.norm_eps:g}" for name, p in PRETRAINED.items()
@@ -131,8 +131,8 @@ def add_import_wenet(sub: argparse._SubParsersAction) -> None:
 def _run_import_wenet(args: argparse.Namespace) -> int:
     import sys
 
-    from wenet_lite.wenet_download import PRETRAINED, download_model
-    from wenet_lite.wenet_import import import_wenet
+    from wenet_lite.wenet.convert import import_wenet
+    from wenet_lite.wenet.download import PRETRAINED, download_model
 
     if (args.model_dir is None) == (args.download is None):
         raise UsageError("give a WeNet model directory DIR or --download NAME, one of them")

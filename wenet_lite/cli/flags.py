@@ -6,17 +6,26 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import typing
 from pathlib import Path
-from typing import Any, Callable, Literal, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, Sequence, Union
 
-from wenet_lite.cpu import PRECISIONS
+from wenet_lite.host.cpu import PRECISIONS
+
+if TYPE_CHECKING:  # imported where used: `wenet-lite --help` stays instant
+    from wenet_lite.model.chunking import Chunking
+    from wenet_lite.recognizer import EngineSpec, Recognizer
+    from wenet_lite.runtime.endpoint import EndpointConfig
+    from wenet_lite.runtime.streaming import StreamingRecognizer
+    from wenet_lite.runtime.utterance import DecodeOptions
+    from wenet_lite.search.options import SearchOptions
 
 __all__ = [
     "UsageError", "add_set", "add_options", "options_from", "add_chunking", "chunking_from",
     "add_endpoint", "endpoint_from", "add_upsample",
     "device_from", "output_dir", "output_file", "output_path", "file_in", "in_dir", "add_engine",
-    "engine_spec", "recognizer_from",
+    "engine_spec", "open_from", "recognizer_from", "rule_error",
 ]  # fmt: skip
 
 
@@ -276,7 +285,29 @@ def add_engine(p: argparse.ArgumentParser, scope: str = "") -> None:
     )  # the older spelling of --precision int8
 
 
-def engine_spec(args: argparse.Namespace, device: str) -> Any:
+_FIELD_FLAGS = {
+    "engine": "--engine",
+    "precision": "--precision",
+    "device": "--device",
+    "threads": "--threads",
+    "chunk_size": "--chunk-size",
+    "left_chunks": "--left-chunks",
+}
+_FIELDS = "|".join(_FIELD_FLAGS)
+_FIELD_VALUE = re.compile(rf'\b({_FIELDS})=(?:"([^"]*)"|([^\s,:;)]+))')
+_FIELD_BARE = re.compile(r"\b(chunk_size|left_chunks)\b")
+
+
+def rule_error(e: ValueError) -> UsageError:
+    """A library rule (``RuleError``, naming fields: ``precision="int8"``) as a usage error in
+    the CLI's words (``--precision int8``)."""
+    text = _FIELD_VALUE.sub(lambda m: f"{_FIELD_FLAGS[m[1]]} {m[2] if m[2] is not None else m[3]}",
+                            str(e))  # fmt: skip
+    text = _FIELD_BARE.sub(lambda m: _FIELD_FLAGS[m[1]], text)
+    return UsageError(text.replace("simulate_streaming=True", "--simulate-streaming"))
+
+
+def engine_spec(args: argparse.Namespace, device: str) -> EngineSpec:
     """The engine description of `--engine`, `--precision`, `--threads` and `--device` (a
     refused combination is a usage error)."""
     from wenet_lite.recognizer import EngineSpec
@@ -284,30 +315,54 @@ def engine_spec(args: argparse.Namespace, device: str) -> Any:
     try:
         return EngineSpec(args.engine, args.precision, args.threads, device)
     except ValueError as e:
-        raise UsageError(str(e)) from None
+        raise rule_error(e) from None
 
 
-def recognizer_from(
-    args: argparse.Namespace, options: Any, endpoint: Any, announce: bool = False
-) -> Any:
-    """The recognizer of `stream`'s and `serve`'s flags (``recognizer.py``); ``announce`` logs
-    what loads before it loads (a large model or an engine export takes a minute)."""
-    import logging
-
-    from wenet_lite.bundle import read_bundle
+def open_from(
+    args: argparse.Namespace,
+    search: Optional[SearchOptions] = None,
+    endpoint: Optional[EndpointConfig] = None,
+    chunking: Optional[Chunking] = None,
+    offline: Optional[DecodeOptions] = None,
+) -> Recognizer:
+    """``open_recognizer`` over `--model`, `--device` and the engine flags; a broken rule is a
+    usage error in the CLI's words."""
     from wenet_lite.recognizer import RuleError, open_recognizer
 
     spec = engine_spec(args, device_from(args.device))
-    exported = Path(args.model).is_dir()
-    defaults = read_bundle(args.model).chunking if exported else None
-    chunking = chunking_from(args, defaults)
+    try:
+        return open_recognizer(args.model, chunking, search, endpoint, spec, offline=offline)
+    except RuleError as e:  # checked before anything is loaded
+        raise rule_error(e) from None
+
+
+def recognizer_from(
+    args: argparse.Namespace,
+    options: SearchOptions,
+    endpoint: EndpointConfig,
+    announce: bool = False,
+) -> StreamingRecognizer:
+    """The streaming recognizer of `stream`'s and `serve`'s flags (``recognizer.py``; an
+    export directory read once); ``announce`` logs what loads before it loads (a large model
+    or an engine export takes a minute)."""
+    import logging
+
+    from wenet_lite.files.export_dir import read_export_dir
+    from wenet_lite.recognizer import RuleError, open_recognizer
+    from wenet_lite.runtime.streaming import StreamingRecognizer
+
+    spec = engine_spec(args, device_from(args.device))
+    found = read_export_dir(args.model) if Path(args.model).is_dir() else None
+    chunking = chunking_from(args, found.chunking if found is not None else None)
     if announce:
-        engine = args.engine or ("the export directory's" if exported else "torch")
         logging.getLogger("wenet_lite.serve").info(
-            "loading %s (%s, engine %s, precision %s)", args.model, chunking.describe(), engine,
-            args.precision,
+            "loading %s (%s, engine %s, precision %s)", args.model, chunking.describe(),
+            spec.name_for(found), args.precision,
         )  # fmt: skip
     try:
-        return open_recognizer(args.model, chunking, options, endpoint, spec)
+        rec = open_recognizer(found or args.model, chunking, options, endpoint, spec)
     except RuleError as e:  # checked before anything is loaded
-        raise UsageError(str(e)) from None
+        raise rule_error(e) from None
+    if not isinstance(rec, StreamingRecognizer):
+        raise UsageError("--chunk-size 0 decodes whole files: use `transcribe` or `decode`")
+    return rec

@@ -34,6 +34,7 @@ from typing import IO, Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, 
 
 import numpy as np
 
+from wenet_lite.data.tokenizer import WORD_START
 from wenet_lite.features.audio import (
     AudioError,
     check_rate,
@@ -50,7 +51,6 @@ from wenet_lite.search.ctc_search import Hypothesis
 __all__ = ["STDIN", "StreamReport", "stream_inputs"]
 
 STDIN = "-"
-_WORD_START = "\u2581"
 _STDIN_BLOCK_S = 0.1  # a live source delivers audio in small pieces; latency is chunk + this
 _TAIL_WORDS = 12  # a terminal's partial line shows the last words of the open segment
 _LOOKBACK = 48  # tokens re-read around a change to find the start of its word
@@ -400,7 +400,7 @@ def _words_from(tokens: List[int], first: int, stream: Stream) -> Tuple[List[str
     group: List[int] = []
     begin = 0
     for i, token in enumerate(tokens + [-1]):
-        if group and (token < 0 or stream.piece(token).startswith(_WORD_START)):
+        if group and (token < 0 or stream.piece(token).startswith(WORD_START)):
             text = stream.spell(group)
             if text:  # a bare word-start piece spells nothing
                 words.append(text)

@@ -114,17 +114,9 @@ def _run_transcribe(args: argparse.Namespace) -> int:
     if files.count("-") and len(files) > 1 and args.out is None and args.format != "txt":
         raise UsageError("several inputs with stdin: give --out")
     search = flags.options_from(SearchOptions, args)
-    model_is_dir = Path(args.model).is_dir()
     chunking = flags.chunking_from(args)
-    if model_is_dir and args.chunk_size is not None:
-        raise UsageError(f"{args.model} is an export directory: it streams with its own chunking")
     device = flags.device_from(args.device)
     spec = flags.engine_spec(args, device)
-    streams = model_is_dir or chunking.chunk_size > 0
-    if not streams and (args.engine not in (None, "torch") or args.precision in ("bf16", "int8")):
-        raise UsageError(
-            "--engine and --precision bf16/int8 run the streaming path: add --chunk-size C"
-        )
     from wenet_lite.recognizer import RuleError
 
     try:
@@ -135,7 +127,7 @@ def _run_transcribe(args: argparse.Namespace) -> int:
             upsample=args.upsample,
         )  # fmt: skip
     except RuleError as e:  # checked before anything is loaded
-        raise UsageError(str(e)) from None
+        raise flags.rule_error(e) from None
     out = Path(args.out) if args.out else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)

@@ -23,12 +23,13 @@ import sentencepiece as spm
 
 from wenet_lite.config import TokenizerConfig
 
-__all__ = ["BLANK_ID", "UNK_ID", "Tokenizer", "normalize_text"]
+__all__ = ["BLANK_ID", "UNK_ID", "WORD_START", "Tokenizer", "normalize_text"]
 
 BLANK_ID = 0
 UNK_ID = 1
 _BLANK_PIECE = "<blank>"
-_WORD_BOUNDARY = "\u2581"  # sentencepiece's '▁', the piece that marks a word start
+WORD_START = "\u2581"
+"""sentencepiece's '▁': a piece that starts with it starts a word (the one definition)"""
 # sentencepiece reports a vocabulary that does not fit the text only in these messages.
 _TOO_HIGH = re.compile(r"Vocabulary size too high \(\d+\)\. Please set it to a value <= (\d+)")
 _TOO_LOW = re.compile(r"smaller than required_chars\. \d+ vs (\d+)")
@@ -128,7 +129,7 @@ class Tokenizer:
         Text made only of characters the model never saw encodes to ``['▁', '<unk>']``, which is
         not empty, so "is the target empty" is the wrong test; a trainer skips these.
         """
-        boundary = self._sp.piece_to_id(_WORD_BOUNDARY)
+        boundary = self._sp.piece_to_id(WORD_START)
         return any(i not in (UNK_ID, boundary) for i in ids)
 
     def _check_id(self, token_id: int) -> None:
@@ -145,7 +146,7 @@ class Tokenizer:
 
 def _declared_size(proto: bytes) -> int:
     """The vocabulary the model declares (``trainer_spec.vocab_size``). A model converted from
-    another toolkit's units (``wenet_lite.wenet_units``) holds, after its vocabulary, the
+    another toolkit's units (``wenet_lite.wenet.units``) holds, after its vocabulary, the
     pieces its segmentation needs but the vocabulary lacks; they read as ``<unk>``, as there."""
     from sentencepiece import sentencepiece_model_pb2
 

@@ -1,7 +1,8 @@
 """Batch decoding of a cuts manifest with WER/CER scoring: what `wenet-lite decode` runs.
 
 Utterances are sorted by duration and decoded in padded batches (little padding, so batching
-costs almost nothing and the encoder runs on large matrices) by ``utterance.py``, in one of
+costs almost nothing and the encoder runs on large matrices) by an offline recogniser
+(``runtime/offline.py``, opened by ``open_recognizer``), in one of
 three encoder modes:
 
 - full context (chunk size 0);
@@ -30,9 +31,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-import torch
 from lhotse.cut import Cut
 
 from wenet_lite.config import ExperimentConfig
@@ -47,20 +47,13 @@ from wenet_lite.evaluation.wer import (
     summary_record,
 )
 from wenet_lite.features.audio import AudioError
-from wenet_lite.features.fbank import compute_fbank
-from wenet_lite.features.stream_fbank import offline_fbank
 from wenet_lite.fileio import write_files_atomic
 from wenet_lite.model import ASRModel
-from wenet_lite.model.chunking import check_chunking
 from wenet_lite.runtime.engines import Engine
-from wenet_lite.runtime.result import make_result, spell
-from wenet_lite.runtime.utterance import DecodeOptions, decode_batch, decode_long
-from wenet_lite.search.ctc_search import (
-    Hypothesis,
-    frames_to_seconds,
-)
-from wenet_lite.search.options import SearchModels
-from wenet_lite.search.rescore import check_decoder
+from wenet_lite.runtime.offline import OfflineRecognizer
+from wenet_lite.runtime.result import spell
+from wenet_lite.runtime.utterance import DecodeOptions
+from wenet_lite.search.ctc_search import Hypothesis, frames_to_seconds
 
 __all__ = [
     "DecodeOptions",  # defined in utterance.py, re-exported: where decode_cuts takes it
@@ -68,6 +61,7 @@ __all__ = [
     "UtteranceResult",
     "decode_cuts",
     "decode_model",
+    "decode_set",
     "default_out_dir",
     "write_report",
 ]
@@ -135,28 +129,18 @@ class DecodeReport:
 
 
 def decode_cuts(
-    model_path: Pathlike,
+    recognizer: OfflineRecognizer,
     data: Pathlike,
     out_dir: Pathlike,
-    options: DecodeOptions,
-    device: Union[str, torch.device] = "cpu",
-    make_engine: Optional[Callable[[ASRModel], Engine]] = None,
     progress: bool = False,
 ) -> DecodeReport:
-    """Decode the cuts in ``data`` (a dir holding cuts.jsonl.gz, or the file) and write
-    ``hyp.txt``, ``details.txt``, ``summary.txt`` (and ``errors.txt``) to ``out_dir``.
-    ``make_engine``: the engine of ``--simulate-streaming`` for the loaded model;
-    ``progress``: a bar over the audio on stderr."""
-    from wenet_lite.model_io import load_model
-
-    model, tokenizer, cfg = load_model(model_path, torch.device(device))
-    check_chunking(cfg.encoder, options.chunking, options.simulate_streaming, str(model_path))
-    if options.search.rescoring:
-        check_decoder(model, str(model_path))
-    engine = make_engine(model) if make_engine is not None else None
+    """Decode the cuts in ``data`` (a dir holding cuts.jsonl.gz, or the file) with an offline
+    recogniser (``open_recognizer(..., offline=DecodeOptions(...))``) and write ``hyp.txt``,
+    ``details.txt``, ``summary.txt`` (and ``errors.txt``) to ``out_dir``. ``progress``: a bar
+    over the audio on stderr."""
     cuts = list(load_cuts(data))
-    report = decode_model(model, tokenizer, cfg, cuts, options, engine, progress)
-    write_report(report, out_dir, {"model": str(model_path), "data": str(data)})
+    report = decode_set(recognizer, cuts, progress)
+    write_report(report, out_dir, {"model": recognizer.source, "data": str(data)})
     return report
 
 
@@ -169,27 +153,23 @@ def decode_model(
     engine: Optional[Engine] = None,
     progress: bool = False,
 ) -> DecodeReport:
-    """Decode lhotse cuts with a model in memory (see the module docstring). ``engine``
-    (``runtime/engines.py``) runs ``simulate_streaming``; default the model in eager PyTorch.
-    ``progress``: a bar over the audio seconds on stderr."""
-    if engine is not None and not options.simulate_streaming:
-        raise ValueError(f"the {engine.name} engine streams: it needs simulate_streaming")
-    if engine is not None and engine.chunking != options.chunking:
-        raise ValueError(
-            f"the {engine.name} engine was built for {engine.chunking.describe()}, decoding "
-            f"asks for {options.chunking.describe()}"
-        )
-    search = options.search.resolved(cfg.decode)
-    options = dataclasses.replace(options, search=search)
-    if search.rescoring:
-        check_decoder(model, "the model")
-    models = search.load(tokenizer)
+    """:func:`decode_set` with an offline recogniser over a model in memory (a trainer's, a
+    test's); ``engine`` runs ``simulate_streaming`` (default the model in eager PyTorch)."""
+    recognizer = OfflineRecognizer(model, tokenizer, cfg, options, engine)
+    return decode_set(recognizer, cuts, progress)
+
+
+def decode_set(
+    recognizer: OfflineRecognizer, cuts: Sequence[Cut], progress: bool = False
+) -> DecodeReport:
+    """Decode lhotse cuts (see the module docstring): sorted by duration, in padded batches,
+    an utterance longer than the window alone in bounded memory. ``progress``: a bar over the
+    audio seconds on stderr."""
+    options = recognizer.options
     results: List[UtteranceResult] = []
     failures: List[Tuple[str, str]] = []
     audio_seconds = 0.0
     start = time.perf_counter()
-    was_training = model.training  # a trainer may decode mid-training: restore its mode
-    model.eval()
     long = [c for c in cuts if c.duration > options.max_window_seconds]
     short = [c for c in cuts if c.duration <= options.max_window_seconds]
     bar = None
@@ -205,30 +185,27 @@ def decode_model(
             feats, kept = [], []
             for cut in batch:
                 try:
-                    feats.append(_cut_features(cut, cfg, options.simulate_streaming))
+                    samples = cut_samples(cut, recognizer.sample_rate)
+                    feats.append(recognizer.features(samples, recognizer.sample_rate, cut.id))
                     kept.append(cut)
                 except AudioError as e:
                     _log.warning("%s skipped: %s", cut.id, e)
                     failures.append((cut.id, str(e)))
             if not kept:
                 continue
-            if engine is not None:
-                decoded = decode_batch(model, feats, options, models, engine)
-            elif batch[0].duration > options.max_window_seconds:
-                decoded = [decode_long(model, feats[0], options, models, cfg, batch[0].id)]
+            if recognizer.engine is None and batch[0].duration > options.max_window_seconds:
+                decoded = [recognizer.recognize_long(feats[0], batch[0].id)]
             else:
-                decoded = decode_batch(model, feats, options, models)
+                decoded = recognizer.recognize_batch(feats)
             for cut, hyps in zip(kept, decoded):
-                results.append(_utterance_result(cut, hyps, tokenizer, model, cfg, models))
+                results.append(_utterance_result(cut, hyps, recognizer))
                 audio_seconds += cut.duration
     finally:
-        model.train(was_training)
         if bar is not None:
             bar.close()
     results.sort(key=lambda r: r.utt_id)
     wall = time.perf_counter() - start
-    name = engine.name if engine is not None else "torch"
-    return DecodeReport(results, failures, audio_seconds, wall, options, name)
+    return DecodeReport(results, failures, audio_seconds, wall, options, recognizer.engine_name)
 
 
 def _batches(cuts: Sequence[Cut], batch_seconds: float) -> Iterator[List[Cut]]:
@@ -244,34 +221,20 @@ def _batches(cuts: Sequence[Cut], batch_seconds: float) -> Iterator[List[Cut]]:
         yield batch
 
 
-def _cut_features(cut: Cut, cfg: ExperimentConfig, as_streamed: bool) -> torch.Tensor:
-    """(T_in, F); ``as_streamed``: the streaming recogniser's features (bit for bit)."""
-    rate = cfg.features.sample_rate
-    if as_streamed:
-        return offline_fbank(cut_samples(cut, rate), cfg.features)
-    return compute_fbank(cut_samples(cut, rate), rate, cfg.features)
-
-
 def _utterance_result(
-    cut: Cut,
-    hyps: List[Hypothesis],
-    tokenizer: Tokenizer,
-    model: ASRModel,
-    cfg: ExperimentConfig,
-    models: SearchModels,
+    cut: Cut, hyps: List[Hypothesis], recognizer: OfflineRecognizer
 ) -> UtteranceResult:
+    tokenizer = recognizer.tokenizer
     hyp = hyps[0] if hyps else Hypothesis([], 0.0, [], 1.0)
     text = spell(tokenizer, hyp.tokens)
-    rate = model.encoder.subsampling.rate
-    times = frames_to_seconds(hyp.timestamps, rate, cfg.features.frame_shift_ms / 1000)
+    times = frames_to_seconds(hyp.timestamps, recognizer.subsampling_rate, recognizer.frame_shift_s)
     score = score_utterance(cut.id, normalize_text(cut_text(cut)), text)
     pieces = [tokenizer.id_to_piece(i) for i in hyp.tokens]
     nbest = [(h.score, spell(tokenizer, h.tokens)) for h in hyps] if len(hyps) > 1 else []
     times = [round(t, 6) for t in times]
     hotwords = None
-    if models.context is not None:  # the words a whole hotword phrase covers, as streams mark
-        marked = make_result(hyp, tokenizer, 0, 0, rate, 0.01, True, models.context).words
-        hotwords = [w.text for w in marked if w.hotword]
+    if recognizer.models.context is not None:  # the words a whole hotword phrase covers
+        hotwords = [w.text for w in recognizer.result(hyp).words if w.hotword]
     return UtteranceResult(cut.id, text, hyp, pieces, times, score, nbest, hotwords)
 
 

@@ -3,7 +3,7 @@
 Transcripts come as
 
 - ``id text`` lines (``hyp.txt`` of `decode`, or any recogniser's output),
-- ``PATH text`` lines (``tools/run_exported.py --names``, ``tools/run_sherpa.py``): a path
+- ``PATH text`` lines (``examples/run_exported.py --names``, ``examples/run_sherpa.py``): a path
   counts as the utterance whose audio file it is (else as its name without extensions),
 - the JSON lines of `wenet-lite stream --json`: the final segments of each input are joined in
   segment order, ``error`` lines count as failed utterances, and the closing ``summary`` line

@@ -20,11 +20,11 @@ from torch import nn
 from wenet_lite.config import ExperimentConfig
 from wenet_lite.data.tokenizer import BLANK_ID, Tokenizer
 from wenet_lite.features.fbank import INT16_SCALE, fbank_options
+from wenet_lite.files.model_file import load_model
 from wenet_lite.model import ASRModel
 from wenet_lite.model.chunking import Chunking, check_chunking
 from wenet_lite.model.decoder import RESCORE_CTC_WEIGHT, RESCORE_REVERSE_WEIGHT
 from wenet_lite.model.linear import Linear
-from wenet_lite.model_io import load_model
 
 __all__ = [
     "FORMAT_VERSION",

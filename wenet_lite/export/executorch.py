@@ -145,14 +145,15 @@ def export_executorch(
 ) -> Dict[str, Path]:
     """Export a model file to the directory ``out_dir`` that ``wenet_lite.recognizer.
     open_recognizer`` and ``stream --model DIR`` open: ``model.pte`` (and ``model.int8.pte`` with
-    ``quantize='int8'``) plus the bundle (``wenet_lite.bundle``: settings, config, tokenizer).
+    ``quantize='int8'``) plus the export record (``wenet_lite.files.export_dir``: settings,
+    config, tokenizer).
 
     Returns the written paths by role. Raises FileNotFoundError / CheckpointError for a bad
     model file, ValueError for chunk settings the program cannot have (it needs a fixed
     cache, ``left_chunks >= 0``), ImportError naming the pip extra without executorch.
     """
-    from wenet_lite.bundle import write_bundle
     from wenet_lite.fileio import atomic_open
+    from wenet_lite.files.export_dir import write_export_dir
 
     need_executorch("the executorch export")
     if chunk_size <= 0 or left_chunks < 0:
@@ -172,5 +173,5 @@ def export_executorch(
             f.write(lower_executorch(model, chunking, "int8" if role == "model_int8" else None))
         paths[role] = out / name
     meta = export_metadata(cfg, model, chunk_size, left_chunks, quantize or "none")
-    paths.update(write_bundle(out, cfg, tokenizer, meta, "executorch", files))
+    paths.update(write_export_dir(out, cfg, tokenizer, meta, "executorch", files))
     return paths

@@ -42,9 +42,8 @@ from __future__ import annotations
 import logging
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, Optional, Tuple, Union
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -65,7 +64,6 @@ from wenet_lite.model.state import EncoderState
 
 if TYPE_CHECKING:  # imported where used: `import wenet_lite.export.onnx` needs neither
     import onnx
-    import onnxruntime
 
 __all__ = [
     "INPUT_NAMES",
@@ -75,8 +73,6 @@ __all__ = [
     "export_onnx_model",
     "export_onnx",
     "quantize_int8",
-    "sherpa_attn_mask",
-    "OnnxStreamer",
 ]
 
 PathLike = Union[str, Path]
@@ -346,7 +342,7 @@ def export_onnx(
     (``wenet_lite.recognizer.open_recognizer``).
 
     Returns the written paths by role (``model``, ``tokens``, ``model_int8``, ``decoder``,
-    ``batched``, ``tokenizer``, ``bundle``). Raises
+    ``batched``, ``tokenizer``, ``record``). Raises
     FileNotFoundError / CheckpointError for a missing / corrupt model file and ValueError for
     settings sherpa-onnx cannot run.
     """
@@ -367,73 +363,15 @@ def export_onnx(
         paths["decoder"] = export_decoder_onnx(
             model.decoder, model.encoder.d_model, out / "decoder.onnx", meta
         )
-    # Our own runtime's files: the batched graph and the bundle (`stream --model DIR`).
-    from wenet_lite.bundle import write_bundle
+    # Our own runtime's files: the batched graph and the export record (`stream --model DIR`).
     from wenet_lite.export.batched import export_batched_onnx
+    from wenet_lite.files.export_dir import write_export_dir
     from wenet_lite.model.chunking import Chunking
 
     paths["batched"] = out / "batched.onnx"
     with atomic_open(paths["batched"], "wb") as f:
         f.write(export_batched_onnx(model, Chunking(chunk_size, left_chunks)))
-    paths.update(write_bundle(out, cfg, tokenizer, meta, "onnxruntime", {"model": "batched.onnx"}))
+    paths.update(
+        write_export_dir(out, cfg, tokenizer, meta, "onnxruntime", {"model": "batched.onnx"})
+    )
     return paths
-
-
-def sherpa_attn_mask(chunk_index: int, chunk_size: int, left_chunks: int) -> np.ndarray:
-    """The (1, 1, C*N + C) bool mask sherpa-onnx feeds before chunk ``chunk_index`` (0-based)."""
-    cached = chunk_size * left_chunks
-    mask = np.ones((1, 1, cached + chunk_size), dtype=bool)
-    if chunk_index < left_chunks:
-        mask[:, :, : cached - chunk_index * chunk_size] = False
-    return mask
-
-
-class OnnxStreamer:
-    """Drives an exported model the way sherpa-onnx does (a reference loop and a benchmark).
-
-    Args: an ``onnxruntime.InferenceSession`` of a file written by :func:`export_onnx`.
-    """
-
-    def __init__(self, session: onnxruntime.InferenceSession) -> None:
-        meta = session.get_modelmeta().custom_metadata_map
-        self.session = session
-        self.chunk_size = int(meta["chunk_size"])
-        self.left_chunks = int(meta["left_chunks"])
-        self.window_size = int(meta["window_size"])
-        self.window_shift = int(meta["window_shift"])
-        self.reset()
-
-    def reset(self) -> None:
-        """Start a new stream: zero caches, as sherpa's GetInitStates."""
-        inputs = {i.name: i for i in self.session.get_inputs()}
-        self.chunk_index = 0
-        self.attn_cache = np.zeros(inputs["attn_cache"].shape, dtype=np.float32)
-        self.conv_cache = np.zeros(inputs["conv_cache"].shape, dtype=np.float32)
-
-    def accept_window(self, window: np.ndarray) -> np.ndarray:
-        """Args: window (W, F) float32 fbank frames. Returns: log_probs (C, V)."""
-        cached = self.chunk_size * self.left_chunks
-        offset = np.array([cached + self.chunk_index * self.chunk_size], dtype=np.int64)
-        feeds = {
-            "x": window[None].astype(np.float32, copy=False),
-            "offset": offset,
-            "required_cache_size": np.array([cached], dtype=np.int64),
-            "attn_cache": self.attn_cache,
-            "conv_cache": self.conv_cache,
-            "attn_mask": sherpa_attn_mask(self.chunk_index, self.chunk_size, self.left_chunks),
-        }
-        log_probs, self.attn_cache, self.conv_cache = self.session.run(list(OUTPUT_NAMES), feeds)
-        self.chunk_index += 1
-        return log_probs[0]
-
-    def accept_features(self, feats: np.ndarray) -> np.ndarray:
-        """Every complete window of (T, F) features from a fresh stream: (chunks * C, V)."""
-        self.reset()
-        outs: List[np.ndarray] = []
-        start = 0
-        while start + self.window_size <= feats.shape[0]:
-            outs.append(self.accept_window(feats[start : start + self.window_size]))
-            start += self.window_shift
-        if not outs:
-            return np.zeros((0, 0), dtype=np.float32)
-        return np.concatenate(outs, axis=0)

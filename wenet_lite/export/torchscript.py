@@ -20,7 +20,7 @@ needs torch (Python or C++ libtorch) and no wenet_lite:
 - ``forward_attention_decoder(hyps (N, U), hyps_lens (N,), encoder_out (1, S, D),
   reverse_weight) -> (N,)``: the attention decoder's score of each hypothesis of a segment
   (models trained with ``decoder.type: bitransformer``; metadata ``decoder``); a runtime adds
-  ``ctc_weight`` times the prefix beam's score and keeps the best (``tools/run_exported.py
+  ``ctc_weight`` times the prefix beam's score and keeps the best (``examples/run_exported.py
   --rescore``).
 - ``metadata() -> Dict[str, str]``: see ``export.common.export_metadata`` (fbank options,
   subsampling, chunking, dims); ``vocabulary() -> List[str]``: pieces in id order, 0 the blank.

@@ -1,5 +1,5 @@
 """bf16 layers for streaming inference on CPUs that multiply bf16 natively (AMX, AVX-512 bf16;
-``wenet_lite.cpu``).
+``wenet_lite.host.cpu``).
 
 What computes in bf16: the encoder's linear layers (the feed-forward modules, the attention
 projections and the convolution module's pointwise layers: 72 % of a chunk's multiply-adds for

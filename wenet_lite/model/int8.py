@@ -62,9 +62,9 @@ KERNEL_ENV = "WENET_LITE_INT8_KERNEL"
 
 def default_kernel() -> str:
     """The integer product's kernel here: ``$WENET_LITE_INT8_KERNEL`` if set, else the CPU's
-    (``wenet_lite.cpu.int8_kernel``: ``int_mm`` with VNNI or AMX), where ``_int_mm`` must also
+    (``wenet_lite.host.cpu.int8_kernel``: ``int_mm`` with VNNI or AMX), where ``_int_mm`` must also
     win a short timing against the fp32 product (:func:`_int_mm_speed`)."""
-    from wenet_lite.cpu import int8_kernel
+    from wenet_lite.host.cpu import int8_kernel
 
     forced = os.environ.get(KERNEL_ENV)
     if forced:

@@ -75,7 +75,7 @@ def require_fixed_cache(kind: str, chunking: Chunking) -> None:
     """The exported engines' graphs have fixed cache shapes (ValueError otherwise)."""
     if chunking.left_chunks < 0:
         raise ValueError(
-            f"the {kind} engine needs a fixed cache: --left-chunks >= 0 (got "
+            f"the {kind} engine needs a fixed cache: left_chunks >= 0 (got "
             f"{chunking.left_chunks}); 4 is a good choice"
         )
 

@@ -12,7 +12,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, List, Optional, Sequence
 
-from wenet_lite.data.tokenizer import Tokenizer
+from wenet_lite.data.tokenizer import WORD_START, Tokenizer
 from wenet_lite.search.ctc_search import Hypothesis, frames_to_seconds
 
 if TYPE_CHECKING:
@@ -20,8 +20,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Word", "Result", "hotword_tokens", "join_words", "make_result", "merge_results",
            "spell", "unspaced"]  # fmt: skip
-
-_WORD_START = "\u2581"  # sentencepiece's '▁'
 
 
 @dataclass(frozen=True)
@@ -145,7 +143,7 @@ def _words(
     for i, piece in enumerate(pieces):
         starts = (
             not groups
-            or piece.startswith(_WORD_START)
+            or piece.startswith(WORD_START)
             or alone[i]
             or alone[i - 1]
             or (pause is not None and times[i] - times[i - 1] - frame_s >= pause)
@@ -165,7 +163,7 @@ def _words(
 def unspaced(text: str) -> bool:
     """Whether ``text`` (a piece, a word) is written without spaces between words: Han,
     kana, Hangul syllables and the other wide characters (CJK) alone."""
-    text = text.lstrip(_WORD_START)
+    text = text.lstrip(WORD_START)
     return bool(text) and all(unicodedata.east_asian_width(c) in "WF" for c in text)
 
 

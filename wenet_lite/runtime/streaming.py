@@ -38,9 +38,9 @@ import soxr
 import torch
 
 from wenet_lite.config import ExperimentConfig
-from wenet_lite.data.tokenizer import Tokenizer
+from wenet_lite.data.tokenizer import BLANK_ID, Tokenizer
 from wenet_lite.features.stream_fbank import FbankStream, compute_ready
-from wenet_lite.malloc import keep_freed_memory
+from wenet_lite.host.malloc import keep_freed_memory
 from wenet_lite.model import ASRModel
 from wenet_lite.model.chunking import Chunking, check_chunking
 from wenet_lite.model.posenc import WENET_MAX_POSITIONS
@@ -56,7 +56,6 @@ from wenet_lite.runtime.engines import Engine
 from wenet_lite.runtime.result import Result, make_result, merge_results, spell
 from wenet_lite.search.context import ContextGraph, hotword_phrases, word_starts
 from wenet_lite.search.ctc_search import (
-    BLANK,
     Hypothesis,
     StreamingGreedySearch,
     StreamingPrefixBeamSearch,
@@ -284,7 +283,7 @@ class Stream:
             self._nbest = found
             self._encoded.append(encoded)
         n = len(ids)
-        last = next((t for t in range(n - 1, -1, -1) if ids[t] != BLANK), None)
+        last = next((t for t in range(n - 1, -1, -1) if ids[t] != BLANK_ID), None)
         if last is not None:
             self._trailing_blanks = n - 1 - last
         else:
@@ -405,7 +404,7 @@ class StreamingRecognizer:
             raise ValueError(f"streaming needs a chunk size >= 1, got {engine.chunking.chunk_size}")
         chunking = engine.chunking
         check_chunking(cfg.encoder, chunking, cached=True, source=source)
-        keep_freed_memory()  # batched steps reuse freed activations (wenet_lite/malloc.py)
+        keep_freed_memory()  # batched steps reuse freed activations (wenet_lite/host/malloc.py)
         self.engine: Engine = engine
         """runs the chunks (runtime/engines.py)"""
         self.model = model if model is not None else engine.model

@@ -30,7 +30,7 @@ from wenet_lite.search.ctc_search import (
 from wenet_lite.search.options import SearchModels, SearchOptions
 from wenet_lite.search.rescore import Segment, rescore
 
-__all__ = ["DecodeOptions", "decode_batch", "decode_long", "recognize_features"]
+__all__ = ["DecodeOptions", "decode_batch", "decode_long"]
 
 _log = logging.getLogger(__name__)
 
@@ -72,25 +72,6 @@ class DecodeOptions:
         return text
 
 
-@torch.inference_mode()
-def recognize_features(
-    model: ASRModel,
-    feats: torch.Tensor,
-    options: DecodeOptions,
-    models: SearchModels,
-    cfg: ExperimentConfig,
-    name: str = "audio",
-) -> List[Hypothesis]:
-    """The n best hypotheses (best first) of one utterance's features (T_in, F), as `decode`
-    computes them: a longer utterance than ``options.max_window_seconds`` in bounded memory.
-    ``options.search`` must be resolved and ``models`` loaded (``SearchOptions.load``)."""
-    seconds = feats.size(0) * cfg.features.frame_shift_ms / 1000
-    with torch.inference_mode():
-        if seconds > options.max_window_seconds:
-            return decode_long(model, feats, options, models, cfg, name)
-        return decode_batch(model, [feats], options, models)[0]
-
-
 def decode_batch(
     model: ASRModel,
     feats: List[torch.Tensor],
@@ -123,7 +104,7 @@ def decode_batch(
     found = _search(log_probs.float().cpu(), out_lens.cpu(), options, models)
     if not rescoring:
         return found
-    assert out is not None and model.decoder is not None, "decode_model checks the decoder"
+    assert out is not None and model.decoder is not None, "OfflineRecognizer checks the decoder"
     segments = [Segment(hyps, out[i, :t]) for i, (hyps, t) in enumerate(zip(found, out_lens))]
     search = options.search
     return rescore(model.decoder, segments, search.ctc_weight, search.reverse_weight)
@@ -138,7 +119,7 @@ def _search(
     if search.mode == "greedy":
         return [[hyp] for hyp in ctc_greedy_search(log_probs, out_lens)]
     beam, nbest = search.beam_size, search.nbest
-    assert beam is not None and nbest is not None, "decode_model resolves them"
+    assert beam is not None and nbest is not None, "OfflineRecognizer resolves them"
     return [
         ctc_prefix_beam_search(
             log_probs[i, :t],

@@ -50,6 +50,8 @@ from typing import (
     Union,
 )  # fmt: skip
 
+from wenet_lite.data.tokenizer import WORD_START
+
 if TYPE_CHECKING:
     from wenet_lite.data.tokenizer import Tokenizer
 
@@ -239,7 +241,7 @@ def hotword_phrases(
 
 def word_starts(tokenizer: Tokenizer) -> Set[int]:
     """Ids of the pieces that begin a word ('▁...'): whole-word matching."""
-    return {i for i, piece in enumerate(tokenizer.pieces()) if piece.startswith("\u2581")}
+    return {i for i, piece in enumerate(tokenizer.pieces()) if piece.startswith(WORD_START)}
 
 
 def _encoder(tokenizer: Tokenizer):

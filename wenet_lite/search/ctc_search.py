@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Tu
 
 import torch
 
+from wenet_lite.data.tokenizer import BLANK_ID
+
 if TYPE_CHECKING:
     from wenet_lite.search.context import ContextGraph
     from wenet_lite.search.lm import LMScorer, LMState
 
 __all__ = [
-    "BLANK",
     "Hypothesis",
     "StreamingGreedySearch",
     "StreamingPrefixBeamSearch",
@@ -29,7 +30,6 @@ __all__ = [
     "penalize_blank",
 ]
 
-BLANK = 0
 _NEG_INF = float("-inf")
 
 
@@ -211,7 +211,7 @@ def penalize_blank(log_probs: torch.Tensor, penalty: float) -> torch.Tensor:
     if penalty == 0:
         return log_probs
     shifted = log_probs.clone()
-    shifted[..., BLANK] -= penalty
+    shifted[..., BLANK_ID] -= penalty
     return shifted.log_softmax(dim=-1)
 
 
@@ -229,7 +229,7 @@ class StreamingGreedySearch:
 
     def __init__(self) -> None:
         self.num_frames = 0
-        self._prev = BLANK  # argmax of the last frame seen; blank before the first frame
+        self._prev = BLANK_ID  # argmax of the last frame seen; blank before the first frame
         self._score = 0.0
         self._last: Optional[_Emit] = None  # the last token emitted (a linked list back)
 
@@ -259,9 +259,9 @@ class StreamingGreedySearch:
         """Advance over frames whose argmax ids and their log-probs are already known."""
         for t, (tok, lp) in enumerate(zip(ids, lps), start=self.num_frames):
             self._score += lp
-            if tok != BLANK and tok != self._prev:
+            if tok != BLANK_ID and tok != self._prev:
                 self._last = _Emit(tok, t, lp, self._last)
-            elif tok != BLANK and self._last is not None and lp > self._last.peak:
+            elif tok != BLANK_ID and self._last is not None and lp > self._last.peak:
                 self._last = self._last.with_peak(lp)  # the same run: not a new token
             self._prev = tok
         self.num_frames += len(ids)
@@ -411,7 +411,7 @@ def _extend_prefix(
     best = state.best_path()
     last = prefix.token
     for tok, lp in zip(tokens, lps):
-        if tok == BLANK:
+        if tok == BLANK_ID:
             _contribute(nxt, prefix, total + lp, True, _hold(best, lp, repeat=False), state)
         elif tok != last:
             grown = _grown(scorer, context, state, tok)

@@ -37,7 +37,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Union
 
-from wenet_lite.data.tokenizer import normalize_text
+from wenet_lite.data.tokenizer import WORD_START, normalize_text
 from wenet_lite.fileio import naming_text_errors, open_text, read_json, write_text_atomic
 from wenet_lite.search.arpa import BOS, EOS, UNK, ArpaLM, Entry, NGramLM, write_arpa
 
@@ -48,7 +48,6 @@ __all__ = [
 
 _FORMAT = "wenet_lite word n-gram, absolute discounting"
 _BIGRAM_FORMAT = "wenet_lite word bigram, absolute discounting"  # files written before n-grams
-_WORD_BOUNDARY = "\u2581"  # sentencepiece's '▁'
 Pathlike = Union[str, Path]
 
 # Defaults of the fusion everywhere (decode, stream, StreamingRecognizer): the best of a grid
@@ -302,10 +301,9 @@ class LMScorer:
             if word not in (BOS, EOS, UNK)
             for i in range(1, len(word) + 1)
         }
-        self._starts = [p.startswith(_WORD_BOUNDARY) for p in pieces]
+        self._starts = [p.startswith(WORD_START) for p in pieces]
         self._spelling = [
-            UNK if p.startswith("<") and p.endswith(">") else p.lstrip(_WORD_BOUNDARY)
-            for p in pieces
+            UNK if p.startswith("<") and p.endswith(">") else p.lstrip(WORD_START) for p in pieces
         ]
 
     @classmethod

@@ -2,12 +2,13 @@
 
 Two threads share the work. The asyncio event loop (``websockets``) receives messages, checks
 them and queues each client's samples in its inbox; it never touches a stream. One decode
-thread owns every stream: each step it moves queued samples into the streams that need audio
-(at most ``_FEED_S`` seconds each), decodes one chunk of every ready stream of every connection
-in ONE batched encoder call (``StreamingRecognizer.decode_streams``, at most ``max_batch_size``
-streams, the longest-waiting first) and writes the results as protocol messages, which the
-event loop sends. A stream's results are those of `wenet-lite stream` on the same audio:
-streaming is exact whatever sizes the audio arrives in and whichever streams share a batch.
+thread (decoder.py) owns every stream: each step it moves queued samples into the streams that
+need audio (at most ``FEED_S`` seconds each), decodes one chunk of every ready stream of every
+connection in ONE batched encoder call (``StreamingRecognizer.decode_streams``, at most
+``max_batch_size`` streams, the longest-waiting first) and writes the results as protocol
+messages, which the event loop sends. A stream's results are those of `wenet-lite stream` on
+the same audio: streaming is exact whatever sizes the audio arrives in and whichever streams
+share a batch.
 
 No client can hurt another:
 - **Backpressure.** When ``max_queued_audio`` seconds of a connection's audio wait to be
@@ -33,7 +34,6 @@ results, then close 1001), one log line per connection and one every ``log_inter
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
 import dataclasses
 import http
@@ -43,19 +43,18 @@ import signal
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any, Deque, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
-import numpy as np
 import torch
 from websockets.exceptions import ConnectionClosed
 
-from wenet_lite.runtime.streaming import Stream, StreamCursor, StreamingRecognizer
+from wenet_lite.runtime.streaming import StreamCursor, StreamingRecognizer
+from wenet_lite.serve.connection import COUNTERS, Client, Counters
+from wenet_lite.serve.decoder import Decoder
 from wenet_lite.serve.gate import WEBSOCKET_PATHS, Gate, read_token, tls_context
 from wenet_lite.serve.options import ServerOptions
 from wenet_lite.serve.protocols import (
     PROTOCOLS,
-    Partial,
-    Protocol,
     ProtocolError,
     Start,
     close_reason,
@@ -66,8 +65,6 @@ __all__ = ["Secrets", "Server", "ServerOptions", "serve"]
 
 _log = logging.getLogger("wenet_lite.serve")
 _SHUTDOWN_GRACE_S = 30.0
-_FEED_S = 1.0
-"""seconds of audio a step moves into one stream at most (and only while it is not ready)"""
 _WATCH_S = 0.25
 """how often unsent bytes are checked and this worker's counters published"""
 _MAX_QUEUE = 4
@@ -92,100 +89,6 @@ class Secrets:
         return cls(tls, token)
 
 
-class _Outbox:
-    """A connection's messages waiting for its send loop, in order; ``None`` closes. A partial
-    result still waiting when the stream's next result comes is replaced by it, so a client
-    that reads late (or sends audio far faster than real time and reads at the end) gets every
-    final and the latest partial, and what waits for it grows with its finals only."""
-
-    def __init__(self) -> None:
-        self._items: Deque[Optional[str]] = collections.deque()
-        self._ready = asyncio.Event()
-        self.chars = 0
-        """characters waiting"""
-
-    def put(self, message: Optional[str], result: bool = False) -> None:
-        """Queue ``message``; a ``result`` (a protocol's partial or final) first drops a
-        :class:`Partial` waiting last."""
-        if result and self._items and isinstance(self._items[-1], Partial):
-            self.chars -= len(self._items.pop())
-        self._items.append(message)
-        self.chars += len(message) if message is not None else 0
-        self._ready.set()
-
-    async def get(self) -> Optional[str]:
-        while not self._items:
-            self._ready.clear()
-            await self._ready.wait()
-        message = self._items.popleft()
-        self.chars -= len(message) if message is not None else 0
-        return message
-
-
-class _Client:
-    """One connection: its stream, and what passes between the event loop and the decode
-    thread (the loop writes ``inbox``, ``received``, ``finished`` and ``gone``; the thread owns
-    ``stream`` and writes ``taken``, ``failure`` and ``eof``)."""
-
-    def __init__(self, cid: str, protocol: Protocol, ws: Any, stream: Stream) -> None:
-        self.id, self.protocol, self.ws, self.stream = cid, protocol, ws, stream
-        self.peer = peer_host(ws.remote_address)
-        self.inbox: Deque[np.ndarray] = collections.deque()
-        self.received = 0  # samples received
-        self.taken = 0  # samples moved into the stream
-        self.room = asyncio.Event()  # set: the loop may read more audio
-        self.room.set()
-        self.finished = False  # no more audio will come
-        self.gone = False  # the connection is over: the decode thread forgets the stream
-        self.eof = False  # the last result is written
-        self.failure: Optional[str] = None  # (decode thread) why the stream was dropped
-        self.outbox = _Outbox()
-        self.cursor = StreamCursor(stream)  # (decode thread) the finals sent
-        self.last_step = -1  # the step that last decoded this stream (fairness)
-        self.opened = time.monotonic()
-        self.outcome = "open"
-        self.close_code, self.close_reason = 1000, ""
-
-    @property
-    def name(self) -> str:
-        peer = self.ws.remote_address
-        where = f"{peer[0]}:{peer[1]}" if peer else "?"
-        return f"connection {self.id} ({self.protocol.name}, {where})"
-
-    @property
-    def started(self) -> bool:
-        """Whether its protocol started (WeNet's needs the start signal)."""
-        return self.protocol.started
-
-    @property
-    def queued(self) -> int:
-        """Samples received and not yet moved into the stream."""
-        return self.received - self.taken
-
-
-@dataclass
-class _Counters:
-    connections: int = 0
-    refused: int = 0
-    errors: int = 0
-    """protocol errors: a client's fault"""
-    failed: int = 0
-    """connections closed for an exception of the server's while serving them"""
-    vanished: int = 0
-    idle: int = 0
-    unread: int = 0
-    """clients closed for not reading their results or pongs"""
-    throttled: int = 0
-    """times reading a connection paused for its queued audio"""
-    steps: int = 0
-    batched: int = 0
-    step_failures: int = 0
-    decode_s: float = 0.0
-
-
-COUNTERS = tuple(f.name for f in dataclasses.fields(_Counters))
-
-
 class Server:
     """The server over one :class:`StreamingRecognizer`; :meth:`run` serves until stopped."""
 
@@ -205,12 +108,12 @@ class Server:
         self.gate = Gate(options.origins, self._secrets.token, worker, options.workers)
         self.sample_rate = recognizer.cfg.features.sample_rate
         self._queue_limit = max(1, int(options.max_queued_audio * self.sample_rate))
-        self._feed_limit = int(_FEED_S * self.sample_rate)
-        self.counters = _Counters()
-        self._clients: Dict[str, _Client] = {}
+        self.counters = Counters()
+        self._clients: Dict[str, Client] = {}
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="decode")
         self._hotwords = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="hotwords")
-        self._step_index = 0
+        self.decoder = Decoder(recognizer, options.max_batch_size, self.counters, self.board,
+                               worker, self._who)  # fmt: skip
         self._stopping = False
         self._wake: Optional[asyncio.Event] = None
         self._stop: Optional[asyncio.Event] = None
@@ -230,7 +133,7 @@ class Server:
             except (NotImplementedError, RuntimeError):  # not the main thread, or Windows
                 pass
         self._publish(alive=1)
-        await loop.run_in_executor(self._pool, self._warm_up)
+        await loop.run_in_executor(self._pool, self.decoder.warm_up)
         tasks = [asyncio.create_task(t) for t in (self._decode_loop(), self._log_loop(),
                                                   self._watch_loop())]  # fmt: skip
         sock = self._sock if self._sock is not None else listen(self.opts.host, self.opts.port)
@@ -329,7 +232,7 @@ class Server:
         protocol = PROTOCOLS[WEBSOCKET_PATHS[ws.request.path.split("?", 1)[0]]]()
         n = self.counters.connections
         cid = f"{self.worker}.{n}" if self.opts.workers > 1 else str(n)
-        c = _Client(cid, protocol, ws, self.rec.create_stream())
+        c = Client(cid, protocol, ws, self.rec.create_stream())
         self._clients[c.id] = c
         self.board.count(self.worker, c.peer, 1)
         sender = asyncio.create_task(self._send_loop(c))
@@ -365,7 +268,7 @@ class Server:
                 c.outcome,
             )  # fmt: skip
 
-    async def _receive(self, c: _Client) -> None:
+    async def _receive(self, c: Client) -> None:
         """Read messages until the input ends (or the client goes: ConnectionClosed). The idle
         clock: a client may fall ``idle_timeout`` s behind real time in the audio it sends;
         credit for audio sent ahead is capped at that, and paused reading does not count."""
@@ -401,7 +304,7 @@ class Server:
             else:
                 self._end_input(c)
 
-    async def _start(self, c: _Client, start: Start) -> None:
+    async def _start(self, c: Client, start: Start) -> None:
         if start.hotwords:  # built off the event loop: a long list takes a while
             loop = asyncio.get_running_loop()
             build = self.rec.hotwords_graph
@@ -415,7 +318,7 @@ class Server:
             c.cursor = StreamCursor(c.stream)
         self._send(c, start.reply)
 
-    def _take_audio(self, c: _Client, data: bytes) -> int:
+    def _take_audio(self, c: Client, data: bytes) -> int:
         samples = c.protocol.on_binary(data)
         if samples.size:
             c.inbox.append(samples)
@@ -424,7 +327,7 @@ class Server:
             self._wake.set()
         return samples.size
 
-    def _end_input(self, c: _Client, code: int = 1000, reason: str = "") -> None:
+    def _end_input(self, c: Client, code: int = 1000, reason: str = "") -> None:
         if c.finished:
             return
         c.finished = True
@@ -439,7 +342,7 @@ class Server:
         assert self._wake is not None
         self._wake.set()
 
-    def _close(self, c: _Client, code: int, reason: str) -> None:
+    def _close(self, c: Client, code: int, reason: str) -> None:
         """Close ``c`` after what it was sent (WeNet's clients get the reason as a message)."""
         failed = c.protocol.failed(reason) if code not in (1000, 1001) else None
         if failed is not None:
@@ -449,11 +352,11 @@ class Server:
         c.gone = True
         c.room.set()
 
-    def _send(self, c: _Client, message: str, result: bool = False) -> None:
+    def _send(self, c: Client, message: str, result: bool = False) -> None:
         c.outbox.put(message, result)
         self._check_unsent(c)
 
-    def _check_unsent(self, c: _Client) -> None:
+    def _check_unsent(self, c: Client) -> None:
         transport = c.ws.transport
         buffered = transport.get_write_buffer_size() if transport is not None else 0
         unsent = c.outbox.chars + buffered
@@ -465,7 +368,7 @@ class Server:
         c.room.set()
         asyncio.get_running_loop().create_task(_abort(c.ws, 1008, c.outcome))
 
-    async def _send_loop(self, c: _Client) -> None:
+    async def _send_loop(self, c: Client) -> None:
         while True:
             message = await c.outbox.get()
             if message is None:
@@ -485,7 +388,7 @@ class Server:
             self._wake.clear()
             clients = list(self._clients.values())
             try:
-                results, more = await loop.run_in_executor(self._pool, self._step, clients)
+                results, more = await loop.run_in_executor(self._pool, self.decoder.step, clients)
             except Exception:  # a bug outside any one stream: keep serving
                 _log.exception("%sdecode step failed", self._who)
                 results, more = [], False
@@ -495,7 +398,7 @@ class Server:
             for c, messages, eof in results:
                 self._deliver(c, messages, eof)
 
-    def _deliver(self, c: _Client, messages: List[str], eof: bool) -> None:
+    def _deliver(self, c: Client, messages: List[str], eof: bool) -> None:
         if c.gone:
             return
         if c.failure is not None:
@@ -543,95 +446,6 @@ class Server:
             f"error(s), {n.failed} failed, {n.vanished} left mid-stream, {n.idle} idle, "
             f"{n.unread} not reading"
         )
-
-    # --- the decode thread -----------------------------------------------------------------
-
-    def _warm_up(self) -> None:
-        """One chunk through the model so that the first client does not wait for it."""
-        s = self.rec.create_stream()
-        s.accept_waveform(self.sample_rate, np.zeros(self.sample_rate, np.float32))
-        s.input_finished()
-        self.rec.decode_until_done([s])
-
-    def _step(self, clients: List[_Client]) -> Tuple[List[Tuple[_Client, List[str], bool]], bool]:
-        """Feed queued audio, decode one chunk of up to max_batch_size ready streams; return
-        each touched client's messages and whether they end its stream, and whether more work
-        is waiting. A failure in one client's stream marks that client only (``failure``)."""
-        streams = [c for c in clients if c.started and not (c.gone or c.eof or c.failure)]
-        for c in streams:
-            self._guard(c, "taking its audio", self._feed, c)
-        live = [c for c in streams if c.failure is None]
-        ready = sorted((c for c in live if c.stream.is_ready), key=lambda c: c.last_step)
-        self._step_index += 1
-        self._decode(ready[: self.opts.max_batch_size])
-        # A stream whose input ended has at most a few chunks left: decode them now, so that
-        # its final result does not wait for further steps.
-        ending = [c for c in live if c.finished and not c.inbox and c.stream.is_ready]
-        while ending:
-            self._decode(ending)
-            ending = [c for c in ending if c.failure is None and c.stream.is_ready]
-        touched = [c for c in live if c.last_step == self._step_index or c.stream.done]
-        results = []
-        for c in touched:
-            messages = self._guard(c, "writing its results", self._messages, c)
-            results.append((c, *(messages or ([], True))))
-        results += [(c, [], True) for c in streams if c.failure is not None and c not in touched]
-        more = any(c.failure is None and (c.stream.is_ready or c.inbox) for c in live)
-        return results, more
-
-    def _guard(self, c: _Client, what: str, fn: Any, *args: Any) -> Any:
-        """``fn(*args)``; an exception marks ``c`` failed (logged with its traceback)."""
-        try:
-            return fn(*args)
-        except Exception as e:  # noqa: BLE001 - whatever it is, it is this connection's
-            c.failure = f"server error while {what}: {type(e).__name__}"
-            _log.exception("%s: %s; closing it", c.name, c.failure)
-            return None
-
-    def _feed(self, c: _Client) -> None:
-        """Move queued audio into a stream that cannot decode a chunk yet, at most ``_FEED_S``
-        seconds a step: one client's backlog never makes a step long."""
-        finished = c.finished  # read before draining: no audio follows it
-        budget = self._feed_limit
-        while c.inbox and budget > 0 and not c.stream.is_ready:
-            piece = c.inbox.popleft()
-            if piece.size > budget:
-                c.inbox.appendleft(piece[budget:])
-                piece = piece[:budget]
-            c.stream.accept_waveform(self.sample_rate, piece)
-            c.taken += piece.size
-            budget -= piece.size
-        if finished and not c.inbox:
-            c.stream.input_finished()
-
-    def _decode(self, clients: List[_Client]) -> None:
-        """One batched chunk of these clients' streams, timed, marked as this step's. If the
-        batch fails, each stream is decoded alone, and those that fail again are marked."""
-        if not clients:
-            return
-        start = time.perf_counter()
-        self.board.publish(self.worker, {"busy_since": time.time()})
-        try:
-            self.rec.decode_streams([c.stream for c in clients])
-            self.counters.steps += 1
-            self.counters.batched += len(clients)
-        except Exception:  # noqa: BLE001 - find the stream(s) at fault, keep the others
-            self.counters.step_failures += 1
-            self.board.publish(self.worker, {"failed_at": time.time()})
-            _log.exception("%sa step of %d stream(s) failed; decoding each alone", self._who,
-                           len(clients))  # fmt: skip
-            for c in clients:
-                self._guard(c, "decoding", self.rec.decode_streams, [c.stream])
-        finally:
-            self.counters.decode_s += time.perf_counter() - start
-            self.board.publish(self.worker, {"busy_since": 0})
-        for c in clients:
-            c.last_step = self._step_index
-
-    def _messages(self, c: _Client) -> Tuple[List[str], bool]:
-        messages, eof = c.protocol.events(c.stream, c.cursor)
-        c.eof = eof
-        return messages, eof
 
 
 async def _abort(ws: Any, code: int, reason: str) -> None:

@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 from typing import List, Optional, Tuple, Union
 
-from wenet_lite.checkpoint import (
+from wenet_lite.files.checkpoint import (
     average_state_dicts,
     check_same_model,
     list_checkpoints,

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any, Dict, List
 import torch
 import torch.distributed as dist
 
-from wenet_lite.checkpoint import CheckpointError, prune_checkpoints, save_checkpoint
 from wenet_lite.fileio import write_text_atomic
-from wenet_lite.model_io import model_payload
+from wenet_lite.files.checkpoint import CheckpointError, prune_checkpoints, save_checkpoint
+from wenet_lite.files.model_file import model_payload
 from wenet_lite.train.dist import DistInfo
 
 if TYPE_CHECKING:

@@ -35,12 +35,6 @@ import torch
 import torch.distributed as dist
 from lhotse import CutSet
 
-from wenet_lite.checkpoint import (
-    MODEL_SECTIONS,
-    check_same_model,
-    list_checkpoints,
-    load_checkpoint,
-)
 from wenet_lite.config import (
     ConfigError,
     ExperimentConfig,
@@ -57,11 +51,18 @@ from wenet_lite.data.store_fbank import stored_fbank_usable
 from wenet_lite.data.tokenizer import Tokenizer
 from wenet_lite.features.cmvn import load_cmvn
 from wenet_lite.features.torch_fbank import TorchFbank
+from wenet_lite.files.checkpoint import (
+    MODEL_SECTIONS,
+    check_same_model,
+    list_checkpoints,
+    load_checkpoint,
+)
 from wenet_lite.model import ASRModel, build_model
 from wenet_lite.model.asr import compile_for_training
 from wenet_lite.model.subsampling import min_input_frames
 from wenet_lite.train.dist import DistInfo, cleanup_distributed, init_distributed
-from wenet_lite.train.loop import Progress, Trainer, TrainParts, precision_note
+from wenet_lite.train.loop import Progress, Trainer, TrainParts
+from wenet_lite.train.precision import precision_note
 from wenet_lite.train.resume import restore_training_state, save_training_checkpoint
 from wenet_lite.train.scheduler import WarmupLR
 
@@ -315,7 +316,7 @@ def _build(
 
 
 def _initial_model(opts: TrainOptions) -> Tuple[ASRModel, Tokenizer]:
-    from wenet_lite.model_io import load_model
+    from wenet_lite.files.model_file import load_model
 
     assert opts.init is not None
     model, tokenizer, _ = load_model(opts.init)

@@ -25,7 +25,7 @@ import torch
 
 from wenet_lite.features.audio import load_audio
 from wenet_lite.features.fbank import compute_fbank
-from wenet_lite.model_io import load_model
+from wenet_lite.files.model_file import load_model
 
 if TYPE_CHECKING:
     from lhotse import Cut

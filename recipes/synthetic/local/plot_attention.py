@@ -35,8 +35,8 @@ import torch
 
 from wenet_lite.features.audio import load_audio
 from wenet_lite.features.fbank import compute_fbank
+from wenet_lite.files.model_file import load_model
 from wenet_lite.model.asr import describe_model
-from wenet_lite.model_io import load_model
 
 Terms = Tuple[np.ndarray, np.ndarray, np.ndarray]  # weights, content, position: (T, T) each
 

@@ -28,10 +28,10 @@ import torch
 
 from wenet_lite.features.audio import load_audio
 from wenet_lite.features.fbank import compute_fbank
+from wenet_lite.files.model_file import load_model
 from wenet_lite.model.asr import describe_model
 from wenet_lite.model.decoder import decoder_io
 from wenet_lite.model.mask import valid_mask
-from wenet_lite.model_io import load_model
 
 
 @torch.no_grad()

@@ -1,0 +1,182 @@
+"""A transcript and the files it is written as: segments of words with their times, and
+subtitle cues (SRT, WebVTT), JSON, TSV and plain text, as `wenet-lite transcribe --format`
+writes them.
+
+Subtitles (:func:`subtitle_cues`) follow the usual rules for players and readers: numbered
+cues, at most two lines of 42 characters, at most 7 s on screen, at least 0.5 s where the next
+cue leaves room, never overlapping.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Iterable, List, Sequence, Tuple
+
+from wenet_lite.runtime.result import Result, Word, join_words, unspaced
+
+__all__ = ["FORMATS", "Cue", "Segment", "Transcript", "format_transcript", "split_at_pauses",
+           "subtitle_cues"]  # fmt: skip
+
+FORMATS = ("txt", "json", "srt", "vtt", "tsv")
+"""what `wenet-lite transcribe --format` writes"""
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A stretch of speech between pauses (full context) or endpoints (streaming)."""
+
+    start: float
+    """seconds from the start of the audio"""
+    end: float
+    text: str
+    words: Tuple[Word, ...]
+    """each with its start and end in seconds from the start of the audio"""
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """What :func:`transcribe` returns for one input."""
+
+    source: str
+    """the file, ``-`` for stdin, or ``<array>``"""
+    text: str
+    segments: List[Segment]
+    duration: float
+    """seconds of audio"""
+
+    @property
+    def words(self) -> List[Word]:
+        return [w for s in self.segments for w in s.words]
+
+    def to_dict(self) -> dict:
+        """The JSON form (``--format json``): text, duration and segments with word times."""
+        return {
+            "file": self.source, "text": self.text, "duration": round(self.duration, 3),
+            "segments": [
+                {"start": round(s.start, 3), "end": round(s.end, 3), "text": s.text,
+                 "words": [{"word": w.text, "start": round(w.start, 3), "end": round(w.end, 3)}
+                           for w in s.words]}
+                for s in self.segments
+            ],
+        }  # fmt: skip
+
+
+def split_at_pauses(result: Result, pause: float) -> List[Segment]:
+    """The result's words in segments, a new one where ``pause`` seconds pass between the end
+    of a word and the start of the next (words of a result made with the same ``pause`` never
+    span one, see ``make_result``)."""
+    groups: List[List[Word]] = []
+    for w in result.words:
+        if not groups or w.start - groups[-1][-1].end >= pause:
+            groups.append([])
+        groups[-1].append(w)
+    return [Segment(g[0].start, g[-1].end, join_words([w.text for w in g]), tuple(g))
+            for g in groups]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Cue:
+    """One subtitle: shown from ``start`` to ``end`` seconds, one or two lines."""
+
+    start: float
+    end: float
+    lines: Tuple[str, ...]
+
+
+def subtitle_cues(
+    transcript: Transcript,
+    max_chars: int = 42,
+    max_lines: int = 2,
+    max_seconds: float = 7.0,
+    min_seconds: float = 0.5,
+) -> List[Cue]:
+    """Cues from the transcript's words: a cue never spans two segments, holds at most
+    ``max_lines`` lines of ``max_chars`` characters and lasts at most ``max_seconds``; it is
+    shown at least ``min_seconds`` where the next cue leaves room, and never overlaps it."""
+    groups: List[List[Word]] = []
+    for seg in transcript.segments:
+        current: List[Word] = []
+        for w in _short_words(seg.words, max_chars):
+            trial = current + [w]
+            too_long = trial and trial[-1].end - trial[0].start > max_seconds
+            if current and (too_long or len(_wrap(trial, max_chars)) > max_lines):
+                groups.append(current)
+                current = [w]
+            else:
+                current = trial
+        if current:
+            groups.append(current)
+    cues: List[Cue] = []
+    for i, g in enumerate(groups):
+        start, end = g[0].start, max(g[-1].end, g[0].start + min_seconds)
+        if i + 1 < len(groups):
+            end = min(end, groups[i + 1][0].start)
+        end = min(end, max(transcript.duration, g[-1].end))
+        end = max(end, start + 0.001)  # a cue is never empty
+        cues.append(Cue(start, end, tuple(_wrap(g, max_chars))))
+    return cues
+
+
+def _short_words(words: Iterable[Word], max_chars: int) -> List[Word]:
+    """Words longer than a line (e.g. unspaced CJK text) cut into line-long pieces, their
+    time shared out by characters."""
+    out: List[Word] = []
+    for w in words:
+        if len(w.text) <= max_chars:
+            out.append(w)
+            continue
+        pieces = [w.text[i : i + max_chars] for i in range(0, len(w.text), max_chars)]
+        step = (w.end - w.start) / len(w.text)
+        at = w.start
+        for p in pieces:
+            nxt = at + step * len(p)
+            out.append(dataclasses.replace(w, text=p, start=at, end=nxt))
+            at = nxt
+    return out
+
+
+def _wrap(words: Sequence[Word], max_chars: int) -> List[str]:
+    """Words in lines of at most ``max_chars`` characters, greedily (no space between two
+    words of an unspaced script)."""
+    lines: List[str] = []
+    for i, w in enumerate(words):
+        gap = "" if i and unspaced(words[i - 1].text) and unspaced(w.text) else " "
+        if lines and len(lines[-1]) + len(gap) + len(w.text) <= max_chars:
+            lines[-1] += gap + w.text
+        else:
+            lines.append(w.text)
+    return lines
+
+
+def _clock(seconds: float, separator: str) -> str:
+    ms = int(round(seconds * 1000))
+    h, rest = divmod(ms, 3_600_000)
+    m, rest = divmod(rest, 60_000)
+    s, ms = divmod(rest, 1000)
+    return f"{h:02d}:{m:02d}:{s:02d}{separator}{ms:03d}"
+
+
+def format_transcript(transcript: Transcript, fmt: str) -> str:
+    """The transcript as the text of a ``fmt`` file (one of :data:`FORMATS`)."""
+    if fmt == "txt":
+        return transcript.text + "\n"
+    if fmt == "json":
+        return json.dumps(transcript.to_dict(), ensure_ascii=False) + "\n"
+    if fmt == "tsv":  # milliseconds, as whisper writes it
+        rows = ["start\tend\ttext"]
+        for s in transcript.segments:
+            text = s.text.replace("\t", " ")
+            rows.append(f"{int(round(s.start * 1000))}\t{int(round(s.end * 1000))}\t{text}")
+        return "\n".join(rows) + "\n"
+    cues = subtitle_cues(transcript)
+    if fmt == "srt":
+        blocks = [f"{i}\n{_clock(c.start, ',')} --> {_clock(c.end, ',')}\n" + "\n".join(c.lines)
+                  for i, c in enumerate(cues, 1)]  # fmt: skip
+        return "\n\n".join(blocks) + ("\n" if blocks else "")
+    if fmt == "vtt":
+        blocks = [f"{_clock(c.start, '.')} --> {_clock(c.end, '.')}\n" + "\n".join(c.lines)
+                  for c in cues]  # fmt: skip
+        return "WEBVTT\n\n" + "\n\n".join(blocks) + ("\n" if blocks else "")
+    raise ValueError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
