@@ -124,7 +124,7 @@ def test_full_context_model_and_chunks(
 
 
 def test_bad_options() -> None:
-    with pytest.raises(ValueError, match="chunk size"):
+    with pytest.raises(ValueError, match="simulate_streaming=True needs chunk_size > 0"):
         DecodeOptions(simulate_streaming=True)
     with pytest.raises(ValueError, match="search mode"):
         SearchOptions(mode="beam")  # type: ignore[arg-type]

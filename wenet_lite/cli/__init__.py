@@ -15,7 +15,7 @@ from typing import Any, Callable, List, NoReturn, Optional
 
 from wenet_lite.cli.decode import add_decode, add_score, add_stream, add_train_lm
 from wenet_lite.cli.export import add_export, add_import_wenet
-from wenet_lite.cli.flags import UsageError
+from wenet_lite.cli.flags import UsageError, in_flags
 from wenet_lite.cli.serve import add_serve
 from wenet_lite.cli.train import (
     add_average,
@@ -178,8 +178,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (UsageError, ConfigError) as e:
         print(f"wenet-lite {args.command}: error: {e}", file=sys.stderr)
         return 2
-    except (FileNotFoundError, ValueError) as e:
-        print(f"wenet-lite {args.command}: error: {e}", file=sys.stderr)
+    except (FileNotFoundError, ValueError) as e:  # the library names fields; here: flags
+        print(f"wenet-lite {args.command}: error: {in_flags(str(e))}", file=sys.stderr)
         return 1
     except OSError as e:  # an output path under a file, a full disk, no permission, ...
         print(f"wenet-lite {args.command}: error: {_os_error(e)}", file=sys.stderr)

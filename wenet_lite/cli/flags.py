@@ -292,19 +292,28 @@ _FIELD_FLAGS = {
     "threads": "--threads",
     "chunk_size": "--chunk-size",
     "left_chunks": "--left-chunks",
+    "mode": "--mode",
+    "simulate_streaming": "--simulate-streaming",
 }
 _FIELDS = "|".join(_FIELD_FLAGS)
-_FIELD_VALUE = re.compile(rf'\b({_FIELDS})=(?:"([^"]*)"|([^\s,:;)]+))')
-_FIELD_BARE = re.compile(r"\b(chunk_size|left_chunks)\b")
+_FIELD_VALUE = re.compile(rf'(?<![\w.])({_FIELDS})=(?:"([^"]*)"|([^\s,:;)]+))')
+_FIELD_BARE = re.compile(r"(?<![\w.])(chunk_size|left_chunks)\b(?!=)")
+
+
+def in_flags(message: str) -> str:
+    """A library message naming fields (``precision="int8"``, ``chunk_size > 0``) in the CLI's
+    words (``--precision int8``, ``--chunk-size > 0``)."""
+
+    def flag(m: re.Match) -> str:
+        name, value = _FIELD_FLAGS[m[1]], m[2] if m[2] is not None else m[3]
+        return name if value == "True" else f"{name} {value}"
+
+    return _FIELD_BARE.sub(lambda m: _FIELD_FLAGS[m[1]], _FIELD_VALUE.sub(flag, message))
 
 
 def rule_error(e: ValueError) -> UsageError:
-    """A library rule (``RuleError``, naming fields: ``precision="int8"``) as a usage error in
-    the CLI's words (``--precision int8``)."""
-    text = _FIELD_VALUE.sub(lambda m: f"{_FIELD_FLAGS[m[1]]} {m[2] if m[2] is not None else m[3]}",
-                            str(e))  # fmt: skip
-    text = _FIELD_BARE.sub(lambda m: _FIELD_FLAGS[m[1]], text)
-    return UsageError(text.replace("simulate_streaming=True", "--simulate-streaming"))
+    """A library rule (``RuleError``, naming fields) as a usage error in the CLI's words."""
+    return UsageError(in_flags(str(e)))
 
 
 def engine_spec(args: argparse.Namespace, device: str) -> EngineSpec:

@@ -432,7 +432,7 @@ class StreamingRecognizer:
         if self.options.rescoring:
             if self.model is None:
                 raise ValueError(
-                    f"{source} holds the encoder only: --mode attention_rescoring needs the "
+                    f'{source} holds the encoder only: mode="attention_rescoring" needs the '
                     "attention decoder, so stream the model file"
                 )
             check_decoder(self.model, source)
@@ -470,7 +470,7 @@ class StreamingRecognizer:
         otherwise). ValueError naming ``source`` for a bad line, or a greedy recognizer."""
         if not self.options.beam:
             raise ValueError(
-                f"{source}: hotwords need prefix beam search (--mode prefix_beam); this "
+                f"{source}: hotwords need prefix beam search (mode=prefix_beam); this "
                 "recognizer searches greedily"
             )
         tokenizer = self.require_tokenizer()

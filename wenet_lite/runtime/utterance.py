@@ -56,7 +56,7 @@ class DecodeOptions:
 
     def __post_init__(self) -> None:
         if self.simulate_streaming and not self.chunking.streaming:
-            raise ValueError("simulated streaming needs a chunk size > 0 (--chunk-size)")
+            raise ValueError("simulate_streaming=True needs chunk_size > 0")
         if self.batch_seconds <= 0:
             raise ValueError(f"batch seconds must be positive, got {self.batch_seconds}")
         if not 0 <= self.window_overlap_seconds < self.max_window_seconds:

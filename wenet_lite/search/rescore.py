@@ -41,8 +41,8 @@ def check_decoder(model: ASRModel, source: str) -> None:
     if model.decoder is None:
         raise ValueError(
             f"{source} has no attention decoder (its config's decoder.type is none): "
-            "--mode attention_rescoring needs a model trained with one, e.g. "
-            "decoder.type=bitransformer; use --mode prefix_beam"
+            'mode="attention_rescoring" needs a model trained with one, e.g. '
+            'decoder.type=bitransformer; use mode="prefix_beam"'
         )
 
 
