@@ -291,7 +291,8 @@ def open_recognizer(
             model = model.to(spec.device)
     if offline is not None:
         return _open_offline(model, tokenizer, cfg, spec, offline, search, name)
-    check_chunking(cfg.encoder, chunking, cached=True, source=name)  # before an export
+    if spec.exported:  # before the export (the recogniser checks it again, as for torch)
+        check_chunking(cfg.encoder, chunking, cached=True, source=name)
     made = make_engine(spec, model, chunking)
     return StreamingRecognizer(
         made, cfg, tokenizer, search, endpoint=endpoint, model=model, source=name

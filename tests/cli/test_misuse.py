@@ -23,7 +23,7 @@ ROWS = [
     (["decode", "--model", "{t}", "--data", "{d}", "--out", "{t}/o"], 1, "{t}: is a directory"),
     (["decode", "--model", "{t}/no.pt", "--data", "{d}"], 1, "model file not found: {t}/no.pt"),
     (["decode", "--model", "{m}", "--data", "{d}", "--lm", "x.json"], 2, "needs the prefix beam"),
-    (["decode", "--model", "{m}", "--data", "{d}", "--simulate-streaming"], 2, "--simulate-streaming needs --chunk-size > 0"),
+    (["decode", "--model", "{m}", "--data", "{d}", "--simulate-streaming"], 2, "--chunk-size > 0"),
     (["decode", "--model", "{m}", "--data", "{d}", "--mode", "prefix_beam", "--hotwords",
       "{t}/none.txt", "--out", "{t}/o"], 1, "hotwords file not found: {t}/none.txt"),
     # stream

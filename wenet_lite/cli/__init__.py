@@ -13,10 +13,11 @@ import logging
 import sys
 from typing import Any, Callable, List, NoReturn, Optional
 
-from wenet_lite.cli.decode import add_decode, add_score, add_stream, add_train_lm
+from wenet_lite.cli.decode import add_decode, add_score, add_train_lm
 from wenet_lite.cli.export import add_export, add_import_wenet
 from wenet_lite.cli.flags import UsageError, in_flags
 from wenet_lite.cli.serve import add_serve
+from wenet_lite.cli.stream import add_stream
 from wenet_lite.cli.train import (
     add_average,
     add_compute_cmvn,

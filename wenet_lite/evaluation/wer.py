@@ -10,7 +10,7 @@ text and in the same order (the longest increasing chain of them) are matched as
 the stretches between anchors are aligned exactly, recursively when still large. Memory and
 time then grow with the length, not its square. The result is an alignment of the two texts
 (its counts are an upper bound of the minimum edit distance); on the benchmark's hour of speech
-it equals the exact counts where those can be computed (benchmarks/README.md "Hours of audio").
+it equals the exact counts where those can be computed (``benchmarks/bench_long.py``).
 
 Empty references: an error rate divides by ``max(ref_len, 1)``, so an empty reference scores
 0 % with an empty hypothesis and 100 % per inserted word otherwise (never a division by zero or

@@ -94,7 +94,7 @@ def int8_kernel(flags: Optional[Iterable[str]] = None) -> str:
 
 BF16_MIN_WIDTH = 256
 """Encoder width (d_model) from which ``auto`` picks bf16 where it is native. Measured on an AMX
-Xeon, one thread (benchmarks/README.md, *Precision*): at 256 (conformer_u2) the bf16 engine
+Xeon, one thread (``benchmarks/bench_engines.py``): at 256 (conformer_u2) the bf16 engine
 takes 0.66x fp32's time for one stream and 16 batched streams run 1.9x as fast; at 144 (the
 demo model) one stream takes 1.3x fp32's time and 16 streams run as fast as fp32: its products
 are too small for bf16 to save what the conversions around them cost."""
@@ -105,7 +105,7 @@ def auto_precision(flags: Optional[Iterable[str]] = None, width: Optional[int] =
     bf16 where it is native and the encoder at least :data:`BF16_MIN_WIDTH` wide, else fp32.
 
     int8 is never chosen: it is the fastest only on some CPUs and models, and changes results
-    more than bf16 (see benchmarks/README.md, *Precision*); ``--precision int8`` asks for it.
+    more than bf16 (``benchmarks/bench_engines.py``); ``--precision int8`` asks for it.
     """
     if not native_bf16(flags) or (width is not None and width < BF16_MIN_WIDTH):
         return "fp32"

@@ -5,7 +5,7 @@ with ``mmap`` and unmaps them on free; the next allocation of that size then tak
 per 4 KiB page as the kernel zero-fills it again. PyTorch on CPU allocates every intermediate
 tensor this way, so a batched streaming step (tens of MiB per activation) page-faults on every
 large activation. Raising the mmap and trim thresholds to 1 GiB makes freed blocks stay on
-malloc's heap and be reused; benchmarks/README.md "Streaming speed" has what that measured.
+malloc's heap and be reused (``benchmarks/bench_encoder.py`` runs with it, as the recogniser).
 The cost: the process's resident memory no longer shrinks after a peak.
 
 ``WENET_LITE_MALLOC=0``, or either ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` in the

@@ -14,7 +14,7 @@ convolutions hand their bf16 output to its bf16 output layer as it is (the same 
 Everything else stays fp32: the features and CMVN, the attention scores and softmax over the
 cache (3 % of the multiply-adds; rounding there would compound over the cache), the depthwise
 convolution (memory-bound: bf16 saves nothing), layer norms, the CTC head and its log-softmax,
-and the search. Measured on an AMX Xeon (benchmarks/README.md, *Precision*): the subsampling in
+and the search. Measured on an AMX Xeon (``benchmarks/bench_engines.py``): the subsampling in
 bf16 takes a conformer_u2 step of 16 streams from 203 to 145 ms; the linears alone in bf16 from
 273 (fp32) to 203.
 

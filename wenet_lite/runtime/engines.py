@@ -13,7 +13,7 @@ is one code path for every engine.
   (torch.export, lowered to XNNPACK), fp32 or per-frame int8, in ExecuTorch's runtime; a fixed
   cache only.
 
-Speeds are in benchmarks/README.md (*Engines*), measured by ``benchmarks/bench_engines.py``.
+Speeds are measured by ``benchmarks/bench_engines.py``.
 
 Shapes: the legend in ``wenet_lite`` (B streams in the call).
 """

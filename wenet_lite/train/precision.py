@@ -25,7 +25,7 @@ def training_dtype(
     is emulated, several times slower than fp32); ``auto`` as the inference engines' ``auto``
     (``cpu.auto_precision``): bf16 there for encoders at least ``cpu.BF16_MIN_WIDTH`` wide, else
     fp32 (on an AMX Xeon the 144-wide demo model's trainer ran slower in bf16 than in fp32;
-    benchmarks/bench_train.py, table in benchmarks/README.md, *Precision*); fp16 never. The
+    ``benchmarks/bench_train.py``); fp16 never. The
     CTC loss, the attention decoder's log-softmax and the optimizer's state stay fp32.
     """
     if precision == "fp32":

@@ -379,7 +379,7 @@ def _start_workers(loader: torch.utils.data.DataLoader) -> None:
     write-protects every page of the parent's heap, and the trainer's first write to each
     page afterwards costs a copy: with workers forked anew every epoch, and the dev loader's
     after the first epoch, a bf16 demo run on the CPU took 1.6-2x as long a step from its
-    second epoch on (`benchmarks/README.md`, *Workers forked every epoch*). The train loader's
+    second epoch on (``wenet-lite train`` of the demo config over three epochs). The train loader's
     workers start with the first epoch, before the growth; the dev loader's would start after
     it, so they start here (the batches they begin loading are dropped when the dev set is
     first read)."""
