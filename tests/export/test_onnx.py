@@ -156,7 +156,7 @@ def test_cli_exports_onnx(tiny_model_file: ModelFile, tmp_path: Path, capsys) ->
     assert (meta["chunk_size"], meta["left_chunks"]) == ("4", "1")
     argv[argv.index("1")] = "-1"
     assert main(argv) == 1
-    assert "left_chunks must be >= 0" in capsys.readouterr().err
+    assert "--left-chunks must be >= 0" in capsys.readouterr().err  # the field, as a flag
 
 
 def test_decoder_onnx_scores_equal_eager(speech_u2_model_file: ModelFile, tmp_path: Path) -> None:
