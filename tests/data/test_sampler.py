@@ -100,3 +100,70 @@ def test_sorted_first_epoch_then_shuffled(cuts: CutSet) -> None:
     resumed = BucketingSampler(cuts, MAX_SECONDS, 4, True, seed=11, sort_first_epoch=True)
     resumed.load_state_dict(sampler.state_dict(0) | {"epoch": 1, "batches_done": 3})
     assert _ids(resumed) == first[3:]
+
+
+# ---- parts mixed by weight ----
+
+
+def _mixed(cuts: CutSet, weights, shuffle: bool = True, world: int = 1, rank: int = 0):
+    """The first 100 cuts are part "big", the last 20 part "small"."""
+    from wenet_lite.data.sampler import Mix
+
+    part_of = {c.id: ("big" if i < 100 else "small") for i, c in enumerate(cuts)}
+    mix = Mix(dict(zip(("big", "small"), weights)), part_of)
+    return BucketingSampler(cuts, MAX_SECONDS, 4, shuffle, seed=11, world_size=world, rank=rank,
+                            mix=mix)  # fmt: skip
+
+
+def test_an_epoch_draws_the_parts_by_weight(cuts: CutSet) -> None:
+    sampler = _mixed(cuts, (0.5, 0.5))  # 20 of 120 utterances weighted as much as 100
+    small = {c.id for i, c in enumerate(cuts) if i >= 100}
+    assert sampler.shares == {"big": 60, "small": 60}
+    seen_big = set()
+    for epoch in (1, 2, 3):
+        sampler.set_epoch(epoch)
+        ids = [c for b in _ids(sampler) for c in b]
+        assert len(ids) == 120 and sum(i in small for i in ids) == 60  # the weights, exactly
+        counts = {i: ids.count(i) for i in small}
+        assert set(counts.values()) == {3}  # the small part passed through 3 times, whole
+        seen_big.update(i for i in ids if i not in small)
+        if epoch == 2:  # two epochs of 60 pass through the big part 1.2 times: all seen
+            assert len(seen_big) == 100
+    # without the mix the same epoch is the concatenation: 20 of 120 from the small part
+    plain = [c for b in _ids(_sampler(cuts)) for c in b]
+    assert sum(i in small for i in plain) == 20
+
+
+def test_shares_round_to_the_total_and_keep_every_part() -> None:
+    from wenet_lite.data.sampler import Mix
+
+    mix = Mix({"a": 0.7, "b": 0.3, "c": 1e-6}, {})
+    shares = mix.shares({"a": 5, "b": 5, "c": 5}, 101)
+    assert sum(shares.values()) == 101 and shares["c"] == 1 and shares["a"] == 70
+    with pytest.raises(ValueError, match="part\\(s\\) b have no usable utterances"):
+        mix.shares({"a": 5, "c": 1}, 10)
+    for bad in (0, -1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="'a': weight must be a number > 0"):
+            Mix({"a": bad}, {})
+
+
+def test_a_mixed_epoch_is_reproducible_sharded_and_resumable(cuts: CutSet) -> None:
+    a, b = _mixed(cuts, (0.7, 0.3)), _mixed(cuts, (0.7, 0.3))
+    a.set_epoch(3)
+    b.set_epoch(3)
+    epoch = _ids(a)
+    assert epoch == _ids(b)
+    ranks = [_ids(_mixed(cuts, (0.7, 0.3), world=2, rank=r)) for r in (0, 1)]
+    assert len(ranks[0]) == len(ranks[1])
+    small = {c for i, c in enumerate(cuts.ids) if i >= 100}
+    shared = {c for x in ranks[0] for c in x} & {c for x in ranks[1] for c in x}
+    assert not shared - small  # only the repeated small part's utterances recur
+    state = a.state_dict(batches_done=2)
+    assert state["mix"] == {"big": 0.7, "small": 0.3}
+    resumed = _mixed(cuts, (0.7, 0.3))
+    resumed.load_state_dict(state)
+    assert _ids(resumed) == epoch[2:]
+    with pytest.raises(ValueError, match="mixed parts"):
+        _mixed(cuts, (0.5, 0.5)).load_state_dict(state)
+    with pytest.raises(ValueError, match="mixed parts"):
+        _sampler(cuts).load_state_dict(state)

@@ -67,6 +67,13 @@ def test_cmvn_train_average_from_the_command_line(synthetic_corpus, tmp_path: Pa
         (["--config", "conf/nope.yaml"], "config file not found: conf/nope.yaml"),
         (["--config", TINY, "--set", "train.lr=-1"], "train.lr: must be positive"),
         (["--config", TINY, "--train-part", "nope"], "no prepared part 'nope'"),
+        (
+            ["--config", TINY, "--train-part", "train-clean-100=1,dev-clean"],
+            "give every part a weight",
+        ),
+        (["--config", TINY, "--train-part", "train-clean-100=0"], "weight must be a number > 0"),
+        (["--config", TINY, "--train-part", "train-clean-100=x"], "weight must be a number > 0"),
+        (["--config", TINY, "--train-part", "dev-clean=1,dev-clean=2"], "a part named twice"),
     ],
 )
 def test_train_start_errors_are_one_line(synthetic_corpus, tmp_path, capsys, args, message) -> None:
@@ -104,3 +111,27 @@ def test_a_full_disk_while_saving_is_one_line_and_keeps_earlier_checkpoints(
     assert [p.name for p in exp.glob("step_*.pt")] == ["step_2.pt"]
     assert not list(exp.glob(".tmp-*"))
     load_model(exp / "step_2.pt")  # intact
+
+
+def test_parts_mixed_by_weight_from_the_command_line(synthetic_corpus, tmp_path, capsys) -> None:
+    """--train-part A=W,B=W: the log states each part's utterances per epoch; a part that
+    shares utterances with another is refused, naming both."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for part in ("train-clean-100", "dev-clean", "test-clean"):
+        (data / part).symlink_to(synthetic_corpus.data / part, target_is_directory=True)
+    (data / "again").symlink_to(synthetic_corpus.data / "dev-clean", target_is_directory=True)
+    (data / "cmvn.json").symlink_to(synthetic_corpus.data / "cmvn.json")
+    base = ["train", "--config", TINY, "--data", str(data), "--device", "cpu", "--no-progress",
+            "--dev-part", "test-clean", "--set", "train.max_steps=2"]  # fmt: skip
+    exp = tmp_path / "exp"
+    argv = [*base, "--exp", str(exp), "--train-part", "train-clean-100=1,dev-clean=3"]
+    assert main(argv) == 0
+    log = (exp / "train.log").read_text()
+    line = next(x for x in log.splitlines() if "parts mixed by weight" in x)
+    shares = {m[0]: int(m[1]) for m in re.findall(r"(\S+) (\d+) of \d+ \(weight", line)}
+    assert abs(shares["dev-clean"] - 3 * shares["train-clean-100"]) <= 4  # 3:1, rounded
+    argv = [*base, "--exp", str(tmp_path / "e2"), "--train-part", "dev-clean=1,again=1"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "is in both dev-clean and again" in err and "Traceback" not in err

@@ -146,7 +146,8 @@ def add_train(sub: argparse._SubParsersAction) -> None:
         description="usage: wenet-lite train --config conf/conformer_u2.yaml --data data "
         "--exp exp/u2 [--set train.max_steps=1000] [--resume] [--device cpu]\n"
         "       torchrun --nproc_per_node 4 -m wenet_lite train --config ... (same flags)\n\n"
-        "Reads DATA/<part>/cuts.jsonl.gz for --train-part (comma-separated parts are joined)\n"
+        "Reads DATA/<part>/cuts.jsonl.gz for --train-part (comma-separated parts are joined;\n"
+        "PART=WEIGHT,... draws each epoch from the parts by weight, e.g. new=0.7,old=0.3)\n"
         "and --dev-part, and DATA/cmvn.json (see compute-cmvn). Trains the tokenizer on the\n"
         "training transcripts unless --tokenizer is given. Writes EXP/config.yaml, train.log,\n"
         "tensorboard/, tokenizer.model, skipped.json and step_N.pt checkpoints (only rank 0).\n"
@@ -164,7 +165,9 @@ def add_train(sub: argparse._SubParsersAction) -> None:
     )
     add_set(p)
     p.add_argument(
-        "--train-part", default="train-clean-100", help="comma-separated parts (train-clean-100)"
+        "--train-part",
+        default="train-clean-100",
+        help="comma-separated parts, joined; or PART=WEIGHT,... mixed by weight (train-clean-100)",
     )
     p.add_argument(
         "--dev-part", default="dev-clean", help="comma-separated; '' for none (dev-clean)"
@@ -198,12 +201,14 @@ def _run_train(args: argparse.Namespace) -> int:
 
     if not parts(args.train_part):
         raise UsageError("--train-part is empty")
+    train_parts, weights = _weighted_parts(parts(args.train_part))
     opts = TrainOptions(
         config=Path(args.config),
         data=Path(args.data),
         exp=Path(args.exp),
         overrides=tuple(args.overrides),
-        train_parts=parts(args.train_part),
+        train_parts=train_parts,
+        train_weights=weights,
         dev_parts=parts(args.dev_part),
         cmvn=Path(args.cmvn) if args.cmvn else None,
         tokenizer=Path(args.tokenizer) if args.tokenizer else None,
@@ -248,3 +253,32 @@ def _run_average(args: argparse.Namespace) -> int:
         out = in_dir(out, f"avg_{'best_' if args.best else ''}{args.num}.pt")
     print(average_checkpoints(args.exp, args.num, out, best=args.best))
     return 0
+
+
+def _weighted_parts(items: tuple) -> tuple:
+    """``A,B`` -> ((A, B), None); ``A=0.7,B=0.3`` -> ((A, B), (0.7, 0.3)); a usage error for a
+    mixture of both, a weight that is not a number > 0, or a part named twice."""
+    import math
+
+    names = tuple(item.split("=", 1)[0].strip() for item in items)
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise UsageError(f"--train-part: a part named twice: {', '.join(repeated)}")
+    if not all(names):
+        raise UsageError(f"--train-part: a weight without its part in {','.join(items)!r}")
+    given = ["=" in item for item in items]
+    if not any(given):
+        return names, None
+    if not all(given):
+        raise UsageError("--train-part: give every part a weight (A=0.7,B=0.3), or none")
+    weights = []
+    for item in items:
+        name, text = item.split("=", 1)
+        try:
+            weight = float(text)
+        except ValueError:
+            weight = math.nan
+        if not (math.isfinite(weight) and weight > 0):
+            raise UsageError(f"--train-part: {name}'s weight must be a number > 0, got {text!r}")
+        weights.append(weight)
+    return names, tuple(weights)

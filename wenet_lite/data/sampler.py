@@ -7,6 +7,12 @@ batches, so none waits forever in a collective at the end of an epoch). Its shuf
 mixes within a buffer, so each epoch first shuffles the whole cut list with
 ``Random(seed, epoch)``; the duration bins are estimated once.
 
+Mixing: with a :class:`Mix`, an epoch is drawn from the parts by weight instead of being
+their concatenation: as many utterances as all parts hold, part p's share ``w_p / sum(w)`` of
+them (rounded, at least one), taken in turn from a reshuffled pass through that part, so a
+part smaller than its share repeats and a larger one is seen across epochs, every utterance
+once per pass. The draw is a pure function of (seed, epoch) too.
+
 Resume: an epoch's batches are a pure function of (cuts, seed, epoch, world_size, rank), so the
 state is just ``{"epoch", "batches_done"}``, and resuming replays the sampler (manifest only, no
 audio) past the batches already trained on. The trainer counts ``batches_done`` itself: the
@@ -17,15 +23,17 @@ would skip the batches that were prefetched but never trained on.
 from __future__ import annotations
 
 import contextlib
+import math
 import random
 import warnings
-from typing import Any, Dict, Iterator, List, Tuple
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from lhotse import CutSet
 from lhotse.dataset.sampling import DynamicBucketingSampler
 from lhotse.dataset.sampling.dynamic_bucketing import estimate_duration_buckets
 
-__all__ = ["BucketingSampler"]
+__all__ = ["BucketingSampler", "Mix"]
 
 
 @contextlib.contextmanager
@@ -37,6 +45,34 @@ def _quiet() -> Iterator[None]:
         warnings.simplefilter("ignore", UserWarning)
         warnings.simplefilter("ignore", RuntimeWarning)
         yield
+
+
+@dataclass(frozen=True)
+class Mix:
+    """Parts mixed by weight: each part's weight (its share of an epoch is ``w / sum(w)``)
+    and the part each utterance (by cut id) comes from."""
+
+    weights: Dict[str, float]
+    part_of: Dict[str, str]
+
+    def __post_init__(self) -> None:
+        for part, w in self.weights.items():
+            if not (isinstance(w, (int, float)) and math.isfinite(w) and w > 0):
+                raise ValueError(f"part {part!r}: weight must be a number > 0, got {w!r}")
+
+    def shares(self, counts: Dict[str, int], total: int) -> Dict[str, int]:
+        """Utterances of each part in an epoch of ``total``: largest remainders of ``total``
+        split by weight, at least one each."""
+        empty = sorted(p for p in self.weights if counts.get(p, 0) == 0)
+        if empty:
+            raise ValueError(f"part(s) {', '.join(empty)} have no usable utterances to mix")
+        weight = sum(self.weights.values())
+        exact = {p: total * w / weight for p, w in self.weights.items()}
+        shares = {p: max(1, math.floor(x)) for p, x in exact.items()}
+        by_remainder = sorted(self.weights, key=lambda p: (exact[p] - math.floor(exact[p]), p))
+        while sum(shares.values()) < total:
+            shares[by_remainder.pop()] += 1
+        return shares
 
 
 class BucketingSampler:
@@ -52,6 +88,7 @@ class BucketingSampler:
         world_size: int = 1,
         rank: int = 0,
         sort_first_epoch: bool = False,
+        mix: Optional[Mix] = None,
     ) -> None:
         if len(cuts) == 0:
             raise ValueError("cannot sample batches from an empty set of utterances")
@@ -64,6 +101,12 @@ class BucketingSampler:
         self.world_size = world_size
         self.rank = rank
         self.sort_first_epoch = sort_first_epoch
+        self.mix = mix
+        self.parts: Dict[str, List] = {}
+        if mix is not None:
+            for cut in self.cuts:
+                self.parts.setdefault(mix.part_of[cut.id], []).append(cut)
+            self.shares = mix.shares({p: len(c) for p, c in self.parts.items()}, len(self.cuts))
         self.epoch = 1
         self._skip = 0
         buckets = min(num_buckets, len(self.cuts))
@@ -77,10 +120,29 @@ class BucketingSampler:
             self._skip = 0
         self.epoch = epoch
 
+    def epoch_cuts(self) -> List:
+        """The current epoch's utterances before shuffling: all cuts, or the mix's draw."""
+        if self.mix is None:
+            return list(self.cuts)
+        drawn: List = []
+        for part in sorted(self.parts):
+            cuts, n = self.parts[part], self.shares[part]
+            start = (self.epoch - 1) * n  # this epoch's place in the part's passes
+            for k in range(start, start + n):
+                drawn.append(self._pass(part, k // len(cuts))[k % len(cuts)])
+        return drawn
+
+    def _pass(self, part: str, index: int) -> List:
+        """The ``index``-th pass through a part: its cuts, reshuffled for each pass."""
+        cuts = list(self.parts[part])
+        if self.shuffle:
+            random.Random(f"{self.seed}/{part}/{index}").shuffle(cuts)
+        return cuts
+
     def _sorted_batches(self) -> Iterator[CutSet]:
         """Batches of consecutive cuts in increasing duration (ties by id), packed up to the
         budget; rank r takes batches r, r + world_size, ... of a count all ranks share."""
-        order = sorted(self.cuts, key=lambda c: (c.duration, c.id))
+        order = sorted(self.epoch_cuts(), key=lambda c: (c.duration, c.id))
         batches: List[List] = [[]]
         total = 0.0
         for cut in order:
@@ -97,7 +159,7 @@ class BucketingSampler:
         if self.sort_first_epoch and self.epoch == 1:
             yield from self._sorted_batches()
             return
-        order = list(self.cuts)
+        order = self.epoch_cuts()
         if self.shuffle:
             random.Random(f"{self.seed}/{self.epoch}").shuffle(order)
         with _quiet():
@@ -138,10 +200,17 @@ class BucketingSampler:
             "batches_done": batches_done,
             "num_cuts": len(self.cuts),
             "world_size": self.world_size,
+            "mix": dict(sorted(self.mix.weights.items())) if self.mix is not None else None,
         }
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Make the next iteration continue the saved epoch after its ``batches_done``."""
+        mix = dict(sorted(self.mix.weights.items())) if self.mix is not None else None
+        if state.get("mix") != mix:
+            raise ValueError(
+                f"cannot resume the sampler: the checkpoint mixed parts {state.get('mix')}, this "
+                f"run {mix}; the batches would differ"
+            )
         for key, now in (("num_cuts", len(self.cuts)), ("world_size", self.world_size)):
             if int(state[key]) != now:
                 raise ValueError(

@@ -46,7 +46,7 @@ from wenet_lite.config import (
 )
 from wenet_lite.data.dataset import ASRDataset, Batch, filter_cuts
 from wenet_lite.data.manifest import cut_text, load_cuts
-from wenet_lite.data.sampler import BucketingSampler
+from wenet_lite.data.sampler import BucketingSampler, Mix
 from wenet_lite.data.store_fbank import stored_fbank_usable
 from wenet_lite.data.tokenizer import Tokenizer
 from wenet_lite.features.cmvn import load_cmvn
@@ -79,6 +79,9 @@ class TrainOptions:
     exp: Path
     overrides: Tuple[str, ...] = ()
     train_parts: Tuple[str, ...] = ("train-clean-100",)
+    train_weights: Optional[Tuple[float, ...]] = None
+    """one per train part: each epoch draws the parts by weight (``data/sampler.py``'s
+    ``Mix``) instead of joining them"""
     dev_parts: Tuple[str, ...] = ("dev-clean",)
     """empty: no validation"""
     cmvn: Optional[Path] = None
@@ -219,7 +222,22 @@ def _start_exp_dir(exp: Path, cfg: ExperimentConfig) -> logging.Handler:
     return handler
 
 
-def load_parts(data: Path, parts: Sequence[str]) -> CutSet:
+def _mix(opts: TrainOptions, part_of: Dict[str, str]) -> Optional[Mix]:
+    """The train parts' mix by weight (None: the parts are joined)."""
+    if opts.train_weights is None:
+        return None
+    if len(opts.train_weights) != len(opts.train_parts):
+        raise ValueError(
+            f"{len(opts.train_weights)} weight(s) for {len(opts.train_parts)} train part(s)"
+        )
+    return Mix(dict(zip(opts.train_parts, opts.train_weights)), part_of)
+
+
+def load_parts(
+    data: Path, parts: Sequence[str], part_of: Optional[Dict[str, str]] = None
+) -> CutSet:
+    """The parts' cuts joined; ``part_of`` (if given) gets each cut id's part, and a cut id
+    that two parts share is a ValueError (its part would be ambiguous)."""
     cuts: List = []
     for part in parts:
         if not (data / part).is_dir():
@@ -227,7 +245,15 @@ def load_parts(data: Path, parts: Sequence[str]) -> CutSet:
                 f"{data / part}: no prepared part '{part}' (run `wenet-lite prepare` first, or "
                 "choose parts with --train-part/--dev-part)"
             )
-        cuts.extend(load_cuts(data / part))
+        found = list(load_cuts(data / part))
+        if part_of is not None:
+            for cut in found:
+                if part_of.setdefault(cut.id, part) != part:
+                    raise ValueError(
+                        f"utterance {cut.id} is in both {part_of[cut.id]} and {part}: parts "
+                        "mixed by weight must not share utterances"
+                    )
+        cuts.extend(found)
     return CutSet.from_cuts(cuts)
 
 
@@ -279,7 +305,9 @@ def _build(
     info: DistInfo,
 ) -> Tuple[TrainParts, Progress]:
     payload = resumed[1] if resumed is not None else None
-    train_cuts = load_parts(opts.data, opts.train_parts)
+    part_of: Optional[Dict[str, str]] = {} if opts.train_weights is not None else None
+    train_cuts = load_parts(opts.data, opts.train_parts, part_of)
+    mix = _mix(opts, part_of or {})
     dev_cuts = load_parts(opts.data, opts.dev_parts) if opts.dev_parts else None
     start = _initial_model(opts) if payload is None and opts.init is not None else None
     if payload is not None:  # the checkpoint holds CMVN (model buffers) and tokenizer
@@ -307,7 +335,7 @@ def _build(
     model.to(info.device).train()
     torch.manual_seed(cfg.train.seed + info.rank)  # dropout differs per rank
     layers = model.encoder.subsampling.layers
-    loaders = build_loaders(cfg, tokenizer, layers, train_cuts, dev_cuts, info)
+    loaders = build_loaders(cfg, tokenizer, layers, train_cuts, dev_cuts, info, mix)
     parts = _train_parts(opts, cfg, model, tokenizer, loaders, layers, info)
     progress = Progress()
     if resumed is not None:
@@ -350,11 +378,17 @@ def build_loaders(
     train_cuts: CutSet,
     dev_cuts: Optional[CutSet],
     info: DistInfo,
+    mix: Optional[Mix] = None,
 ) -> Dict[str, Any]:
     kept, filtered = filter_cuts(train_cuts, tokenizer, cfg.data)
     _log_filtered("train", len(train_cuts), filtered)
     out: Dict[str, Any] = {"train_filtered": filtered, "dev_filtered": {}, "dev_loader": None}
-    out["sampler"] = _sampler(cfg, kept, True, info)
+    out["sampler"] = _sampler(cfg, kept, True, info, mix)
+    if mix is not None:
+        sampler = out["sampler"]
+        drawn = [f"{p} {sampler.shares[p]} of {len(sampler.parts[p])} (weight {w:g})"
+                 for p, w in mix.weights.items()]  # fmt: skip
+        _log.info("parts mixed by weight, utterances per epoch: %s", ", ".join(drawn))
     on_device = fbank_on_device(cfg, info.device)
     stored = not on_device and stored_fbank_usable(kept, cfg.features)
     out["train_loader"] = _loader(
@@ -396,7 +430,9 @@ def _log_filtered(split: str, total: int, filtered: Dict[str, int]) -> None:
               detail)  # fmt: skip
 
 
-def _sampler(cfg: ExperimentConfig, cuts: CutSet, train: bool, info: DistInfo) -> BucketingSampler:
+def _sampler(
+    cfg: ExperimentConfig, cuts: CutSet, train: bool, info: DistInfo, mix: Optional[Mix] = None
+) -> BucketingSampler:
     return BucketingSampler(
         cuts,
         max_batch_seconds=cfg.data.max_batch_seconds,
@@ -406,6 +442,7 @@ def _sampler(cfg: ExperimentConfig, cuts: CutSet, train: bool, info: DistInfo) -
         sort_first_epoch=train and cfg.data.sort_first_epoch,
         world_size=info.world_size,
         rank=info.rank,
+        mix=mix,
     )
 
 
