@@ -422,6 +422,9 @@ class TrainConfig:
     keep_checkpoints: int = 5
     """newest checkpoints kept in the experiment dir (older ones are deleted; `average` averages
     among these)"""
+    freeze_encoder_layers: int = 0
+    """fine-tuning: the subsampling front end and the first N Conformer blocks keep their
+    weights (0: all train)"""
 
     def __post_init__(self) -> None:
         _require(self.lr > 0, "lr", f"must be positive, got {self.lr}")
@@ -440,6 +443,7 @@ class TrainConfig:
         _require(self.log_interval >= 1, "log_interval", "must be >= 1")
         _require(self.checkpoint_interval >= 0, "checkpoint_interval", "must be >= 0")
         _require(self.keep_checkpoints >= 1, "keep_checkpoints", "must be >= 1")
+        _require(self.freeze_encoder_layers >= 0, "freeze_encoder_layers", "must be >= 0")
 
 
 @dataclass(frozen=True)

@@ -139,3 +139,30 @@ def test_fine_tuning_an_imported_wenet_model(synthetic_corpus, few_data, tmp_pat
         train(TrainOptions(TINY, few_data, tmp_path / "bad", ("encoder.d_model=256",),
                            train_parts=("few",), dev_parts=(), progress_bar=False,
                            device="cpu", init=start))  # fmt: skip
+
+
+def test_frozen_encoder_layers_keep_their_weights(few_data, synthetic_corpus, tmp_path) -> None:
+    """train.freeze_encoder_layers=1: the subsampling and block 1 are the initial model's
+    after tuning, block 2 and the head are not; without it block 1 moves too (the control)."""
+    tok = synthetic_corpus.tokenizer
+    _train(few_data, tmp_path / "base", "train.max_steps=2", tokenizer=tok)
+    start = tmp_path / "base" / "step_2.pt"
+    _train(few_data, tmp_path / "frozen", "train.max_steps=3", "train.freeze_encoder_layers=1",
+           init=start)  # fmt: skip
+    _train(few_data, tmp_path / "free", "train.max_steps=3", init=start)
+    base = load_model(start)[0].encoder
+    frozen = load_model(tmp_path / "frozen" / "step_3.pt")[0].encoder
+    free = load_model(tmp_path / "free" / "step_3.pt")[0].encoder
+
+    def same(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+        return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(),
+                                                     b.state_dict().values()))  # fmt: skip
+
+    assert same(frozen.subsampling, base.subsampling) and same(frozen.blocks[0], base.blocks[0])
+    assert not same(frozen.blocks[1], base.blocks[1])
+    assert not same(free.blocks[0], base.blocks[0]) and not same(free.subsampling, base.subsampling)
+    log = (tmp_path / "frozen" / "train.log").read_text()
+    assert "frozen: the subsampling and encoder blocks 1-1" in log
+    with pytest.raises(ValueError, match="freeze_encoder_layers: 3, but the encoder has 2"):
+        _train(few_data, tmp_path / "bad", "train.max_steps=1", "train.freeze_encoder_layers=3",
+               init=start)  # fmt: skip

@@ -496,6 +496,26 @@ def _dummy_batch(cfg: ExperimentConfig, layers: List[Tuple[int, int]]) -> Batch:
     )
 
 
+def freeze_encoder_layers(model: ASRModel, n: int) -> None:
+    """Keep the subsampling front end and the first ``n`` Conformer blocks as they are (no
+    gradients, not in the optimizer); ValueError beyond the encoder's blocks."""
+    if n == 0:
+        return
+    encoder = model.encoder
+    if n > encoder.num_blocks:
+        raise ValueError(
+            f"train.freeze_encoder_layers: {n}, but the encoder has {encoder.num_blocks} blocks"
+        )
+    for module in [encoder.subsampling, *encoder.blocks[:n]]:
+        module.requires_grad_(False)
+    frozen = sum(p.numel() for p in model.parameters() if not p.requires_grad)
+    total = sum(p.numel() for p in model.parameters())
+    _log.info(
+        "frozen: the subsampling and encoder blocks 1-%d (%.2f M of %.2f M parameters)",
+        n, frozen / 1e6, total / 1e6,
+    )  # fmt: skip
+
+
 def _train_parts(
     opts: TrainOptions,
     cfg: ExperimentConfig,
@@ -506,10 +526,12 @@ def _train_parts(
     info: DistInfo,
 ) -> TrainParts:
     tc = cfg.train
+    freeze_encoder_layers(model, tc.freeze_encoder_layers)
     optim_cls = torch.optim.AdamW if tc.optimizer == "adamw" else torch.optim.Adam
     # Fused: one kernel for all parameters, and a step skipped on the device (``found_inf``)
     # when the gradient norm is not finite, without reading the norm back every step.
-    optimizer = optim_cls(model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay, fused=True)
+    trained = [p for p in model.parameters() if p.requires_grad]
+    optimizer = optim_cls(trained, lr=tc.lr, weight_decay=tc.weight_decay, fused=True)
     use_scaler = info.device.type == "cuda" and tc.precision == "fp16"
     if tc.compile:
         compile_for_training(model)
