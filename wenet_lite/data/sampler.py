@@ -219,3 +219,13 @@ class BucketingSampler:
                 )
         self.epoch = int(state["epoch"])
         self._skip = int(state["batches_done"])
+
+    def load_resized(self, state: Dict[str, Any]) -> int:
+        """Continue a checkpoint written by another number of ranks (an elastic job that lost
+        or gained nodes): the same epoch, past the same share of its utterances, in batches
+        drawn for this world size. Not exact: which utterances the rest of the epoch holds
+        differs from an uninterrupted run's. Returns the batches this rank counts as done."""
+        done = int(state["batches_done"]) * int(state["world_size"])  # batches of all ranks
+        self.epoch = int(state["epoch"])
+        self._skip = min(-(-done // self.world_size), self.num_batches())
+        return self._skip

@@ -84,10 +84,22 @@ def restore_training_state(
         parts.scheduler.load_state_dict(payload["scheduler"])
         if parts.scaler is not None and "scaler" in payload:
             parts.scaler.load_state_dict(payload["scaler"])
-        parts.sampler.load_state_dict(payload["sampler"])
+        sampler_state = payload["sampler"]
+        progress.epoch = int(sampler_state["epoch"])
+        written_by = int(sampler_state["world_size"])
+        if written_by == parts.dist.world_size:
+            parts.sampler.load_state_dict(sampler_state)
+            progress.batches_done = int(sampler_state["batches_done"])
+        else:
+            state = {**sampler_state, "world_size": parts.dist.world_size}
+            parts.sampler.load_state_dict(state)  # the checks other than the world size
+            progress.batches_done = parts.sampler.load_resized(sampler_state)
+            _log.warning(
+                "%s was written by %d rank(s), this run has %d: epoch %d resumes past the same "
+                "share of its batches, drawn for %d rank(s) (not the uninterrupted run's order)",
+                path, written_by, parts.dist.world_size, progress.epoch, parts.dist.world_size,
+            )  # fmt: skip
         progress.step = int(payload["step"])
-        progress.epoch = int(payload["sampler"]["epoch"])
-        progress.batches_done = int(payload["sampler"]["batches_done"])
         progress.nonfinite_steps = int(payload["nonfinite_steps"])
         progress.skipped = payload["skipped"]
         # Every rank adds its own count; rank 0 alone carries the ranks' sum so far.
@@ -101,10 +113,9 @@ def _restore_rng(parts: TrainParts, path: Path, rng: Dict[str, Any]) -> None:
     info = parts.dist
     parts.chunk_gen.set_state(rng["chunk"])
     ranks = rng["ranks"]
-    if len(ranks) != info.world_size:
-        raise CheckpointError(
-            path, f"was written by {len(ranks)} ranks, this run has {info.world_size}"
-        )
+    if info.rank >= len(ranks):  # a rank the checkpoint's run did not have: a seeded state
+        torch.manual_seed(parts.cfg.train.seed * 1000 + info.rank)
+        return
     torch.set_rng_state(ranks[info.rank]["torch"])
     if info.device.type == "cuda" and "cuda" in ranks[info.rank]:
         torch.cuda.set_rng_state(ranks[info.rank]["cuda"], info.device)

@@ -25,8 +25,10 @@ settings may change (e.g. a larger ``train.max_steps``).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -79,9 +81,6 @@ class TrainOptions:
     exp: Path
     overrides: Tuple[str, ...] = ()
     train_parts: Tuple[str, ...] = ("train-clean-100",)
-    train_weights: Optional[Tuple[float, ...]] = None
-    """one per train part: each epoch draws the parts by weight (``data/sampler.py``'s
-    ``Mix``) instead of joining them"""
     dev_parts: Tuple[str, ...] = ("dev-clean",)
     """empty: no validation"""
     cmvn: Optional[Path] = None
@@ -97,6 +96,9 @@ class TrainOptions:
     device: Optional[str] = None
     """cpu, cuda (under torchrun: each rank its cuda:LOCAL_RANK) or cuda:N; None: cuda when
     available, else cpu"""
+    train_weights: Optional[Tuple[float, ...]] = None
+    """one per train part: each epoch draws the parts by weight (``data/sampler.py``'s
+    ``Mix``) instead of joining them"""
 
 
 @dataclass
@@ -127,7 +129,7 @@ def train(opts: TrainOptions) -> TrainResult:
     parts: Optional[TrainParts] = None
     deterministic = torch.are_deterministic_algorithms_enabled()
     try:
-        cfg, resumed = _config_and_checkpoint(opts)
+        cfg, resumed = _config_and_checkpoint(opts, info)
         if cfg.train.deterministic:
             _use_deterministic_algorithms()
         if info.is_main:
@@ -168,11 +170,50 @@ def _use_deterministic_algorithms() -> None:
     torch.backends.cudnn.benchmark = False
 
 
+def elastic_restart() -> int:
+    """How often torchrun has restarted this worker (``--max-restarts``): 0 for a first start
+    (and for a node whose workers restart because another node's failed)."""
+    return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0)
+
+
+def _elastic() -> bool:
+    """Under torchrun with ``--max-restarts`` > 0: workers may be restarted, and a restarted
+    worker can only go on from the newest checkpoint, so every start resumes by itself."""
+    return int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0") or 0) > 0 or elastic_restart() > 0
+
+
+def _agreed_checkpoints(exp: Path, resume: bool, info: DistInfo) -> Tuple[List[Path], bool]:
+    """The checkpoints in ``exp`` and whether to resume, as rank 0 sees them, on every rank:
+    ranks on other nodes must read the same file (the experiment dir on storage every node
+    reads), or fail naming it rather than start from another state."""
+    found = list_checkpoints(exp)
+    if info.world_size == 1:
+        return found, resume
+    shared = [[p.name for p in found], resume]
+    dist.broadcast_object_list(shared, src=0)
+    names, resume = shared
+    missing = [n for n in names[-1:] if resume and not (exp / n).is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"rank {info.rank} ({socket.gethostname()}) cannot read {exp / missing[0]}, which "
+            "rank 0 resumes from: put the experiment dir on storage every node reads"
+        )
+    return [exp / n for n in names], resume
+
+
 def _config_and_checkpoint(
-    opts: TrainOptions,
+    opts: TrainOptions, info: DistInfo
 ) -> Tuple[ExperimentConfig, Optional[Tuple[Path, Dict]]]:
-    """The config, and the newest checkpoint (path, payload) when resuming."""
-    found = list_checkpoints(opts.exp)
+    """The config, and the newest checkpoint (path, payload) when resuming (``resume``, or
+    under torchrun with ``--max-restarts``)."""
+    elastic = _elastic() and not opts.resume
+    found, resume = _agreed_checkpoints(opts.exp, opts.resume or elastic, info)
+    if found and elastic:
+        _log.info(
+            "torchrun with --max-restarts (restart %d): resuming from the newest checkpoint",
+            elastic_restart(),
+        )  # fmt: skip
+    opts = dataclasses.replace(opts, resume=resume)
     if found and not opts.resume:
         raise ValueError(
             f"{opts.exp} already holds checkpoints ({found[-1].name}, ...): pass --resume to "
@@ -183,7 +224,7 @@ def _config_and_checkpoint(
     else:
         cfg = load_config(opts.config, opts.overrides)
     if not found:
-        if opts.resume:
+        if opts.resume and not elastic:
             _log.info("--resume: no checkpoint in %s, starting from scratch", opts.exp)
         return cfg, None
     payload = load_checkpoint(found[-1])

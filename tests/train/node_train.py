@@ -1,0 +1,38 @@
+"""Run by test_multinode.py under torchrun (one rank per node): train, write this rank's
+weight digest.
+
+Usage: node_train.py DATA EXP OUT_DIR TOKENIZER [KEY=VALUE ...]
+"""
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from ddp_train import digest  # noqa: E402
+
+from wenet_lite.train.trainer import TrainOptions, elastic_restart, train  # noqa: E402
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    torch.set_num_threads(1)
+    data, exp, out, tokenizer = (Path(a) for a in sys.argv[1:5])
+    rank = int(os.environ["RANK"])
+    opts = TrainOptions(
+        Path("conf/tiny_test.yaml"), data, exp, tuple(sys.argv[5:]), ("train",), (),
+        tokenizer=tokenizer, progress_bar=False, device="cpu",
+    )  # fmt: skip
+    result = train(opts)
+    assert result.model is not None
+    report = {"digest": digest(result.model.state_dict()), "step": result.step,
+              "restart": elastic_restart(), "node": os.environ.get("GROUP_RANK")}  # fmt: skip
+    (out / f"rank{rank}.json").write_text(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""Multi-node training on torchrun, two "nodes" on one machine (two torchrun launches meeting
+at a c10d rendezvous on 127.0.0.1, one gloo rank each): the ranks hold identical weights, only
+global rank 0 writes, a job started again with --max-restarts (as torchrun restarts one after
+losing a node) resumes from the newest checkpoint by itself and ends with the weights of an
+uninterrupted run, and a checkpoint of two ranks resumes on one (an elastic job that lost a
+node for good)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import List
+
+import pytest
+
+from wenet_lite.data.manifest import load_cuts
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = Path(__file__).with_name("node_train.py")
+SETTINGS = ["train.max_epochs=100", "train.checkpoint_interval=2",
+            "data.max_batch_seconds=4", "data.max_duration=4", "data.num_buckets=1",
+            "train.log_interval=1"]  # fmt: skip
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError(f"node 0's rendezvous store never listened on port {port}")
+
+
+def _two_nodes(data: Path, exp: Path, out: Path, tokenizer: Path, extra: List[str]):
+    """Both nodes' torchrun launches, waited for (each must succeed); the results of the
+    ranks and the launches' output."""
+    port = _free_port()
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
+    procs = []
+    for node in (0, 1):
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
+               "--node-rank", str(node), "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+               "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", exp.name,
+               "--rdzv-conf", "last_call_timeout=5", "--max-restarts", "2",
+               "--monitor-interval", "0.5", str(SCRIPT), str(data),
+               str(exp), str(out), str(tokenizer), *SETTINGS, *extra]  # fmt: skip
+        procs.append(subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))  # fmt: skip
+        if node == 0:  # node 0 hosts the rendezvous store (node 1 may be lost for good)
+            _wait_for_port(port, procs[0])
+    deadline = time.monotonic() + 180
+    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        # a launcher that failed unexpectedly leaves the other waiting: stop it
+        if any(p.returncode not in (None, 0) for p in procs):
+            break
+        time.sleep(0.5)
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+    subprocess.run(["pkill", "-9", "-f", str(exp)], check=False)  # workers left behind
+    outputs = [p.communicate(timeout=60)[0] for p in procs]
+    for p, text in zip(procs, outputs):
+        assert p.returncode == 0, text[-4000:]
+    results = [json.loads(f.read_text()) for f in sorted(out.glob("rank*.json"))]
+    return results, "\n".join(outputs)
+
+
+@pytest.fixture(scope="module")
+def data(synthetic_corpus, tmp_path_factory) -> Path:
+    from lhotse import CutSet
+
+    from wenet_lite.data.manifest import save_cuts
+
+    cuts = load_cuts(synthetic_corpus.data / "train-clean-100")
+    root = tmp_path_factory.mktemp("nodes")
+    save_cuts(CutSet.from_cuts(sorted(cuts, key=lambda c: c.duration)[:12]),
+              root / "train" / "cuts.jsonl.gz")  # fmt: skip
+    (root / "cmvn.json").write_bytes((synthetic_corpus.data / "cmvn.json").read_bytes())
+    return root
+
+
+def test_two_nodes_train_in_lockstep_and_a_restart_resumes_exactly(synthetic_corpus, data,
+                                                                   tmp_path) -> None:  # fmt: skip
+    tok = synthetic_corpus.tokenizer
+    whole = tmp_path / "whole"
+    (tmp_path / "out1").mkdir()
+    ranks, _ = _two_nodes(data, whole, tmp_path / "out1", tok, ["train.max_steps=8"])
+    assert ranks[0]["digest"] == ranks[1]["digest"] and ranks[0]["step"] == 8
+    assert {r["node"] for r in ranks} == {"0", "1"}
+    saves = [x for x in (whole / "train.log").read_text().splitlines() if " saved " in x]
+    assert len(saves) == len(set(saves)) and saves[-1].endswith("step_8.pt")  # rank 0 alone
+
+    cut = tmp_path / "cut"  # stopped at step 4, then started again: no --resume given
+    (tmp_path / "out2").mkdir()
+    _two_nodes(data, cut, tmp_path / "out2", tok, ["train.max_steps=4"])
+    ranks, output = _two_nodes(data, cut, tmp_path / "out2", tok, ["train.max_steps=8"])
+    assert "torchrun with --max-restarts (restart 0): resuming from the newest checkpoint" in output
+    assert f"resuming from {cut / 'step_4.pt'}" in output
+    assert ranks[0]["digest"] == ranks[1]["digest"]
+    first = json.loads((tmp_path / "out1" / "rank0.json").read_text())
+    assert ranks[0]["digest"] == first["digest"]  # exactly the uninterrupted run's weights
+
+
+def test_a_checkpoint_of_two_ranks_resumes_on_one(synthetic_corpus, data, tmp_path) -> None:
+    """An elastic job that lost a node resumes on fewer ranks: the same epoch, past the same
+    share of its batches (drawn for the ranks left), with a warning that says so."""
+    from wenet_lite.train.trainer import TrainOptions, train
+
+    (tmp_path / "out").mkdir()
+    exp = tmp_path / "exp"
+    _two_nodes(data, exp, tmp_path / "out", synthetic_corpus.tokenizer, ["train.max_steps=8"])
+    result = train(TrainOptions(Path("conf/tiny_test.yaml"), data, exp,
+                                (*SETTINGS, "train.max_steps=10"), ("train",), (),
+                                tokenizer=synthetic_corpus.tokenizer, resume=True,
+                                progress_bar=False, device="cpu"))  # fmt: skip
+    assert result.step == 10
+    log = (exp / "train.log").read_text()
+    assert f"{exp / 'step_8.pt'} was written by 2 rank(s), this run has 1" in log
