@@ -123,7 +123,7 @@ class EngineSpec:
 
 
 def check_rules(
-    source: Union[Source, str],
+    source: Source,
     chunking: Optional[Chunking],
     spec: EngineSpec,
     offline: Optional[DecodeOptions] = None,

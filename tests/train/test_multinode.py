@@ -131,3 +131,29 @@ def test_a_checkpoint_of_two_ranks_resumes_on_one(synthetic_corpus, data, tmp_pa
     assert result.step == 10
     log = (exp / "train.log").read_text()
     assert f"{exp / 'step_8.pt'} was written by 2 rank(s), this run has 1" in log
+
+
+def test_ranks_take_rank_0s_checkpoint_or_stop_naming_it(tmp_path, monkeypatch) -> None:
+    """Rank 1 of two, with rank 0's answer broadcast (stood in for here): it resumes from the
+    file rank 0 named when it can read it, and stops naming it when its storage lacks it."""
+    import torch.distributed as dist
+
+    from wenet_lite.train.dist import DistInfo
+    from wenet_lite.train.trainer import _agreed_checkpoints
+
+    rank0 = [["step_2.pt", "step_4.pt"], True]  # what rank 0 sees and decides
+
+    def broadcast(objects, src):  # noqa: ANN001
+        assert src == 0
+        objects[:] = rank0
+
+    monkeypatch.setattr(dist, "broadcast_object_list", broadcast)
+    info = DistInfo(rank=1, world_size=2, local_rank=0, device=__import__("torch").device("cpu"))
+    (tmp_path / "step_4.pt").write_bytes(b"")  # shared storage: the file is there
+    found, resume = _agreed_checkpoints(tmp_path, False, info)
+    assert [p.name for p in found] == ["step_2.pt", "step_4.pt"] and resume  # rank 0's choice
+    (tmp_path / "step_4.pt").unlink()  # storage the nodes do not share
+    with pytest.raises(FileNotFoundError, match=f"rank 1 .* cannot read {tmp_path / 'step_4.pt'}"):
+        _agreed_checkpoints(tmp_path, False, info)
+    rank0[1] = False  # not resuming: a missing file does not matter
+    assert _agreed_checkpoints(tmp_path, False, info)[1] is False
