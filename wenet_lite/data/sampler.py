@@ -127,9 +127,12 @@ class BucketingSampler:
         drawn: List = []
         for part in sorted(self.parts):
             cuts, n = self.parts[part], self.shares[part]
-            start = (self.epoch - 1) * n  # this epoch's place in the part's passes
-            for k in range(start, start + n):
-                drawn.append(self._pass(part, k // len(cuts))[k % len(cuts)])
+            k, end = (self.epoch - 1) * n, self.epoch * n  # this epoch's place in the passes
+            while k < end:  # each pass shuffled once, its slice taken whole
+                index, at = divmod(k, len(cuts))
+                taken = self._pass(part, index)[at : at + end - k]
+                drawn.extend(taken)
+                k += len(taken)
         return drawn
 
     def _pass(self, part: str, index: int) -> List:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Iterator, List, Optional, Sequence
 
 import numpy as np
 import torch
@@ -86,14 +86,6 @@ class OfflineRecognizer:
     def engine_name(self) -> str:
         """What runs the encoder: an engine's name, else ``torch``."""
         return self.engine.name if self.engine is not None else "torch"
-
-    def settings_record(self) -> Dict[str, Any]:
-        """The settings for summaries (``summary.json``)."""
-        return {
-            **dataclasses.asdict(self.options),
-            "engine": self.engine_name,
-            "describe": self.options.describe(),
-        }
 
     def features(self, samples: np.ndarray, rate: int, name: str = "audio") -> torch.Tensor:
         """(T_in, F) fbank of mono float samples at ``rate`` Hz (resampled to the model's);
