@@ -352,6 +352,14 @@ class DataConfig:
     """train the first epoch on batches in increasing duration ("SortaGrad", Amodei et al.
     2016, sec. 3.1): short utterances first shorten CTC's all-blank phase; later epochs are
     shuffled"""
+    shuffle_buffer: int = 500
+    """sharded data: utterances held in each read stream's shuffle buffer (more mixes shards
+    better and holds more encoded audio in memory: ~0.2 MB an utterance)"""
+    sort_buffer: int = 200
+    """sharded data: utterances sorted by duration and packed into batches together"""
+    skip_bad_shards: bool = False
+    """sharded data: a shard that cannot be read is skipped (its utterances counted as
+    unreadable_audio) instead of stopping training with its name"""
 
     def __post_init__(self) -> None:
         _require(self.max_batch_seconds > 0, "max_batch_seconds", "must be positive")
@@ -372,6 +380,8 @@ class DataConfig:
             f"must be a non-empty list of positive factors, got {self.speed_perturb}",
         )
         _require(self.num_workers >= 0, "num_workers", "must be >= 0")
+        _require(self.shuffle_buffer >= 1, "shuffle_buffer", "must be >= 1")
+        _require(self.sort_buffer >= 1, "sort_buffer", "must be >= 1")
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,16 @@ def add_prepare(sub: argparse._SubParsersAction) -> None:
         "prepare",
         help="write lhotse cuts manifests for a corpus",
         description="usage: wenet-lite prepare librispeech --root /data/LibriSpeech --out data\n"
-        "       wenet-lite prepare list --src data.list|kaldi_dir|cuts.jsonl.gz --out data/NAME\n\n"
+        "       wenet-lite prepare list --src data.list|kaldi_dir|cuts.jsonl.gz --out data/NAME\n"
+        "       wenet-lite prepare shards --data data --part train-clean-100 --out shards\n\n"
         "librispeech: one data/<part>/cuts.jsonl.gz per part found (or --parts). list: a WeNet "
-        "data.list (JSON lines key/wav/txt), a Kaldi dir (wav.scp + text) or lhotse manifests.",
+        "data.list (JSON lines key/wav/txt), a Kaldi dir (wav.scp + text) or lhotse manifests.\n"
+        "shards: a prepared part as Lhotse Shar shards (FLAC audio, optionally the training\n"
+        "fbank) in OUT/PART, listed in OUT/PART/cuts.shards.json, and DATA/cmvn.json copied to\n"
+        "OUT; train with --data OUT (a folder, an http(s):// URL or a pipe: command serving it).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("corpus", choices=["librispeech", "list"])
+    p.add_argument("corpus", choices=["librispeech", "list", "shards"])
     p.add_argument(
         "--root",
         help="librispeech: the LibriSpeech folder (holding <part>/<speaker>/...), or the "
@@ -26,6 +30,18 @@ def add_prepare(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     p.add_argument("--parts", help="librispeech: comma-separated parts (default: all found)")
     p.add_argument("--src", help="list: the manifest to convert")
+    p.add_argument("--data", help="shards: the prepared data dir holding PART")
+    p.add_argument("--part", help="shards: the prepared part to write as shards")
+    p.add_argument(
+        "--shard-size", type=int, default=1000, help="shards: utterances a shard (1000)"
+    )
+    p.add_argument("--shard-mb", type=float, help="shards: also start a new shard at this many MB")
+    p.add_argument(
+        "--fbank", action="store_true",
+        help="shards: store the training fbank too (needs --config; used at speed 1.0)",
+    )  # fmt: skip
+    p.add_argument("--config", help="shards --fbank: experiment YAML or shipped config name")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--out", type=output_dir, required=True, help="output dir")
     p.add_argument(
         "--jobs", type=int, default=4, help="parallel workers: threads reading audio headers (4)"
@@ -44,11 +60,34 @@ def _run_prepare(args: argparse.Namespace) -> int:
         for part, result in results.items():
             print(result.summary(f"{args.out}/{part}"))
         return 0
+    if args.corpus == "shards":
+        return _prepare_shards(args)
     from wenet_lite.data.manifest import prepare_cuts
 
     if not args.src:
         raise UsageError("prepare list needs --src")
     print(prepare_cuts(args.src, args.out).summary(args.out))
+    return 0
+
+
+def _prepare_shards(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from wenet_lite.data.prepare_shards import prepare_shards
+
+    if not args.data or not args.part:
+        raise UsageError("prepare shards needs --data and --part")
+    features, seed = None, 0
+    if args.fbank:
+        if not args.config:
+            raise UsageError("prepare shards --fbank needs --config (the features to store)")
+        from wenet_lite.config import load_config
+
+        cfg = load_config(args.config)
+        features, seed = cfg.features, cfg.train.seed
+    result = prepare_shards(Path(args.data), args.part, Path(args.out), args.shard_size,
+                            args.shard_mb, features, seed, not args.no_progress)  # fmt: skip
+    print(result.summary(f"{args.out}/{args.part}"))
     return 0
 
 
@@ -204,7 +243,9 @@ def _run_train(args: argparse.Namespace) -> int:
     train_parts, weights = _weighted_parts(parts(args.train_part))
     opts = TrainOptions(
         config=Path(args.config),
-        data=Path(args.data),
+        data=args.data if args.data.startswith(("http://", "https://", "pipe:")) else Path(
+            args.data
+        ),
         exp=Path(args.exp),
         overrides=tuple(args.overrides),
         train_parts=train_parts,

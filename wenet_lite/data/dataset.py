@@ -50,6 +50,7 @@ __all__ = [
     "load_features",
     "load_samples",
     "load_stored_fbank",
+    "manifest_reason",
     "merge_counts",
     "spec_augment_batch",
     "utterance_seed",
@@ -120,14 +121,16 @@ def ctc_min_frames(ids: Sequence[int]) -> int:
     return len(ids) + sum(1 for a, b in zip(ids, ids[1:]) if a == b)
 
 
-def _cheap_reason(cut: Cut, tokenizer: Tokenizer, data: DataConfig) -> Optional[str]:
-    if cut.duration <= 0:
+def manifest_reason(
+    duration: float, text: str, tokenizer: Tokenizer, data: DataConfig
+) -> Optional[str]:
+    """Why an utterance is unusable by its manifest entry alone (None: usable)."""
+    if duration <= 0:
         return "empty_audio"
-    if cut.duration > data.max_duration:
+    if duration > data.max_duration:
         return "too_long"
-    if cut.duration < data.min_duration:
+    if duration < data.min_duration:
         return "too_short"
-    text = cut_text(cut)
     if not text.strip():
         return "empty_text"
     if not tokenizer.has_known_pieces(tokenizer.encode(text)):
@@ -141,7 +144,7 @@ def filter_cuts(
     """Drop utterances unusable by their manifest entry alone; returns (kept, counts by reason)."""
     kept, counts = [], Counter()
     for cut in cuts:
-        reason = _cheap_reason(cut, tokenizer, data)
+        reason = manifest_reason(cut.duration, cut_text(cut), tokenizer, data)
         if reason is None:
             kept.append(cut)
         else:

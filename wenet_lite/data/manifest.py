@@ -40,6 +40,7 @@ from lhotse import (
 from lhotse.audio import AudioLoadingError
 from lhotse.cut import Cut
 
+from wenet_lite.data.shards import decode_cut_bytes
 from wenet_lite.features.audio import AudioError, load_audio, quiet_decoder
 from wenet_lite.fileio import atomic_open, temporary_path
 
@@ -426,12 +427,15 @@ def cut_samples(cut: Cut, rate: int) -> np.ndarray:
     """(N,) float32 mono samples in [-1, 1] at ``rate`` of what a cut spans: the whole file, or
     its segment (Kaldi ``segments``). The one audio reader of decode and training.
 
-    A single audio file is read by ``features.audio.load_audio``; other sources (URLs,
-    in-memory audio, one file per channel) by lhotse. Raises AudioError naming the file.
+    A single audio file is read by ``features.audio.load_audio``, audio read from a shard
+    (encoded, in memory) by ``features.audio.decode_audio_bytes``; other sources (URLs, one
+    file per channel) by lhotse. Raises AudioError naming the file.
     """
     if not cut.has_recording:
         raise AudioError(cut.id, "missing", "the cut has no recording")
     sources = cut.recording.sources
+    if len(sources) == 1 and sources[0].type == "memory" and isinstance(sources[0].source, bytes):
+        return decode_cut_bytes(cut, rate)  # read from a shard
     if len(sources) != 1 or sources[0].type != "file":
         try:
             audio = cut.resample(rate).load_audio()  # (Ch, N)

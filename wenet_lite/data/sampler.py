@@ -206,8 +206,9 @@ class BucketingSampler:
             "mix": dict(sorted(self.mix.weights.items())) if self.mix is not None else None,
         }
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
-        """Make the next iteration continue the saved epoch after its ``batches_done``."""
+    def load_state_dict(self, state: Dict[str, Any]) -> int:
+        """Make the next iteration continue the saved epoch after its ``batches_done``;
+        returns the batches done."""
         mix = dict(sorted(self.mix.weights.items())) if self.mix is not None else None
         if state.get("mix") != mix:
             raise ValueError(
@@ -222,6 +223,7 @@ class BucketingSampler:
                 )
         self.epoch = int(state["epoch"])
         self._skip = int(state["batches_done"])
+        return self._skip
 
     def load_resized(self, state: Dict[str, Any]) -> int:
         """Continue a checkpoint written by another number of ranks (an elastic job that lost

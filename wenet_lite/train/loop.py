@@ -23,7 +23,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Dict, List, Optional, Tuple
+from typing import Any, Callable, ContextManager, Dict, List, Optional, Tuple, Union
 
 import torch
 from torch import nn
@@ -32,6 +32,7 @@ from tqdm import tqdm
 from wenet_lite.config import ExperimentConfig
 from wenet_lite.data.dataset import SKIP_REASONS, Batch, merge_counts, spec_augment_batch
 from wenet_lite.data.sampler import BucketingSampler
+from wenet_lite.data.shard_sampler import ShardSampler
 from wenet_lite.data.tokenizer import Tokenizer
 from wenet_lite.model import ASRModel
 from wenet_lite.model.mask import sample_chunk
@@ -81,7 +82,7 @@ class TrainParts:
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
     scaler: Optional[Any]
-    sampler: BucketingSampler
+    sampler: Union[BucketingSampler, ShardSampler]
     train_loader: Any
     dev_loader: Optional[Any]
     train_filtered: Dict[str, int]

@@ -88,8 +88,7 @@ def restore_training_state(
         progress.epoch = int(sampler_state["epoch"])
         written_by = int(sampler_state["world_size"])
         if written_by == parts.dist.world_size:
-            parts.sampler.load_state_dict(sampler_state)
-            progress.batches_done = int(sampler_state["batches_done"])
+            progress.batches_done = parts.sampler.load_state_dict(sampler_state)
         else:
             state = {**sampler_state, "world_size": parts.dist.world_size}
             parts.sampler.load_state_dict(state)  # the checks other than the world size

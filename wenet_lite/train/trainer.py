@@ -31,7 +31,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
@@ -47,7 +47,6 @@ from wenet_lite.config import (
     save_config,
 )
 from wenet_lite.data.dataset import ASRDataset, Batch, filter_cuts
-from wenet_lite.data.manifest import cut_text, load_cuts
 from wenet_lite.data.sampler import BucketingSampler, Mix
 from wenet_lite.data.store_fbank import stored_fbank_usable
 from wenet_lite.data.tokenizer import Tokenizer
@@ -67,6 +66,13 @@ from wenet_lite.train.loop import Progress, Trainer, TrainParts
 from wenet_lite.train.precision import precision_note
 from wenet_lite.train.resume import restore_training_state, save_training_checkpoint
 from wenet_lite.train.scheduler import WarmupLR
+from wenet_lite.train.sources import (
+    TrainData,
+    load_parts,
+    load_train_data,
+    read_cmvn_bytes,
+    shard_loader,
+)
 
 __all__ = ["TrainOptions", "TrainResult", "build_loaders", "fbank_on_device", "load_parts", "train"]
 
@@ -263,43 +269,19 @@ def _start_exp_dir(exp: Path, cfg: ExperimentConfig) -> logging.Handler:
     return handler
 
 
-def _mix(opts: TrainOptions, part_of: Dict[str, str]) -> Optional[Mix]:
-    """The train parts' mix by weight (None: the parts are joined)."""
+def _weights(opts: TrainOptions) -> Optional[Dict[str, float]]:
+    """The train parts' weights (None: the parts are joined)."""
     if opts.train_weights is None:
         return None
     if len(opts.train_weights) != len(opts.train_parts):
         raise ValueError(
             f"{len(opts.train_weights)} weight(s) for {len(opts.train_parts)} train part(s)"
         )
-    return Mix(dict(zip(opts.train_parts, opts.train_weights)), part_of)
-
-
-def load_parts(
-    data: Path, parts: Sequence[str], part_of: Optional[Dict[str, str]] = None
-) -> CutSet:
-    """The parts' cuts joined; ``part_of`` (if given) gets each cut id's part, and a cut id
-    that two parts share is a ValueError (its part would be ambiguous)."""
-    cuts: List = []
-    for part in parts:
-        if not (data / part).is_dir():
-            raise FileNotFoundError(
-                f"{data / part}: no prepared part '{part}' (run `wenet-lite prepare` first, or "
-                "choose parts with --train-part/--dev-part)"
-            )
-        found = list(load_cuts(data / part))
-        if part_of is not None:
-            for cut in found:
-                if part_of.setdefault(cut.id, part) != part:
-                    raise ValueError(
-                        f"utterance {cut.id} is in both {part_of[cut.id]} and {part}: parts "
-                        "mixed by weight must not share utterances"
-                    )
-        cuts.extend(found)
-    return CutSet.from_cuts(cuts)
+    return dict(zip(opts.train_parts, opts.train_weights))
 
 
 def _tokenizer(
-    opts: TrainOptions, cfg: ExperimentConfig, train_cuts: CutSet, info: DistInfo
+    opts: TrainOptions, cfg: ExperimentConfig, train: TrainData, info: DistInfo
 ) -> Tokenizer:
     """Rank 0 trains (or loads) it and broadcasts the bytes: no shared file system needed."""
     proto: List[Optional[bytes]] = [None]
@@ -313,8 +295,7 @@ def _tokenizer(
                     opts.tokenizer, tokenizer.vocab_size, cfg.tokenizer.vocab_size,
                 )  # fmt: skip
         else:
-            texts = (cut_text(c) for c in train_cuts)
-            tokenizer = Tokenizer.train(texts, cfg.tokenizer, opts.exp / "tokenizer.model")
+            tokenizer = Tokenizer.train(train.texts(), cfg.tokenizer, opts.exp / "tokenizer.model")
             _log.info("trained tokenizer %s (%d pieces)", opts.exp / "tokenizer.model",
                       tokenizer.vocab_size)  # fmt: skip
         proto[0] = tokenizer.to_bytes()
@@ -346,9 +327,9 @@ def _build(
     info: DistInfo,
 ) -> Tuple[TrainParts, Progress]:
     payload = resumed[1] if resumed is not None else None
-    part_of: Optional[Dict[str, str]] = {} if opts.train_weights is not None else None
-    train_cuts = load_parts(opts.data, opts.train_parts, part_of)
-    mix = _mix(opts, part_of or {})
+    mixed = opts.train_weights is not None
+    train_data = load_train_data(opts.data, opts.train_parts, opts.exp, info, mixed)
+    weights = _weights(opts)
     dev_cuts = load_parts(opts.data, opts.dev_parts) if opts.dev_parts else None
     start = _initial_model(opts) if payload is None and opts.init is not None else None
     if payload is not None:  # the checkpoint holds CMVN (model buffers) and tokenizer
@@ -357,13 +338,13 @@ def _build(
         if start is not None and opts.cmvn is None:
             mean, istd = start[0].encoder.cmvn.mean, start[0].encoder.cmvn.istd
         else:
-            mean, istd = _read_cmvn(opts.cmvn or opts.data / "cmvn.json", cfg)
+            mean, istd = _read_cmvn(opts.cmvn or read_cmvn_bytes(opts.data, opts.exp), cfg)
         if start is not None and opts.tokenizer is None:
             tokenizer = start[1]
             if info.is_main:
                 tokenizer.save(opts.exp / "tokenizer.model")
         else:
-            tokenizer = _tokenizer(opts, cfg, train_cuts, info)
+            tokenizer = _tokenizer(opts, cfg, train_data, info)
     torch.manual_seed(cfg.train.seed)  # identical initial weights on every rank
     model = build_model(cfg, tokenizer.vocab_size)
     if payload is not None:
@@ -376,7 +357,7 @@ def _build(
     model.to(info.device).train()
     torch.manual_seed(cfg.train.seed + info.rank)  # dropout differs per rank
     layers = model.encoder.subsampling.layers
-    loaders = build_loaders(cfg, tokenizer, layers, train_cuts, dev_cuts, info, mix)
+    loaders = _loaders(cfg, tokenizer, layers, train_data, dev_cuts, info, weights)
     parts = _train_parts(opts, cfg, model, tokenizer, loaders, layers, info)
     progress = Progress()
     if resumed is not None:
@@ -412,18 +393,62 @@ def _load_initial_weights(model: ASRModel, start: ASRModel, path: Optional[Path]
         )  # fmt: skip
 
 
+def _loaders(
+    cfg: ExperimentConfig,
+    tokenizer: Tokenizer,
+    layers: List[Tuple[int, int]],
+    train: TrainData,
+    dev_cuts: Optional[CutSet],
+    info: DistInfo,
+    weights: Optional[Dict[str, float]],
+) -> Dict[str, Any]:
+    """Local parts: :func:`build_loaders`; sharded ones: the shard loader, then the dev loader."""
+    if train.cuts is not None:
+        mix = Mix(weights, train.part_of) if weights is not None else None
+        return build_loaders(cfg, tokenizer, layers, train.cuts, dev_cuts, info, mix)
+    out = shard_loader(cfg, tokenizer, layers, train, info, weights,
+                       fbank_on_device(cfg, info.device))  # fmt: skip
+    dev = build_loaders(cfg, tokenizer, layers, None, dev_cuts, info)
+    return {**dev, **out}
+
+
 def build_loaders(
     cfg: ExperimentConfig,
     tokenizer: Tokenizer,
     layers: List[Tuple[int, int]],
-    train_cuts: CutSet,
+    train_cuts: Optional[CutSet],
     dev_cuts: Optional[CutSet],
     info: DistInfo,
     mix: Optional[Mix] = None,
 ) -> Dict[str, Any]:
+    """The train loader of local cuts (None: only the dev loader) and the dev loader."""
+    out: Dict[str, Any] = {"train_filtered": {}, "dev_filtered": {}, "dev_loader": None}
+    if train_cuts is not None:
+        out.update(_local_train_loader(cfg, tokenizer, layers, train_cuts, info, mix))
+    line, warning = precision_note(cfg.train.precision, info.device, cfg.encoder.d_model)
+    _log.info("%s", line)
+    if warning and info.is_main:
+        _log.warning("%s", warning)
+    if dev_cuts is not None:
+        dev_kept, out["dev_filtered"] = filter_cuts(dev_cuts, tokenizer, cfg.data)
+        _log_filtered("dev", len(dev_cuts), out["dev_filtered"])
+        dev_sampler = _sampler(cfg, dev_kept, False, info)
+        out["dev_loader"] = _loader(cfg, tokenizer, layers, dev_sampler, False, info)
+        _start_workers(out["dev_loader"])
+    return out
+
+
+def _local_train_loader(
+    cfg: ExperimentConfig,
+    tokenizer: Tokenizer,
+    layers: List[Tuple[int, int]],
+    train_cuts: CutSet,
+    info: DistInfo,
+    mix: Optional[Mix],
+) -> Dict[str, Any]:
     kept, filtered = filter_cuts(train_cuts, tokenizer, cfg.data)
     _log_filtered("train", len(train_cuts), filtered)
-    out: Dict[str, Any] = {"train_filtered": filtered, "dev_filtered": {}, "dev_loader": None}
+    out: Dict[str, Any] = {"train_filtered": filtered}
     out["sampler"] = _sampler(cfg, kept, True, info, mix)
     if mix is not None:
         sampler = out["sampler"]
@@ -436,16 +461,6 @@ def build_loaders(
         cfg, tokenizer, layers, out["sampler"], True, info, stored, on_device
     )
     _log.info("training fbank computed %s", f"on {info.device}" if on_device else "in workers")
-    line, warning = precision_note(cfg.train.precision, info.device, cfg.encoder.d_model)
-    _log.info("%s", line)
-    if warning and info.is_main:
-        _log.warning("%s", warning)
-    if dev_cuts is not None:
-        dev_kept, out["dev_filtered"] = filter_cuts(dev_cuts, tokenizer, cfg.data)
-        _log_filtered("dev", len(dev_cuts), out["dev_filtered"])
-        dev_sampler = _sampler(cfg, dev_kept, False, info)
-        out["dev_loader"] = _loader(cfg, tokenizer, layers, dev_sampler, False, info)
-        _start_workers(out["dev_loader"])
     return out
 
 
