@@ -70,8 +70,9 @@ def test_a_local_part_and_a_sharded_part_mix_by_weight(synthetic_corpus, shards,
     data = tmp_path / "data"
     shutil.copytree(shards, data)
     shutil.copytree(synthetic_corpus.data / "dev-clean", data / "dev-clean")  # a local part
+    parts = ("train-clean-100", "dev-clean")
     result = _train(data, tmp_path / "exp", synthetic_corpus.tokenizer, "train.max_epochs=1",
-                    train_parts=("train-clean-100", "dev-clean"), train_weights=(1.0, 1.0))  # fmt: skip
+                    train_parts=parts, train_weights=(1.0, 1.0))  # fmt: skip
     log = (tmp_path / "exp" / "train.log").read_text()
     assert "dev-clean: 1 shard(s), 10 utterances (local)" in log
     # 65 utterances an epoch, half from each part: the local part's 10 repeat

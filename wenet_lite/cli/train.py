@@ -32,9 +32,7 @@ def add_prepare(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--src", help="list: the manifest to convert")
     p.add_argument("--data", help="shards: the prepared data dir holding PART")
     p.add_argument("--part", help="shards: the prepared part to write as shards")
-    p.add_argument(
-        "--shard-size", type=int, default=1000, help="shards: utterances a shard (1000)"
-    )
+    p.add_argument("--shard-size", type=int, default=1000, help="shards: utterances a shard (1000)")
     p.add_argument("--shard-mb", type=float, help="shards: also start a new shard at this many MB")
     p.add_argument(
         "--fbank", action="store_true",
@@ -243,9 +241,9 @@ def _run_train(args: argparse.Namespace) -> int:
     train_parts, weights = _weighted_parts(parts(args.train_part))
     opts = TrainOptions(
         config=Path(args.config),
-        data=args.data if args.data.startswith(("http://", "https://", "pipe:")) else Path(
-            args.data
-        ),
+        data=args.data
+        if args.data.startswith(("http://", "https://", "pipe:"))
+        else Path(args.data),
         exp=Path(args.exp),
         overrides=tuple(args.overrides),
         train_parts=train_parts,
