@@ -23,6 +23,19 @@ def main() -> None:
     torch.set_num_threads(1)
     data, exp, out, tokenizer = (Path(a) for a in sys.argv[1:5])
     rank = int(os.environ["RANK"])
+    pause = float(os.environ.get("NODE_STEP_PAUSE", "0"))
+    if pause:  # slow steps, so that a test can kill a node mid-run
+        import time
+
+        from wenet_lite.train.loop import Trainer
+
+        step = Trainer._optimizer_step
+
+        def slow_step(self, *args):  # noqa: ANN001, ANN202
+            time.sleep(pause)
+            return step(self, *args)
+
+        Trainer._optimizer_step = slow_step
     opts = TrainOptions(
         Path("conf/tiny_test.yaml"), data, exp, tuple(sys.argv[5:]), ("train",), (),
         tokenizer=tokenizer, progress_bar=False, device="cpu",
