@@ -217,7 +217,8 @@ def test_a_missing_shard_is_named_or_skipped_and_counted(synthetic_corpus, shard
     copy = tmp_path / "copy"
     shutil.copytree(shards, copy)
     (copy / "train-clean-100" / "recording.000002.tar").unlink()
-    with pytest.raises(ShardError, match=r"recording\.000002\.tar.*skip_bad_shards"):
+    (copy / "train-clean-100" / "fbank.000002.tar").unlink()
+    with pytest.raises(ShardError, match=r"\.000002\.tar.*skip_bad_shards"):
         _batches(synthetic_corpus, str(copy), tmp_path)
     cfg = load_config(TINY, ("data.skip_bad_shards=true",))
     tokenizer = Tokenizer.load(synthetic_corpus.tokenizer)
@@ -233,6 +234,41 @@ def test_a_missing_shard_is_named_or_skipped_and_counted(synthetic_corpus, shard
         list(read_shard(find_shards(Storage(str(copy)), "train-clean-100")[1][3]))
     with pytest.raises(ShardError, match="cannot fetch it"):
         find_shards(Storage("http://127.0.0.1:9/nothing"), "train")
+
+
+def test_stored_fbank_is_read_without_the_audio_when_no_audio_is_needed(shards, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(shards / "train-clean-100", copy / "p")
+    (copy / "p" / "recording.000000.tar").unlink()
+    first = find_shards(Storage(str(copy)), "p")[1][0]
+    cuts = list(read_shard(first, audio=False))
+    assert len(cuts) == 8 and all(load_stored_fbank(c) is not None for c in cuts)
+    with pytest.raises(ShardError, match=r"recording\.000000\.tar"):
+        list(read_shard(first))  # the audio is needed: its tar is missing
+
+
+def test_the_tar_reader_takes_long_names_gzip_and_refuses_damage(tmp_path) -> None:
+    import contextlib
+
+    from wenet_lite.data.shards import _tar_members
+
+    long = "x" * 150 + ".txt"
+    members = {long: b"long", "dir/short.wav": b"\x00" * 1000, "empty.txt": b""}
+    for fmt, suffix in ((tarfile.GNU_FORMAT, ".tar"), (tarfile.PAX_FORMAT, ".tar.gz")):
+        path = tmp_path / f"t{fmt}{suffix}"
+        with tarfile.open(path, "w:gz" if suffix.endswith("gz") else "w", format=fmt) as tar:
+            for name, data in members.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        with contextlib.ExitStack() as stack:
+            assert dict(_tar_members(str(path), stack)) == members
+    bad = tmp_path / "bad.tar"
+    bad.write_bytes(b"junk" * 200)
+    with pytest.raises(ShardError, match="bad.tar: not a tar"), contextlib.ExitStack() as stack:
+        list(_tar_members(str(bad), stack))
 
 
 def _wenet_tars(corpus: Path, out: Path, per_tar: int) -> Path:

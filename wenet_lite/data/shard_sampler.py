@@ -327,6 +327,7 @@ class _StreamReader:
                  skip_bad: bool) -> None:  # fmt: skip
         self.sampler, self.plan, self.epoch, self.next = sampler, plan, epoch, batch
         self.skip_bad = skip_bad
+        self.audio = True
         self.position = plan.first_shard[batch] if batch < len(plan.batches) else len(plan.shards)
         self.cuts: Optional[Iterator[Cut]] = None
         self.held: Dict[str, Cut] = {}
@@ -352,7 +353,7 @@ class _StreamReader:
             if self.cuts is None:
                 if self.position >= len(self.plan.shards):
                     return False
-                self.cuts = read_shard(self._shard())
+                self.cuts = read_shard(self._shard(), self.audio)
             try:
                 cut = next(self.cuts, None)
             except ShardError as e:
@@ -400,6 +401,9 @@ class ShardDataset(torch.utils.data.Dataset):
         if reader is None or reader.epoch != epoch or reader.next != k:
             plan = self.sampler.plan(epoch)[self.sampler.rank * self.sampler.streams + stream]
             reader = _StreamReader(self.sampler, plan, epoch, k, self.skip_bad)
+            # Stored fbank and no speed perturbation: the audio would never be decoded.
+            data = self.dataset
+            reader.audio = not (data.stored_fbank and set(data.speed_factors) == {1.0})
             self._readers[stream] = reader
         cuts, lost = reader.batch(k)
         batch = self.dataset[(epoch, CutSet.from_cuts(cuts))]

@@ -334,8 +334,9 @@ def index_wenet_shards(
 # ----------------------------------------------------------------------------- reading
 
 
-def read_shard(shard: Shard) -> Iterator[Cut]:
-    """The shard's cuts in order, each with its audio (and stored fbank) in memory.
+def read_shard(shard: Shard, audio: bool = True) -> Iterator[Cut]:
+    """The shard's cuts in order, each with its audio (and stored fbank) in memory; with
+    ``audio`` False, a shard whose every cut has stored fbank is read without its audio tar.
     Raises ShardError naming the shard when it cannot be read to its end."""
     if shard.members:
         yield from shard.members
@@ -343,28 +344,89 @@ def read_shard(shard: Shard) -> Iterator[Cut]:
     if shard.cuts is None:
         yield from _read_wenet(shard)
         return
+    cuts: Iterator[Cut] = _shar_cuts(shard.cuts)
+    if not audio and shard.fbank:
+        listed = list(cuts)
+        audio = not all(c.has_custom("fbank") for c in listed)
+        cuts = iter(listed)
     with contextlib.ExitStack() as stack:
-        audio = _tar_pairs(shard.audio, stack)
+        audios = _tar_pairs(shard.audio, stack) if audio else None
         fbank = _tar_pairs(shard.fbank, stack) if shard.fbank else None
-        for cut in _shar_cuts(shard.cuts):
-            cut = _attach_audio(cut, _next_pair(audio, cut.id, shard.audio))
+        for cut in cuts:
+            if audios is not None:
+                cut = _attach_audio(cut, _next_pair(audios, cut.id, shard.audio))
             if fbank is not None:
                 cut = _attach_fbank(cut, _next_pair(fbank, cut.id, shard.fbank or ""))
             yield cut
-        if next(audio, None) is not None:
+        if audios is not None and next(audios, None) is not None:
             raise ShardError(f"{shard.audio}: holds more items than {shard.cuts} lists")
 
 
 def _tar_members(location: str, stack: contextlib.ExitStack) -> Iterator[Tuple[str, bytes]]:
+    """(name, bytes) of each file in a tar (gzip-compressed when the name says so), read as a
+    stream. A small reader of its own: Python's ``tarfile`` spent more time parsing headers
+    than the rest of reading a shard of stored fbank."""
     f = stack.enter_context(open_location(location))
+    if location.endswith((".gz", ".tgz")):
+        f = stack.enter_context(gzip.GzipFile(fileobj=f, mode="rb"))
     try:
-        with tarfile.open(fileobj=f, mode="r|*") as tar:
-            for info in tar:
-                if info.isfile():
-                    data = tar.extractfile(info)
-                    yield info.name, data.read() if data is not None else b""
-    except (tarfile.TarError, OSError, EOFError, gzip.BadGzipFile) as e:
+        yield from _members(f, location)
+    except (OSError, EOFError, gzip.BadGzipFile) as e:
         raise ShardError(f"{location}: not a readable tar ({e})") from None
+
+
+def _members(f: IO[bytes], where: str) -> Iterator[Tuple[str, bytes]]:
+    long_name: Optional[bytes] = None
+    while True:
+        header = _read_exact(f, 512)
+        if not header or header == bytes(512):
+            return  # the end (or a tar without its closing blocks)
+        if len(header) < 512:
+            raise ShardError(f"{where}: cut off inside a header (a truncated tar?)")
+        try:
+            checksum = int(header[148:156].split(b"\0")[0].strip(), 8)
+            size = _size(header[124:136])
+        except ValueError:
+            checksum, size = -1, 0
+        if checksum != sum(header) - sum(header[148:156]) + 8 * 32:
+            raise ShardError(f"{where}: not a tar (a header checksum is wrong)")
+        kind = header[156:157]
+        data = _read_exact(f, size)
+        if len(data) < size:
+            raise ShardError(f"{where}: cut off inside a member (a truncated tar?)")
+        _read_exact(f, -size % 512)
+        name = header[:100].split(b"\0")[0]
+        if header[257:262] == b"ustar" and header[345:500].strip(b"\0"):
+            name = header[345:500].split(b"\0")[0] + b"/" + name
+        if kind == b"L":  # GNU: the next member's long name
+            long_name = data.rstrip(b"\0")
+        elif kind == b"x":  # POSIX pax: records "<len> key=value\n"
+            for record in data.split(b"\n"):
+                key, _, value = record.partition(b" ")[2].partition(b"=")
+                if key == b"path":
+                    long_name = value
+        elif kind in (b"0", b"\0", b"7"):
+            yield (long_name or name).decode("utf-8", errors="replace"), data
+            long_name = None
+        elif kind != b"g":
+            long_name = None  # folders, links: nothing to read
+
+
+def _size(field: bytes) -> int:
+    if field[0] & 0x80:  # base-256, for members of 8 GiB or more
+        return int.from_bytes(field[1:], "big")
+    return int(field.split(b"\0")[0].strip() or b"0", 8)
+
+
+def _read_exact(f: IO[bytes], n: int) -> bytes:
+    chunks, left = [], n
+    while left > 0:
+        chunk = f.read(left)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def _tar_pairs(location: str, stack: contextlib.ExitStack) -> Iterator[Tuple[str, bytes, bytes]]:
