@@ -13,7 +13,9 @@ used where there is some):
 - ``local audio``: the prepared part, one file opened and decoded per utterance, fbank computed;
 - ``local stored fbank``: the same after `wenet-lite compute-fbank` (float16 arrays per file);
 - ``shards audio``: Lhotse Shar shards (`prepare shards`), FLAC decoded, fbank computed;
-- ``shards stored fbank``: shards written with ``--fbank``: the fbank read from the shard.
+- ``shards stored fbank``: shards written with ``--fbank``: the fbank read from the shard;
+- ``shards audio, fbank on the device``: ``data.fbank: device`` (the default on CUDA): the
+  worker only decodes (and dithers), the trainer computes the batch's fbank on its GPU.
 
 The readers run interleaved, ``--rounds`` times each, and the table gives the best round.
 Everything is written under a temporary folder and removed.
@@ -89,11 +91,12 @@ def main() -> None:
             data = ASRDataset(cfg.features, cfg.data, tokenizer, layers, 0, True, stored)
             return lambda: sum(float(data[r].feats_lens.sum()) for r in sampler)
 
-        def shards(folder: str, stored: bool) -> Callable[[], float]:
+        def shards(folder: str, stored: bool, on_device: bool = False) -> Callable[[], float]:
             train = load_train_data(str(root / folder), ["p"], root / "exp", cpu, False)
             assert train.shards is not None
             sampler = ShardSampler(train.shards, cfg.data.max_batch_seconds, True, 0)
-            data = ASRDataset(cfg.features, cfg.data, tokenizer, layers, 0, True, stored)
+            data = ASRDataset(cfg.features, cfg.data, tokenizer, layers, 0, True, stored,
+                              on_device)  # fmt: skip
 
             def epoch() -> float:
                 dataset = ShardDataset(sampler, data, False)  # a worker's readers, fresh
@@ -106,6 +109,7 @@ def main() -> None:
             "local stored fbank": local("stored", True),
             "shards audio": shards("shards", False),
             "shards stored fbank": shards("shards_fbank", True),
+            "shards audio, fbank on the device": shards("shards", False, True),
         }
         best: Dict[str, float] = {}
         for _ in range(args.rounds):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -127,7 +128,7 @@ def load_train_data(
             out.fbank_features.append(None)
         else:
             shards = sharded[1]
-            indexes = [read_index(s) for s in shards]
+            indexes = _read_indexes(shards)
             out.fbank_features.append(fbank_features_of(storage, part))
         for index in indexes:
             for cut_id in index.ids:
@@ -141,6 +142,13 @@ def load_train_data(
         _log.info("%s: %d shard(s), %d utterances (%s)", part, len(shards), n,
                   sharded[0] if sharded else "local")  # fmt: skip
     return out
+
+
+def _read_indexes(shards: List[Shard]) -> List[ShardIndex]:
+    """Every Shar shard's index (its cuts file), 16 at a time: reading them is waiting (an
+    http request or a ``pipe:`` command each)."""
+    with ThreadPoolExecutor(16) as pool:
+        return list(pool.map(read_index, shards))
 
 
 def _wenet_indexes(
