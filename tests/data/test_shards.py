@@ -218,8 +218,10 @@ def test_a_missing_shard_is_named_or_skipped_and_counted(synthetic_corpus, shard
     shutil.copytree(shards, copy)
     (copy / "train-clean-100" / "recording.000002.tar").unlink()
     (copy / "train-clean-100" / "fbank.000002.tar").unlink()
-    with pytest.raises(ShardError, match=r"\.000002\.tar.*skip_bad_shards"):
-        _batches(synthetic_corpus, str(copy), tmp_path)
+    for workers in (0, 1):  # in a DataLoader worker too: one line naming the shard
+        with pytest.raises(ShardError, match=r"\.000002\.tar.*skip_bad_shards") as error:
+            _batches(synthetic_corpus, str(copy), tmp_path, workers)
+        assert "\n" not in str(error.value) and str(error.value).startswith(str(copy))
     cfg = load_config(TINY, ("data.skip_bad_shards=true",))
     tokenizer = Tokenizer.load(synthetic_corpus.tokenizer)
     train = load_train_data(str(copy), ["train-clean-100"], tmp_path, CPU, False)

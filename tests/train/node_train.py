@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -23,19 +24,20 @@ def main() -> None:
     torch.set_num_threads(1)
     data, exp, out, tokenizer = (Path(a) for a in sys.argv[1:5])
     rank = int(os.environ["RANK"])
-    pause = float(os.environ.get("NODE_STEP_PAUSE", "0"))
-    if pause:  # slow steps, so that a test can kill a node mid-run
-        import time
+    pause = float(os.environ.get("NODE_STEP_PAUSE", "0"))  # slow steps: a test kills a node
+    step_digests = []
 
-        from wenet_lite.train.loop import Trainer
+    from wenet_lite.train.loop import Trainer
 
-        step = Trainer._optimizer_step
+    step = Trainer._optimizer_step
 
-        def slow_step(self, *args):  # noqa: ANN001, ANN202
-            time.sleep(pause)
-            return step(self, *args)
+    def checked_step(self, *args):  # noqa: ANN001, ANN202
+        time.sleep(pause)
+        out = step(self, *args)
+        step_digests.append(digest(self.p.model.state_dict()))  # the weights after each step
+        return out
 
-        Trainer._optimizer_step = slow_step
+    Trainer._optimizer_step = checked_step
     opts = TrainOptions(
         Path("conf/tiny_test.yaml"), data, exp, tuple(sys.argv[5:]), ("train",), (),
         tokenizer=tokenizer, progress_bar=False, device="cpu",
@@ -43,7 +45,8 @@ def main() -> None:
     result = train(opts)
     assert result.model is not None
     report = {"digest": digest(result.model.state_dict()), "step": result.step,
-              "restart": elastic_restart(), "node": os.environ.get("GROUP_RANK")}  # fmt: skip
+              "restart": elastic_restart(), "node": os.environ.get("GROUP_RANK"),
+              "steps": step_digests}  # fmt: skip
     (out / f"rank{rank}.json").write_text(json.dumps(report))
 
 

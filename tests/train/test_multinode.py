@@ -113,6 +113,8 @@ def test_two_nodes_train_in_lockstep_and_a_restart_resumes_exactly(synthetic_cor
     (tmp_path / "out1").mkdir()
     ranks, _ = _two_nodes(data, whole, tmp_path / "out1", tok, ["train.max_steps=8"])
     assert ranks[0]["digest"] == ranks[1]["digest"] and ranks[0]["step"] == 8
+    assert len(ranks[0]["steps"]) == 8 and ranks[0]["steps"] == ranks[1]["steps"]  # every step
+    assert len(set(ranks[0]["steps"])) == 8  # the weights change each step
     assert {r["node"] for r in ranks} == {"0", "1"}
     saves = [x for x in (whole / "train.log").read_text().splitlines() if " saved " in x]
     assert len(saves) == len(set(saves)) and saves[-1].endswith("step_8.pt")  # rank 0 alone

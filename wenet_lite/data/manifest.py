@@ -40,8 +40,13 @@ from lhotse import (
 from lhotse.audio import AudioLoadingError
 from lhotse.cut import Cut
 
-from wenet_lite.data.shards import decode_cut_bytes
-from wenet_lite.features.audio import AudioError, load_audio, quiet_decoder
+from wenet_lite.features.audio import (
+    AudioError,
+    decode_audio_bytes,
+    load_audio,
+    quiet_decoder,
+    resample,
+)
 from wenet_lite.fileio import atomic_open, temporary_path
 
 __all__ = [
@@ -435,7 +440,7 @@ def cut_samples(cut: Cut, rate: int) -> np.ndarray:
         raise AudioError(cut.id, "missing", "the cut has no recording")
     sources = cut.recording.sources
     if len(sources) == 1 and sources[0].type == "memory" and isinstance(sources[0].source, bytes):
-        return decode_cut_bytes(cut, rate)  # read from a shard
+        return _decode_memory(cut, sources[0].source, rate)  # read from a shard
     if len(sources) != 1 or sources[0].type != "file":
         try:
             audio = cut.resample(rate).load_audio()  # (Ch, N)
@@ -452,6 +457,14 @@ def cut_samples(cut: Cut, rate: int) -> np.ndarray:
             raise AudioError(
                 path, "empty", f"segment {cut.id} at {cut.start:.2f} s lies past its end"
             )
+    return samples
+
+
+def _decode_memory(cut: Cut, data: bytes, rate: int) -> np.ndarray:
+    """(N,) float32 samples at ``rate`` of a cut holding its encoded audio in memory."""
+    samples, file_rate = decode_audio_bytes(data, f"{cut.id} (in a shard)")
+    if file_rate != rate:
+        samples = np.clip(resample(samples, file_rate, rate), -1.0, 1.0).astype(np.float32)
     return samples
 
 

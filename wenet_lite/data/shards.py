@@ -44,7 +44,8 @@ from lhotse.serialization import deserialize_item
 from lhotse.utils import fastcopy
 from tqdm import tqdm
 
-from wenet_lite.features.audio import AudioError, decode_audio_bytes
+from wenet_lite.data.manifest import cut_samples
+from wenet_lite.features.audio import AudioError
 
 __all__ = [
     "SHARD_LIST",
@@ -515,14 +516,6 @@ def _wenet_item(key: str, audio: Optional[bytes], text: Optional[str]):
     return key, audio, text, None
 
 
-def cut_audio_bytes(cut: Cut) -> Optional[bytes]:
-    """The encoded audio a cut holds in memory (read from a shard), else None."""
-    if not cut.has_recording or len(cut.recording.sources) != 1:
-        return None
-    source = cut.recording.sources[0]
-    return source.source if source.type == "memory" else None
-
-
 # ----------------------------------------------------------------------------- writing
 
 
@@ -629,8 +622,6 @@ def _write_all(cuts, out, shard_size, shard_mb, fbank, progress):
 
 def _encode(cut: Cut, fbank: Optional[Any]) -> Tuple[Cut, bytes, Optional[bytes]]:
     """(the cut as stored, its FLAC bytes, its fbank as .npy bytes or None)."""
-    from wenet_lite.data.manifest import cut_samples
-
     rate = int(cut.sampling_rate)
     samples = cut_samples(cut, rate)  # (N,)
     buffer = io.BytesIO()
@@ -688,15 +679,3 @@ class _ShardOut:
             size += self.fbank.close()
         return {**self.names, "utterances": self.count, "seconds": round(self.seconds, 3),
                 "bytes": size}  # fmt: skip
-
-
-def decode_cut_bytes(cut: Cut, rate: int) -> np.ndarray:
-    """(N,) float32 samples at ``rate`` of a cut holding its encoded audio in memory."""
-    from wenet_lite.features.audio import resample
-
-    data = cut_audio_bytes(cut)
-    assert data is not None
-    samples, file_rate = decode_audio_bytes(data, f"{cut.id} (in a shard)")
-    if file_rate != rate:
-        samples = np.clip(resample(samples, file_rate, rate), -1.0, 1.0).astype(np.float32)
-    return samples

@@ -27,6 +27,7 @@ from wenet_lite.data.manifest import cut_text, load_cuts
 from wenet_lite.data.shard_sampler import ShardDataset, ShardPart, ShardSampler, filter_index
 from wenet_lite.data.shards import (
     Shard,
+    ShardError,
     ShardIndex,
     Storage,
     fbank_features_of,
@@ -231,7 +232,25 @@ def shard_loader(
         pin_memory=info.device.type == "cuda",
         generator=torch.Generator().manual_seed(cfg.train.seed),
     )
-    return {"sampler": sampler, "train_loader": loader, "train_filtered": filtered}
+    return {"sampler": sampler, "train_loader": _NamedErrors(loader), "train_filtered": filtered}
+
+
+class _NamedErrors:
+    """A DataLoader whose workers' ShardErrors arrive as their one-line message (PyTorch
+    re-raises them with the worker's whole traceback as the message)."""
+
+    def __init__(self, loader: torch.utils.data.DataLoader) -> None:
+        self.loader = loader
+        self.num_workers = loader.num_workers
+
+    def __iter__(self) -> Iterator[Any]:
+        try:
+            yield from self.loader
+        except ShardError as e:
+            lines = str(e).strip().splitlines()
+            if len(lines) > 1 and "Traceback" in str(e):
+                raise ShardError(lines[-1].split("ShardError: ", 1)[-1]) from None
+            raise
 
 
 def _identity(item: Any) -> Any:
