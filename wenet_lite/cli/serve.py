@@ -54,6 +54,13 @@ def _run_serve(args: argparse.Namespace) -> int:
     endpoint = endpoint_from(args)
     options = options_from(SearchOptions, args)
     server_options = options_from(ServerOptions, args)
+    if not server_options.model_id:  # the OpenAI API's model id: the model's name
+        import dataclasses
+        from pathlib import Path
+
+        name = Path(args.model.rstrip("/"))
+        model_id = name.name if name.is_dir() else name.stem
+        server_options = dataclasses.replace(server_options, model_id=model_id)
     secrets = Secrets.load(server_options)  # a bad certificate or token file: before loading
     recognizer = recognizer_from(args, options, endpoint, announce=True)
     return serve(recognizer, server_options, threads=args.threads, secrets=secrets)

@@ -101,6 +101,29 @@ class ServerOptions:
         ),
     )
 
+    openai_api: bool = field(
+        default=True,
+        metadata=flag(
+            "--no-openai-api",
+            "do not serve OpenAI's audio API on the port (POST /v1/audio/transcriptions, GET "
+            "/v1/models; served by default)",
+        ),
+    )
+    model_id: str = field(
+        default="",
+        metadata=flag("--model-id", "the model's id in the OpenAI API (default: the model's name)"),
+    )
+    language: str = field(
+        default="en",
+        metadata=flag(
+            "--language", "the model's language: OpenAI API requests in another get HTTP 400"
+        ),
+    )
+    max_upload_mb: float = field(
+        default=100.0,
+        metadata=flag("--max-upload-mb", "MB an OpenAI API upload may have (HTTP 413 beyond)"),
+    )
+
     def __post_init__(self) -> None:
         for name in ("max_connections", "max_batch_size", "max_message_size", "workers",
                      "max_unsent"):  # fmt: skip
@@ -109,6 +132,8 @@ class ServerOptions:
         for name in ("max_wait_ms", "idle_timeout", "log_interval", "max_connections_per_peer"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{_named(name)} must be >= 0, got {getattr(self, name)}")
+        if not self.max_upload_mb > 0:
+            raise ValueError(f"{_named('max_upload_mb')} must be > 0, got {self.max_upload_mb}")
         if not self.max_queued_audio > 0:
             raise ValueError(
                 f"{_named('max_queued_audio')} must be > 0 s, got {self.max_queued_audio}"

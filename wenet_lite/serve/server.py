@@ -37,6 +37,7 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import http
+import json
 import logging
 import os
 import signal
@@ -52,6 +53,8 @@ from wenet_lite.runtime.streaming import StreamCursor, StreamingRecognizer
 from wenet_lite.serve.connection import COUNTERS, Client, Counters
 from wenet_lite.serve.decoder import Decoder
 from wenet_lite.serve.gate import WEBSOCKET_PATHS, Gate, read_token, tls_context
+from wenet_lite.serve.http_front import HttpExchange, front_connection
+from wenet_lite.serve.openai_api import OpenAiApi
 from wenet_lite.serve.options import ServerOptions
 from wenet_lite.serve.protocols import (
     PROTOCOLS,
@@ -114,6 +117,11 @@ class Server:
         self._hotwords = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="hotwords")
         self.decoder = Decoder(recognizer, options.max_batch_size, self.counters, self.board,
                                worker, self._who)  # fmt: skip
+        self.api: Optional[OpenAiApi] = None
+        if options.openai_api:
+            self.api = OpenAiApi(recognizer, options.model_id or "wenet-lite", options.language,
+                                 self._secrets.token, options.max_connections,
+                                 int(options.max_upload_mb * 1e6) + 64 * 1024)  # fmt: skip
         self._stopping = False
         self._wake: Optional[asyncio.Event] = None
         self._stop: Optional[asyncio.Event] = None
@@ -141,6 +149,7 @@ class Server:
             self._handle, sock=sock, process_request=self._http, ssl=self._secrets.tls,
             max_size=self.opts.max_message_size, max_queue=_MAX_QUEUE,
             write_limit=_WRITE_LIMIT, compression=None, server_header=None,
+            create_connection=front_connection(self._exchange),
         ) as server:  # fmt: skip
             self.port = sock.getsockname()[1]
             s, host = self.opts.scheme, self.opts.host
@@ -158,6 +167,8 @@ class Server:
             t.cancel()
         self._pool.shutdown(wait=True)
         self._hotwords.shutdown(wait=False, cancel_futures=True)
+        if self.api is not None:
+            self.api.pool.shutdown(wait=False, cancel_futures=True)
         _ignore_late_sigterm(loop)
         _log.info("%sstopped: %s", self._who, self._totals())
 
@@ -183,9 +194,24 @@ class Server:
         if self._stop is not None:
             self._stop.set()
 
+    def _exchange(self) -> Optional[HttpExchange]:
+        """Where a request of another method than GET goes (None: websockets refuses it)."""
+        if self.api is None or self._stopping:
+            return None
+        return HttpExchange(self.api.handle, self.api.refuse, self.api.max_body)
+
     def _http(self, connection: Any, request: Any) -> Any:
-        """Plain HTTP (the page, /health) and the admission of websocket clients."""
+        """Plain HTTP (the page, /health, /v1/models) and the admission of websocket clients."""
         path = request.path.split("?", 1)[0]
+        if self.api is not None and path.startswith("/v1/models"):
+            headers = {k.lower(): v for k, v in request.headers.raw_items()}
+            status, body = self.api.models(path, headers)
+            r = connection.respond(http.HTTPStatus(status), json.dumps(body))
+            del r.headers["Content-Type"]
+            r.headers["Content-Type"] = "application/json"
+            if status == 401:
+                r.headers["WWW-Authenticate"] = "Bearer"
+            return r
         if request.headers.get("Upgrade", "").lower() != "websocket":
             return self.gate.page(connection, request.method, path, self.health)
         if path not in WEBSOCKET_PATHS:

@@ -1,0 +1,206 @@
+"""OpenAI's audio API on `wenet-lite serve`, driven by the official ``openai`` client: every
+response format equals what `wenet-lite transcribe` writes for the same file and settings
+(subtitles read back by third-party parsers), the models list, OpenAI's error shape and status
+for bad requests, and the server still serving websocket streams after each."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wenet_lite import transcribe
+from wenet_lite.data.manifest import load_cuts
+from wenet_lite.transcript import format_transcript
+
+openai = pytest.importorskip("openai")
+
+from tests.serve.conftest import sherpa_finals, sherpa_session, start_server  # noqa: E402
+
+FLAGS = ("--chunk-size", "4", "--left-chunks", "-1")
+
+
+@pytest.fixture(scope="module")
+def api(tiny, tmp_path_factory):
+    token = tmp_path_factory.mktemp("api") / "token"
+    token.write_text("sekrit\n")
+    s = start_server(tiny.path, *FLAGS, "--token-file", str(token), "--max-upload-mb", "1")
+    yield s
+    assert s.stop() == 0, s.log()
+
+
+def _client(port: int, key: str = "sekrit"):
+    return openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=key, max_retries=0)
+
+
+@pytest.fixture(scope="module")
+def audio_files(corpus: Path):
+    return [str(c.recording.sources[0].source) for c in list(load_cuts(corpus / "test-clean"))[:3]]
+
+
+def test_every_format_is_what_transcribe_writes(api, tiny, audio_files) -> None:
+    import pysrt
+    import webvtt
+
+    client = _client(api.port)
+    model = client.models.list().data
+    assert [m.id for m in model] == [Path(tiny.path).stem]
+    model_id = model[0].id
+    assert client.models.retrieve(model_id).id == model_id
+    for path in audio_files:
+        mine = transcribe(tiny.path, path, chunk_size=4, left_chunks=-1)
+        with open(path, "rb") as f:
+            got = client.audio.transcriptions.create(model=model_id, file=f)
+        assert got.text == mine.text and mine.text
+        for fmt in ("srt", "vtt"):
+            with open(path, "rb") as f:
+                text = client.audio.transcriptions.create(
+                    model=model_id, file=f, response_format=fmt
+                )
+            assert text == format_transcript(mine, fmt)
+            if fmt == "srt":
+                assert pysrt.from_string(text)[0].text.replace("\n", " ") in mine.text
+            else:
+                import io
+
+                cues = webvtt.from_buffer(io.StringIO(text))
+                assert cues[0].text.replace("\n", " ") in mine.text
+        with open(path, "rb") as f:
+            plain = client.audio.transcriptions.create(
+                model=model_id, file=f, response_format="text"
+            )
+        assert plain == mine.text
+        with open(path, "rb") as f:
+            verbose = client.audio.transcriptions.create(
+                model=model_id, file=f, response_format="verbose_json",
+                timestamp_granularities=["word", "segment"],
+            )  # fmt: skip
+        assert verbose.text == mine.text and abs(verbose.duration - mine.duration) < 1e-3
+        words = [(w.word, w.start, w.end) for w in verbose.words]
+        assert words == [(w.text, round(w.start, 3), round(w.end, 3)) for w in mine.words]
+        starts = [w[1] for w in words]
+        assert starts == sorted(starts) and all(0 <= w[1] <= w[2] <= mine.duration + 0.05
+                                                for w in words)  # fmt: skip
+        assert [s.text for s in verbose.segments] == [s.text for s in mine.segments]
+
+
+def _status(call) -> tuple:
+    with pytest.raises(openai.APIStatusError) as caught:
+        call()
+    body = caught.value.body
+    assert set(body) == {"message", "type", "param", "code"}, body  # OpenAI's error object
+    return caught.value.status_code, body["code"]
+
+
+def test_bad_requests_get_openais_errors_and_the_server_goes_on(api, tiny, audio_files, tmp_path):
+    model_id = Path(tiny.path).stem
+    good = Path(audio_files[0]).read_bytes()
+    garbage = tmp_path / "garbage.wav"
+    garbage.write_bytes(b"RIFF...." + bytes(range(256)) * 8)
+    big = tmp_path / "big.wav"
+    big.write_bytes(b"\0" * (1_100_000))  # over --max-upload-mb 1
+    c = _client(api.port)
+    cases = [
+        (lambda: c.audio.transcriptions.create(model=model_id, file=garbage.open("rb")),
+         (415, "unsupported_audio")),
+        (lambda: c.audio.transcriptions.create(model="whisper-1", file=("a.flac", good)),
+         (404, "model_not_found")),
+        (lambda: c.models.retrieve("whisper-1"), (404, "model_not_found")),
+        (lambda: _client(api.port, "wrong").audio.transcriptions.create(
+            model=model_id, file=("a.flac", good)), (401, "invalid_api_key")),
+        (lambda: _client(api.port, "wrong").models.list(), (401, "invalid_api_key")),
+        (lambda: c.audio.transcriptions.create(model=model_id, file=big.open("rb")),
+         (413, None)),
+        (lambda: c.audio.transcriptions.create(model=model_id, file=("a.flac", good),
+                                               language="de"), (400, "unsupported_language")),
+    ]  # fmt: skip
+    for call, expected in cases:
+        assert _status(call) == expected
+        # the server goes on: a websocket stream and a good request still work
+    text = c.audio.transcriptions.create(model=model_id, file=("a.flac", good)).text
+    assert text == transcribe(tiny.path, audio_files[0], chunk_size=4, left_chunks=-1).text
+    import soundfile as sf
+
+    samples, _ = sf.read(audio_files[0], dtype="float32")
+    url = f"ws://127.0.0.1:{api.port}/?token=sekrit"
+    session = asyncio.run(sherpa_session(url, samples, pace=0.0))
+    assert " ".join(sherpa_finals(session.messages)) == text
+
+
+def test_a_raw_request_without_a_token_or_to_another_path(api) -> None:
+    def raw(request: bytes) -> bytes:
+        with socket.create_connection(("127.0.0.1", api.port), timeout=10) as s:
+            s.sendall(request)
+            out = b""
+            while chunk := s.recv(65536):
+                out += chunk
+        return out
+
+    reply = raw(b"POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+    assert reply.startswith(b"HTTP/1.1 401") and b"WWW-Authenticate: Bearer" in reply
+    assert json.loads(reply.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "invalid_api_key"
+    reply = raw(b"POST /v1/nothing HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+    assert reply.startswith(b"HTTP/1.1 404")
+    reply = raw(b"DELETE / HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert reply.startswith(b"HTTP/1.1 405") and b"Allow: GET, HEAD" in reply
+    reply = raw(b"POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x\r\n"
+                b"Authorization: Bearer sekrit\r\nContent-Length: 3\r\n\r\nabc")  # fmt: skip
+    assert reply.startswith(b"HTTP/1.1 400")
+    assert api.health()["errors"] == 0
+
+
+def test_the_api_can_be_turned_off(tiny) -> None:
+    s = start_server(tiny.path, *FLAGS, "--no-openai-api")
+    try:
+        with pytest.raises(openai.APIStatusError):
+            openai.OpenAI(base_url=f"http://127.0.0.1:{s.port}/v1", api_key="x",
+                          max_retries=0).models.list()  # fmt: skip
+    finally:
+        assert s.stop() == 0
+
+
+def test_streamed_events_and_requests_beside_a_live_stream(api, tiny, corpus, tmp_path) -> None:
+    import soundfile as sf
+
+    from wenet_lite.features.audio import load_audio
+
+    cuts = list(load_cuts(corpus / "test-clean"))
+    a, b = (load_audio(c.recording.sources[0].source, 16000) for c in cuts[4:6])
+    quiet = np.random.default_rng(0).normal(0, 10 ** (-70 / 20), 3 * 16000)
+    joined = np.round(np.concatenate([a, quiet, b]) * 32768).clip(-32768, 32767) / 32768
+    path = tmp_path / "two.wav"
+    sf.write(path, joined, 16000, subtype="PCM_16")
+    mine = transcribe(tiny.path, str(path), chunk_size=4, left_chunks=-1)
+    assert len(mine.segments) == 2
+    model_id = Path(tiny.path).stem
+    client = _client(api.port)
+
+    def events():
+        with open(path, "rb") as f:
+            return list(client.audio.transcriptions.create(model=model_id, file=f, stream=True))
+
+    def plain():
+        return client.audio.transcriptions.create(
+            model=model_id, file=("two.wav", path.read_bytes())
+        ).text
+
+    async def together():
+        loop = asyncio.get_running_loop()
+        url = f"ws://127.0.0.1:{api.port}/?token=sekrit"
+        live = sherpa_session(url, joined.astype(np.float32), pace=0.005)
+        jobs = [loop.run_in_executor(None, events)] + [
+            loop.run_in_executor(None, plain) for _ in range(4)
+        ]
+        return await asyncio.gather(live, *jobs)
+
+    session, streamed, *texts = asyncio.run(together())
+    assert sherpa_finals(session.messages) == [s.text for s in mine.segments]  # unchanged
+    assert texts == [mine.text] * 4
+    *deltas, done = streamed
+    assert [e.type for e in deltas] == ["transcript.text.delta"] * 2
+    assert done.type == "transcript.text.done" and done.text == mine.text
+    assert "".join(e.delta for e in deltas) == mine.text

@@ -1,0 +1,237 @@
+"""Plain HTTP requests other than GET on the websocket server's port (OpenAI's POST API).
+
+websockets answers GET and HEAD only (upgrades, the page, ``/health``). A connection's first
+bytes decide: a request of another method leaves websockets' connection for an
+:class:`HttpExchange`, which reads one request (headers up to 64 KiB, a body up to its limit,
+``Content-Length`` only), passes it to an async handler and writes its response. The websocket
+connection left behind is closed as if its peer had gone, so websockets forgets it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Dict, Iterator, Optional, Union
+from urllib.parse import parse_qs, urlsplit
+
+from websockets.asyncio.server import ServerConnection
+
+__all__ = ["HttpExchange", "HttpRequest", "HttpResponse", "front_connection"]
+
+_log = logging.getLogger("wenet_lite.serve")
+_MAX_HEAD = 64 * 1024
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    411: "Length Required",
+    413: "Content Too Large",
+    415: "Unsupported Media Type",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+
+
+@dataclass
+class HttpRequest:
+    method: str
+    path: str
+    query: Dict[str, list]
+    headers: Dict[str, str]
+    """lower-case names"""
+    body: bytes
+    peer: str
+
+
+@dataclass
+class HttpResponse:
+    status: int
+    body: Union[bytes, Iterator[bytes], Any] = b""
+    """bytes, or an async iterator of chunks (sent chunked, e.g. server-sent events)"""
+    content_type: str = "application/json"
+    headers: Dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def json(cls, status: int, value: Any, **headers: str) -> HttpResponse:
+        return cls(status, json.dumps(value, ensure_ascii=False).encode(), headers=headers)
+
+
+Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
+Refusal = Callable[[str, Dict[str, str], int], Optional[HttpResponse]]
+
+
+class HttpExchange(asyncio.Protocol):
+    """One HTTP/1.1 request and its response on a connection, then the connection closes."""
+
+    def __init__(self, handler: Handler, refuse: Refusal, max_body: int) -> None:
+        self.handler, self.refuse, self.max_body = handler, refuse, max_body
+        self.buffer = bytearray()
+        self.head: Optional[Dict[str, Any]] = None
+        self.transport: Any = None
+        self.task: Optional[asyncio.Task] = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        if self.task is not None:
+            return  # more than one request: only the first is answered
+        self.buffer += data
+        if self.head is None:
+            end = self.buffer.find(b"\r\n\r\n")
+            if end < 0:
+                if len(self.buffer) > _MAX_HEAD:
+                    self._reply_now(HttpResponse(413, b"request headers too large\n", "text/plain"))
+                return
+            self.head = self._parse_head(bytes(self.buffer[:end]))
+            del self.buffer[: end + 4]
+            if self.head is None:
+                return
+        if len(self.buffer) >= self.head["length"]:
+            body = bytes(self.buffer[: self.head["length"]])
+            self.buffer.clear()
+            self.transport.pause_reading()
+            self.task = asyncio.ensure_future(self._answer(body))
+
+    def _parse_head(self, raw: bytes) -> Optional[Dict[str, Any]]:
+        lines = raw.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+            self._reply_now(HttpResponse(400, b"not an HTTP/1.1 request\n", "text/plain"))
+            return None
+        headers: Dict[str, str] = {}
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if not sep:
+                self._reply_now(HttpResponse(400, b"malformed header line\n", "text/plain"))
+                return None
+            headers[name.strip().lower()] = value.strip()
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            self._reply_now(HttpResponse(411, b"send a Content-Length\n", "text/plain"))
+            return None
+        try:
+            length = int(headers.get("content-length", "0"))
+        except ValueError:
+            length = -1
+        if length < 0:
+            self._reply_now(HttpResponse(400, b"bad Content-Length\n", "text/plain"))
+            return None
+        url = urlsplit(parts[1])
+        refusal = self.refuse(url.path, headers, length)
+        if refusal is None and length > self.max_body:
+            refusal = HttpResponse(413, b"too large\n", "text/plain")
+        if refusal is not None:
+            self._reply_now(refusal)
+            return None
+        return {
+            "method": parts[0],
+            "path": url.path,
+            "query": parse_qs(url.query),
+            "headers": headers,
+            "length": length,
+        }
+
+    async def _answer(self, body: bytes) -> None:
+        assert self.head is not None
+        peer = self.transport.get_extra_info("peername")
+        request = HttpRequest(
+            self.head["method"],
+            self.head["path"],
+            self.head["query"],
+            self.head["headers"],
+            body,
+            str(peer[0]) if peer else "?",
+        )
+        try:
+            response = await self.handler(request)
+        except Exception:  # a bug: the client gets a 500, the server goes on
+            _log.exception("HTTP %s %s failed", request.method, request.path)
+            response = HttpResponse.json(
+                500,
+                {
+                    "error": {
+                        "message": "internal error",
+                        "type": "server_error",
+                        "param": None,
+                        "code": None,
+                    }
+                },
+            )
+        await self._send(response)
+
+    def _reply_now(self, response: HttpResponse) -> None:
+        self.task = asyncio.ensure_future(self._send(response))
+
+    async def _send(self, response: HttpResponse) -> None:
+        t = self.transport
+        headers = {"Content-Type": response.content_type, "Connection": "close", **response.headers}
+        chunked = not isinstance(response.body, (bytes, bytearray))
+        if chunked:
+            headers["Transfer-Encoding"] = "chunked"
+            headers["Cache-Control"] = "no-cache"
+        else:
+            headers["Content-Length"] = str(len(response.body))
+        reason = _REASONS.get(response.status, "")
+        head = f"HTTP/1.1 {response.status} {reason}\r\n" + "".join(
+            f"{k}: {v}\r\n" for k, v in headers.items()
+        )
+        if t.is_closing():
+            return
+        t.write((head + "\r\n").encode("latin-1"))
+        if chunked:
+            async for piece in response.body:
+                if t.is_closing():
+                    return
+                t.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            t.write(b"0\r\n\r\n")
+        else:
+            t.write(bytes(response.body))
+        t.close()
+
+    def connection_lost(self, exc: Optional[Exception]) -> None:
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+
+
+class _Detached:
+    """What the abandoned websocket connection holds instead of the transport."""
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args, **kwargs: None
+
+
+def front_connection(make_exchange: Callable[[], Optional[HttpExchange]]) -> type:
+    """A websockets connection class that hands a request of another method than GET or HEAD
+    to ``make_exchange()`` (None: websockets answers it, i.e. refuses it)."""
+
+    class FrontConnection(ServerConnection):
+        _sniffed = False
+        _head = b""
+
+        def data_received(self, data: bytes) -> None:
+            if self._sniffed:
+                super().data_received(data)
+                return
+            self._head += data
+            if b" " not in self._head[:16] and len(self._head) < 16:
+                return  # the method is not complete yet
+            self._sniffed = True
+            data, self._head = self._head, b""
+            method = data.split(b" ", 1)[0]
+            exchange = None if method in (b"GET", b"HEAD") else make_exchange()
+            if exchange is None:
+                super().data_received(data)
+                return
+            transport = self.transport
+            transport.set_protocol(exchange)
+            exchange.connection_made(transport)
+            self.transport = _Detached()
+            super().connection_lost(None)  # websockets forgets this connection
+            exchange.data_received(data)
+
+    return FrontConnection

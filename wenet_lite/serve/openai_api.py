@@ -1,0 +1,354 @@
+"""OpenAI's audio API on `wenet-lite serve`'s port: ``POST /v1/audio/transcriptions`` and
+``GET /v1/models``, so that the official ``openai`` clients (and the applications built on
+them) need only a ``base_url``.
+
+A transcription is :class:`~wenet_lite.transcription.Transcriber` over the server's own
+recogniser: the text, times and subtitles of `wenet-lite transcribe` with the server's chunk
+size and search, the same code. Fields: ``file`` (any format the toolkit reads; else 415),
+``model`` (the served id; else 404 ``model_not_found``), ``response_format`` (``json``,
+``text``, ``srt``, ``vtt``, ``verbose_json``), ``timestamp_granularities[]`` (``segment``,
+``word``), ``language`` (must be the model's), ``prompt`` and ``temperature`` (accepted and
+ignored). Requests are decoded one at a time in a thread of their own beside the decode
+thread of the live streams; more than ``max_requests`` waiting get 429. Errors are OpenAI's
+``{"error": {"message", "type", "param", "code"}}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import email.parser
+import email.policy
+import hmac
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Tuple
+
+from wenet_lite.features.audio import AudioError
+from wenet_lite.serve.http_front import HttpRequest, HttpResponse
+from wenet_lite.transcript import Transcript, format_transcript
+
+__all__ = ["ApiError", "OpenAiApi", "RESPONSE_FORMATS"]
+
+_log = logging.getLogger("wenet_lite.serve")
+RESPONSE_FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
+_LANGUAGES = {
+    "en": "english",
+    "zh": "chinese",
+    "de": "german",
+    "fr": "french",
+    "es": "spanish",
+    "ja": "japanese",
+    "ko": "korean",
+    "ru": "russian",
+}
+
+
+class ApiError(Exception):
+    """A failure as OpenAI reports it."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        kind: str = "invalid_request_error",
+        param: Optional[str] = None,
+        code: Optional[str] = None,
+    ) -> None:
+        super().__init__(message)
+        self.status, self.kind, self.param, self.code = status, kind, param, code
+
+    def response(self) -> HttpResponse:
+        body = {
+            "error": {
+                "message": str(self),
+                "type": self.kind,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+        extra = {"WWW-Authenticate": "Bearer"} if self.status == 401 else {}
+        return HttpResponse.json(self.status, body, **extra)
+
+
+@dataclass(frozen=True)
+class _Form:
+    fields: Dict[str, List[str]]
+    file: bytes
+    filename: str
+
+    def one(self, name: str, default: Optional[str] = None) -> Optional[str]:
+        values = self.fields.get(name)
+        return values[-1] if values else default
+
+
+class OpenAiApi:
+    """The API's routes over the server's recogniser."""
+
+    def __init__(
+        self,
+        recognizer: Any,
+        model_id: str,
+        language: str,
+        token: Optional[str],
+        max_requests: int,
+        max_body: int,
+    ) -> None:
+        self.rec, self.model_id, self.language = recognizer, model_id, language.lower()
+        self.token = token
+        self.max_requests = max_requests
+        self.max_body = max_body
+        self.busy = 0
+        self.created = int(time.time())
+        self.pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="openai")
+
+    # --- admission --------------------------------------------------------------------------
+
+    def check_token(self, headers: Dict[str, str]) -> None:
+        if self.token is None:
+            return
+        given = headers.get("authorization", "")
+        given = given[7:].strip() if given[:7].lower() == "bearer " else ""
+        if not given:
+            raise ApiError(
+                401, "no API key given: send 'Authorization: Bearer TOKEN'", code="invalid_api_key"
+            )
+        if not hmac.compare_digest(given.encode(), self.token.encode()):
+            raise ApiError(401, "incorrect API key provided", code="invalid_api_key")
+
+    def refuse(self, path: str, headers: Dict[str, str], length: int) -> Optional[HttpResponse]:
+        """Before a body is read: a wrong path, a wrong token or too many requests."""
+        if not path.startswith("/v1/"):  # the page and the websockets take GET alone
+            return HttpResponse(405, b"method not allowed\n", "text/plain", {"Allow": "GET, HEAD"})
+        try:
+            if path != "/v1/audio/transcriptions":
+                raise ApiError(
+                    404,
+                    f"no such endpoint: {path} (POST /v1/audio/transcriptions)",
+                    code="unknown_url",
+                )
+            self.check_token(headers)
+            if length > self.max_body:
+                raise ApiError(
+                    413,
+                    f"the upload has {length / 1e6:.1f} MB, over this server's "
+                    f"limit of {self.max_body / 1e6:.1f} MB (--max-upload-mb)",
+                )
+            if self.busy >= self.max_requests:
+                raise ApiError(
+                    429,
+                    f"the server is busy: {self.busy} transcriptions under way, retry later",
+                    kind="rate_limit_error",
+                    code="rate_limit_exceeded",
+                )
+        except ApiError as e:
+            return e.response()
+        return None
+
+    # --- routes -----------------------------------------------------------------------------
+
+    def models(self, path: str, headers: Dict[str, str]) -> Tuple[int, Dict[str, Any]]:
+        """GET /v1/models and /v1/models/{id}: (status, JSON)."""
+        try:
+            self.check_token(headers)
+            entry = {
+                "id": self.model_id,
+                "object": "model",
+                "created": self.created,
+                "owned_by": "wenet-lite",
+            }
+            if path.rstrip("/") == "/v1/models":
+                return 200, {"object": "list", "data": [entry]}
+            wanted = path[len("/v1/models/") :]
+            if wanted != self.model_id:
+                raise ApiError(
+                    404,
+                    f"the model '{wanted}' does not exist; this server serves '{self.model_id}'",
+                    param="model",
+                    code="model_not_found",
+                )
+            return 200, entry
+        except ApiError as e:
+            return e.status, {
+                "error": {"message": str(e), "type": e.kind, "param": e.param, "code": e.code}
+            }
+
+    async def handle(self, request: HttpRequest) -> HttpResponse:
+        """POST /v1/audio/transcriptions."""
+        self.busy += 1
+        try:
+            form = _parse_form(request)
+            options = self._options(form)
+            if options["stream"]:
+                return HttpResponse(200, self._events(form, options), "text/event-stream")
+            loop = asyncio.get_running_loop()
+            transcript = await loop.run_in_executor(self.pool, self._transcribe, form, None)
+            return _render(transcript, options)
+        except ApiError as e:
+            return e.response()
+        finally:
+            self.busy -= 1
+
+    async def _events(self, form: _Form, options: Dict[str, Any]) -> AsyncIterator[bytes]:
+        """Server-sent events: a delta per segment as it becomes final, then the text."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+
+        def on_segment(segment: Any) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, segment.text)
+
+        job = loop.run_in_executor(self.pool, self._transcribe, form, on_segment)
+        job.add_done_callback(lambda _: loop.call_soon_threadsafe(queue.put_nowait, None))
+        first = True
+        while (text := await queue.get()) is not None:
+            delta = text if first else " " + text
+            first = False
+            yield _event({"type": "transcript.text.delta", "delta": delta})
+        try:
+            transcript = job.result()
+        except ApiError as e:
+            yield _event(
+                {
+                    "type": "error",
+                    "error": {"message": str(e), "type": e.kind, "param": e.param, "code": e.code},
+                }
+            )
+            return
+        yield _event({"type": "transcript.text.done", "text": transcript.text})
+
+    def _options(self, form: _Form) -> Dict[str, Any]:
+        model = form.one("model")
+        if not model:
+            raise ApiError(400, "you must provide a model parameter", param="model")
+        if model != self.model_id:
+            raise ApiError(
+                404,
+                f"the model '{model}' does not exist; this server serves '{self.model_id}'",
+                param="model",
+                code="model_not_found",
+            )
+        fmt = form.one("response_format", "json") or "json"
+        if fmt not in RESPONSE_FORMATS:
+            raise ApiError(
+                400,
+                f"response_format '{fmt}' is not one of {', '.join(RESPONSE_FORMATS)}",
+                param="response_format",
+            )
+        language = (form.one("language") or self.language).lower()
+        if language != self.language:
+            raise ApiError(
+                400,
+                f"language '{language}': this model transcribes '{self.language}'",
+                param="language",
+                code="unsupported_language",
+            )
+        grains = form.fields.get("timestamp_granularities[]", []) + form.fields.get(
+            "timestamp_granularities", []
+        )
+        for g in grains:
+            if g not in ("word", "segment"):
+                raise ApiError(
+                    400,
+                    f"timestamp_granularities: '{g}' is not word or segment",
+                    param="timestamp_granularities",
+                )
+        stream = (form.one("stream") or "false").lower() == "true"
+        if stream and fmt not in ("json", "text"):
+            raise ApiError(
+                400,
+                f"stream=true sends text events: response_format '{fmt}' cannot stream",
+                param="stream",
+            )
+        return {
+            "format": fmt,
+            "grains": set(grains) or {"segment"},
+            "stream": stream,
+            "language": _LANGUAGES.get(self.language, self.language),
+        }
+
+    def _transcribe(self, form: _Form, on_segment: Optional[Callable]) -> Transcript:
+        from wenet_lite.transcription import Transcriber
+
+        transcriber = Transcriber(self.rec, progress=False)
+        try:
+            return transcriber.audio_bytes(form.file, form.filename, on_segment)
+        except AudioError as e:
+            status = 415 if e.kind == "unreadable" else 400
+            code = "invalid_audio" if status == 400 else "unsupported_audio"
+            raise ApiError(status, f"{e}", param="file", code=code) from None
+
+
+def _event(value: Dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(value, ensure_ascii=False).encode() + b"\n\n"
+
+
+def _parse_form(request: HttpRequest) -> _Form:
+    kind = request.headers.get("content-type", "")
+    if not kind.lower().startswith("multipart/form-data"):
+        raise ApiError(
+            400,
+            "send multipart/form-data with a 'file' field (as the openai "
+            "clients and `curl -F file=@audio.wav` do)",
+        )
+    head = f"Content-Type: {kind}\r\nMIME-Version: 1.0\r\n\r\n".encode("latin-1")
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + request.body)
+    if not message.is_multipart():
+        raise ApiError(400, "the multipart body could not be read (no boundary?)")
+    fields: Dict[str, List[str]] = {}
+    file, filename = None, "upload"
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        if not name:
+            continue
+        payload = part.get_payload(decode=True) or b""
+        if name == "file":
+            file = payload
+            filename = part.get_filename() or "upload"
+        else:
+            fields.setdefault(name, []).append(payload.decode("utf-8", errors="replace"))
+    if file is None:
+        raise ApiError(400, "you must provide a 'file' field with the audio", param="file")
+    return _Form(fields, file, filename)
+
+
+def _render(transcript: Transcript, options: Dict[str, Any]) -> HttpResponse:
+    fmt = options["format"]
+    if fmt == "json":
+        return HttpResponse.json(200, {"text": transcript.text})
+    if fmt == "text":
+        return HttpResponse(200, transcript.text.encode(), "text/plain; charset=utf-8")
+    if fmt in ("srt", "vtt"):
+        kind = "application/x-subrip" if fmt == "srt" else "text/vtt"
+        return HttpResponse(
+            200, format_transcript(transcript, fmt).encode(), f"{kind}; charset=utf-8"
+        )
+    body: Dict[str, Any] = {
+        "task": "transcribe",
+        "language": options["language"],
+        "duration": round(transcript.duration, 3),
+        "text": transcript.text,
+    }
+    if "segment" in options["grains"]:
+        body["segments"] = [
+            {
+                "id": i,
+                "seek": 0,
+                "start": round(s.start, 3),
+                "end": round(s.end, 3),
+                "text": s.text,
+                "tokens": [],
+                "temperature": 0.0,
+                "avg_logprob": 0.0,
+                "compression_ratio": 0.0,
+                "no_speech_prob": 0.0,
+            }
+            for i, s in enumerate(transcript.segments)
+        ]
+    if "word" in options["grains"]:
+        body["words"] = [
+            {"word": w.text, "start": round(w.start, 3), "end": round(w.end, 3)}
+            for w in transcript.words
+        ]
+    return HttpResponse.json(200, body)
