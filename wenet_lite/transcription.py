@@ -25,7 +25,7 @@ import dataclasses
 import itertools
 import logging
 from pathlib import Path
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 import torch
@@ -143,13 +143,10 @@ class Transcriber:
         blocks = read_audio_blocks(path, _BLOCK_SECONDS if self.streaming else None)
         return self._blocks(blocks, str(path))
 
-    def audio_bytes(
-        self, data: bytes, name: str = "-", on_segment: Optional[Callable[[Segment], None]] = None
-    ) -> Transcript:
-        """Transcribe the bytes of an audio file (any format libsndfile reads); while
-        streaming, ``on_segment`` is called with each segment as it becomes final."""
+    def audio_bytes(self, data: bytes, name: str = "-") -> Transcript:
+        """Transcribe the bytes of an audio file (any format libsndfile reads)."""
         samples, rate = decode_audio_bytes(data, name)
-        return self._blocks(iter([(samples, rate)]), name, on_segment)
+        return self._blocks(iter([(samples, rate)]), name)
 
     def array(self, samples: np.ndarray, sample_rate: int, name: str = "<array>") -> Transcript:
         """Transcribe samples (float, mono, in [-1, 1]) at ``sample_rate`` Hz."""
@@ -173,50 +170,30 @@ class Transcriber:
         pieces = ((x[i : i + step], int(sample_rate)) for i in range(0, max(x.size, 1), step))
         return self._blocks(pieces, name)
 
-    def _blocks(
-        self,
-        blocks: Iterator[Tuple[np.ndarray, int]],
-        name: str,
-        on_segment: Optional[Callable[[Segment], None]] = None,
-    ) -> Transcript:
+    def _blocks(self, blocks: Iterator[Tuple[np.ndarray, int]], name: str) -> Transcript:
         """The transcript of (samples, rate) blocks, all of one rate (checked on the first)."""
         first = next(blocks)
         rate = first[1]
         check_rate(name, rate, self.sample_rate, self.upsample)
         if self.streaming:
-            return self._streamed(itertools.chain([first], blocks), name, on_segment)
+            return self._streamed(itertools.chain([first], blocks), name)
         rest = [b for b, _ in blocks]  # one block (the file, the bytes, the array): no copy
         samples = np.concatenate([first[0], *rest]) if rest else first[0]
         return self._full_context(samples, rate, name, samples.size / rate)
 
-    def _streamed(
-        self,
-        blocks: Iterator[Tuple[np.ndarray, int]],
-        name: str,
-        on_segment: Optional[Callable[[Segment], None]] = None,
-    ) -> Transcript:
+    def _streamed(self, blocks: Iterator[Tuple[np.ndarray, int]], name: str) -> Transcript:
         """Fed and decoded block by block: memory of one block and the stream's caches."""
         rec = self.recognizer
         assert isinstance(rec, StreamingRecognizer)
         stream = rec.create_stream()
-        samples, rate, told = 0, 1, 0
-
-        def tell() -> None:  # the segments that became final since the last call
-            nonlocal told
-            if on_segment is not None:
-                for r in stream.final_results[told:]:
-                    if r.text:
-                        on_segment(Segment(r.start, r.end, r.text, tuple(r.words)))
-            told = len(stream.final_results)
-
+        samples, rate = 0, 1
         for block, rate in blocks:
             stream.accept_waveform(rate, block)
             samples += block.size
             while rec.decode_streams([stream]):
-                tell()
+                pass
         stream.input_finished()
         rec.decode_until_done([stream])
-        tell()
         segments = [Segment(r.start, r.end, r.text, tuple(r.words)) for r in stream.final_results]
         segments = [s for s in segments if s.text]
         return Transcript(name, " ".join(s.text for s in segments), segments, samples / rate)

@@ -38,8 +38,17 @@ def _client(port: int, key: str = "sekrit"):
 
 
 @pytest.fixture(scope="module")
-def audio_files(corpus: Path):
-    return [str(c.recording.sources[0].source) for c in list(load_cuts(corpus / "test-clean"))[:3]]
+def audio_files(corpus: Path, tmp_path_factory):
+    """Three test utterances (FLAC, 16 kHz) and one of them as a 44.1 kHz WAV (resampled in
+    its stream, as `transcribe` resamples it)."""
+    import soundfile as sf
+
+    from wenet_lite.features.audio import load_audio, resample
+
+    files = [str(c.recording.sources[0].source) for c in list(load_cuts(corpus / "test-clean"))[:3]]
+    high = tmp_path_factory.mktemp("rates") / "cd.wav"
+    sf.write(high, resample(load_audio(files[1], 16000), 16000, 44100), 44100, subtype="FLOAT")
+    return [*files, str(high)]
 
 
 def test_every_format_is_what_transcribe_writes(api, tiny, audio_files) -> None:

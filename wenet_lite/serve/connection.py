@@ -73,6 +73,7 @@ class Client:
         self.opened = time.monotonic()
         self.outcome = "open"
         self.close_code, self.close_reason = 1000, ""
+        self.rate: Optional[int] = None  # its audio's rate, when not the model's
 
     @property
     def name(self) -> str:

@@ -97,7 +97,7 @@ class Decoder:
             if piece.size > budget:
                 c.inbox.appendleft(piece[budget:])
                 piece = piece[:budget]
-            c.stream.accept_waveform(self.sample_rate, piece)
+            c.stream.accept_waveform(c.rate or self.sample_rate, piece)
             c.taken += piece.size
             budget -= piece.size
         if finished and not c.inbox:

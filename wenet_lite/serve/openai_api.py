@@ -2,14 +2,16 @@
 ``GET /v1/models``, so that the official ``openai`` clients (and the applications built on
 them) need only a ``base_url``.
 
-A transcription is :class:`~wenet_lite.transcription.Transcriber` over the server's own
-recogniser: the text, times and subtitles of `wenet-lite transcribe` with the server's chunk
-size and search, the same code. Fields: ``file`` (any format the toolkit reads; else 415),
-``model`` (the served id; else 404 ``model_not_found``), ``response_format`` (``json``,
+A request's audio is decoded as one more stream of the server's decode loop, batched with the
+live streams and fed a bounded share a step (so 16 requests are one batch, and a long upload
+cannot stall the live ones); its final segments are what `wenet-lite transcribe` with the
+server's chunk size and search gives (streaming is exact whatever shares a batch).
+
+Fields: ``file`` (any format the toolkit reads; else 415), ``model`` (the served id; else 404
+``model_not_found``), ``response_format`` (``json``,
 ``text``, ``srt``, ``vtt``, ``verbose_json``), ``timestamp_granularities[]`` (``segment``,
 ``word``), ``language`` (must be the model's), ``prompt`` and ``temperature`` (accepted and
-ignored). Requests are decoded one at a time in a thread of their own beside the decode
-thread of the live streams; more than ``max_requests`` waiting get 429. Errors are OpenAI's
+ignored). More than ``max_requests`` under way get 429. Errors are OpenAI's
 ``{"error": {"message", "type", "param", "code"}}``.
 """
 
@@ -26,11 +28,15 @@ import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Tuple
 
-from wenet_lite.features.audio import AudioError
-from wenet_lite.serve.http_front import HttpRequest, HttpResponse
-from wenet_lite.transcript import Transcript, format_transcript
+import numpy as np
 
-__all__ = ["ApiError", "OpenAiApi", "RESPONSE_FORMATS"]
+from wenet_lite.features.audio import AudioError, check_rate, decode_audio_bytes
+from wenet_lite.runtime.streaming import Stream, StreamCursor
+from wenet_lite.serve.http_front import HttpRequest, HttpResponse
+from wenet_lite.serve.protocols import Protocol
+from wenet_lite.transcript import Segment, Transcript, format_transcript
+
+__all__ = ["ApiError", "ApiPeer", "ApiProtocol", "OpenAiApi", "RESPONSE_FORMATS"]
 
 _log = logging.getLogger("wenet_lite.serve")
 RESPONSE_FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
@@ -84,25 +90,48 @@ class _Form:
         return values[-1] if values else default
 
 
+class ApiPeer:
+    """What an API request's stream has in place of a websocket."""
+
+    transport = None
+
+    def __init__(self, peer: str) -> None:
+        self.remote_address = (peer, 0)
+
+
+class ApiProtocol(Protocol):
+    """An API request's stream: each final segment's text as it comes, no partials."""
+
+    name = "openai"
+
+    def events(self, stream: Stream, cursor: StreamCursor) -> Tuple[List[str], bool]:
+        return [r.text for _, r in cursor.new_finals() if r.text], stream.done
+
+
 class OpenAiApi:
-    """The API's routes over the server's recogniser."""
+    """The API's routes; a request's audio is decoded as a stream of the server's decode
+    loop (``submit`` opens it, ``finish`` forgets it)."""
 
     def __init__(
         self,
-        recognizer: Any,
+        submit: Callable[[np.ndarray, int, str], Any],
+        finish: Callable[[Any, str], None],
         model_id: str,
         language: str,
         token: Optional[str],
         max_requests: int,
         max_body: int,
+        model_rate: int,
     ) -> None:
-        self.rec, self.model_id, self.language = recognizer, model_id, language.lower()
+        self.submit, self.finish = submit, finish
+        self.model_id, self.language = model_id, language.lower()
         self.token = token
         self.max_requests = max_requests
         self.max_body = max_body
+        self.model_rate = model_rate
         self.busy = 0
         self.created = int(time.time())
-        self.pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="openai")
+        self.pool = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="openai")
 
     # --- admission --------------------------------------------------------------------------
 
@@ -181,42 +210,53 @@ class OpenAiApi:
         try:
             form = _parse_form(request)
             options = self._options(form)
-            if options["stream"]:
-                return HttpResponse(200, self._events(form, options), "text/event-stream")
             loop = asyncio.get_running_loop()
-            transcript = await loop.run_in_executor(self.pool, self._transcribe, form, None)
+            samples, rate = await loop.run_in_executor(self.pool, self._audio, form)
+            c = self.submit(samples, rate, request.peer)
+            duration = samples.size / rate
+            if options["stream"]:
+                return HttpResponse(200, self._events(c, form.filename, duration),
+                                    "text/event-stream")  # fmt: skip
+            try:
+                async for _ in _messages(c):
+                    pass
+                transcript = _transcript(c, form.filename, duration)
+            finally:
+                self.finish(c, "answered" if c.eof else "its client left")
             return _render(transcript, options)
         except ApiError as e:
             return e.response()
         finally:
             self.busy -= 1
 
-    async def _events(self, form: _Form, options: Dict[str, Any]) -> AsyncIterator[bytes]:
+    async def _events(self, c: Any, name: str, duration: float) -> AsyncIterator[bytes]:
         """Server-sent events: a delta per segment as it becomes final, then the text."""
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue = asyncio.Queue()
-
-        def on_segment(segment: Any) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, segment.text)
-
-        job = loop.run_in_executor(self.pool, self._transcribe, form, on_segment)
-        job.add_done_callback(lambda _: loop.call_soon_threadsafe(queue.put_nowait, None))
         first = True
-        while (text := await queue.get()) is not None:
-            delta = text if first else " " + text
-            first = False
-            yield _event({"type": "transcript.text.delta", "delta": delta})
         try:
-            transcript = job.result()
-        except ApiError as e:
-            yield _event(
-                {
-                    "type": "error",
-                    "error": {"message": str(e), "type": e.kind, "param": e.param, "code": e.code},
-                }
-            )
-            return
-        yield _event({"type": "transcript.text.done", "text": transcript.text})
+            async for text in _messages(c):
+                yield _event({"type": "transcript.text.delta",
+                              "delta": text if first else " " + text})  # fmt: skip
+                first = False
+            try:
+                transcript = _transcript(c, name, duration)
+            except ApiError as e:
+                error = {"message": str(e), "type": e.kind, "param": e.param, "code": e.code}
+                yield _event({"type": "error", "error": error})
+                return
+            yield _event({"type": "transcript.text.done", "text": transcript.text})
+        finally:
+            self.finish(c, "answered" if c.eof else "its client left")
+
+    def _audio(self, form: _Form) -> Tuple[np.ndarray, int]:
+        """The upload's samples and rate (AudioError as 415 or 400)."""
+        try:
+            samples, rate = decode_audio_bytes(form.file, form.filename)
+            check_rate(form.filename, rate, self.model_rate)
+        except AudioError as e:
+            status = 415 if e.kind == "unreadable" else 400
+            code = "invalid_audio" if status == 400 else "unsupported_audio"
+            raise ApiError(status, f"{e}", param="file", code=code) from None
+        return samples, rate
 
     def _options(self, form: _Form) -> Dict[str, Any]:
         model = form.one("model")
@@ -268,16 +308,21 @@ class OpenAiApi:
             "language": _LANGUAGES.get(self.language, self.language),
         }
 
-    def _transcribe(self, form: _Form, on_segment: Optional[Callable]) -> Transcript:
-        from wenet_lite.transcription import Transcriber
 
-        transcriber = Transcriber(self.rec, progress=False)
-        try:
-            return transcriber.audio_bytes(form.file, form.filename, on_segment)
-        except AudioError as e:
-            status = 415 if e.kind == "unreadable" else 400
-            code = "invalid_audio" if status == 400 else "unsupported_audio"
-            raise ApiError(status, f"{e}", param="file", code=code) from None
+async def _messages(c: Any) -> AsyncIterator[str]:
+    """A request stream's messages (final segments' texts) until it ends."""
+    while (message := await c.outbox.get()) is not None:
+        yield message
+
+
+def _transcript(c: Any, name: str, duration: float) -> Transcript:
+    """What `transcribe` gives for the stream's audio: its final segments."""
+    if c.failure is not None or not c.eof:
+        raise ApiError(500, f"the transcription failed ({c.failure or 'stopped'})",
+                       kind="server_error")  # fmt: skip
+    segments = [Segment(r.start, r.end, r.text, tuple(r.words))
+                for r in c.stream.final_results if r.text]  # fmt: skip
+    return Transcript(name, " ".join(s.text for s in segments), segments, duration)
 
 
 def _event(value: Dict[str, Any]) -> bytes:

@@ -46,6 +46,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
+import numpy as np
 import torch
 from websockets.exceptions import ConnectionClosed
 
@@ -54,7 +55,7 @@ from wenet_lite.serve.connection import COUNTERS, Client, Counters
 from wenet_lite.serve.decoder import Decoder
 from wenet_lite.serve.gate import WEBSOCKET_PATHS, Gate, read_token, tls_context
 from wenet_lite.serve.http_front import HttpExchange, front_connection
-from wenet_lite.serve.openai_api import OpenAiApi
+from wenet_lite.serve.openai_api import ApiPeer, ApiProtocol, OpenAiApi
 from wenet_lite.serve.options import ServerOptions
 from wenet_lite.serve.protocols import (
     PROTOCOLS,
@@ -119,9 +120,11 @@ class Server:
                                worker, self._who)  # fmt: skip
         self.api: Optional[OpenAiApi] = None
         if options.openai_api:
-            self.api = OpenAiApi(recognizer, options.model_id or "wenet-lite", options.language,
-                                 self._secrets.token, options.max_connections,
-                                 int(options.max_upload_mb * 1e6) + 64 * 1024)  # fmt: skip
+            self.api = OpenAiApi(
+                self._api_stream, self.api_done, options.model_id or "wenet-lite",
+                options.language, self._secrets.token, options.max_connections,
+                int(options.max_upload_mb * 1e6) + 64 * 1024, self.sample_rate,
+            )  # fmt: skip
         self._stopping = False
         self._wake: Optional[asyncio.Event] = None
         self._stop: Optional[asyncio.Event] = None
@@ -199,6 +202,30 @@ class Server:
         if self.api is None or self._stopping:
             return None
         return HttpExchange(self.api.handle, self.api.refuse, self.api.max_body)
+
+    def _api_stream(self, samples: np.ndarray, rate: int, peer: str) -> Client:
+        """A stream for an OpenAI API request's whole audio: decoded in the decode loop's
+        batches with the live streams, fed a bounded share a step like any fast sender."""
+        self.counters.connections += 1
+        n = self.counters.connections
+        cid = f"{self.worker}.{n}" if self.opts.workers > 1 else str(n)
+        c = Client(cid, ApiProtocol(), ApiPeer(peer), self.rec.create_stream())
+        c.rate = rate
+        if samples.size:
+            c.inbox.append(samples)
+            c.received = samples.size
+        self._clients[c.id] = c
+        self._end_input(c)
+        return c
+
+    def api_done(self, c: Client, outcome: str) -> None:
+        """An API request's stream is over (answered, or its client went)."""
+        c.gone = True
+        c.outcome = outcome
+        self._clients.pop(c.id, None)
+        _log.info("%s: %.2f s, %.2f s of audio, %d segment(s), %s", c.name,
+                  time.monotonic() - c.opened, c.received / (c.rate or self.sample_rate),
+                  c.cursor.taken, outcome)  # fmt: skip
 
     def _http(self, connection: Any, request: Any) -> Any:
         """Plain HTTP (the page, /health, /v1/models) and the admission of websocket clients."""
@@ -383,6 +410,8 @@ class Server:
         self._check_unsent(c)
 
     def _check_unsent(self, c: Client) -> None:
+        if isinstance(c.ws, ApiPeer):  # its request reads every message as it comes
+            return
         transport = c.ws.transport
         buffered = transport.get_write_buffer_size() if transport is not None else 0
         unsent = c.outbox.chars + buffered
