@@ -73,6 +73,7 @@ async def _live(port: int, audio: np.ndarray) -> float:
     from websockets.asyncio.client import connect
 
     async with connect(f"ws://127.0.0.1:{port}/", max_size=None) as ws:
+
         async def receive() -> float:
             async for m in ws:
                 if m != "Done!" and json.loads(m).get("is_eof"):
@@ -136,12 +137,16 @@ def main() -> None:
         proc.wait(timeout=60)
     same = sum(a == b for a, b in zip(texts, alone))
     print(f"{same} of {len(alone)} texts equal alone and together")
-    print(f"\n{cpu_model()}; {args.requests} requests of {args.seconds:g} s; serve "
-          f"{args.serve_flags}; {args.live} live real-time stream(s) beside the concurrent round")
+    print(
+        f"\n{cpu_model()}; {args.requests} requests of {args.seconds:g} s; serve "
+        f"{args.serve_flags}; {args.live} live real-time stream(s) beside the concurrent round"
+    )
     print("\n| round | wall s | vs sequential | live final latency max s |\n|---|---:|---:|---:|")
     print(f"| one after another | {sequential:.2f} | 1.00x | - |")
-    print(f"| all at once | {concurrent:.2f} | {concurrent / sequential:.2f}x | "
-          f"{max(latencies) if latencies else float('nan'):.2f} |")
+    print(
+        f"| all at once | {concurrent:.2f} | {concurrent / sequential:.2f}x | "
+        f"{max(latencies) if latencies else float('nan'):.2f} |"
+    )
 
 
 if __name__ == "__main__":
