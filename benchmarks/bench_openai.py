@@ -91,6 +91,38 @@ async def _live(port: int, audio: np.ndarray) -> float:
         return await task - sent
 
 
+def _rss_mb(pid: int, field: str = "VmRSS") -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(field + r":\s+(\d+)", status).group(1)) / 1024
+
+
+def _long_upload(client, model_id: str, pid: int, paths: List[Path], minutes: float,
+                 tmp: str) -> tuple:  # fmt: skip
+    """(peak RSS growth in MB while the server transcribes one long upload, its size in MB)."""
+    one = np.concatenate([sf.read(x, dtype="float32")[0] for x in paths])
+    reps = int(np.ceil(minutes * 60 * 16000 / one.size))
+    path = Path(tmp) / "long.flac"
+    with sf.SoundFile(path, "w", 16000, 1, subtype="PCM_16") as f:
+        for _ in range(reps):
+            f.write(one)
+    base, done = _rss_mb(pid), threading.Event()
+    peak = [_rss_mb(pid, "VmHWM")]  # the high-water mark so far (from start and the rounds)
+
+    def watch() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], _rss_mb(pid))
+            time.sleep(0.1)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    with open(path, "rb") as f:
+        client.audio.transcriptions.create(model=model_id, file=f)
+    done.set()
+    watcher.join()
+    peak[0] = max(peak[0], _rss_mb(pid, "VmHWM"))  # the kernel's high-water mark
+    return peak[0] - base, path.stat().st_size / 1e6
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True)
@@ -99,6 +131,10 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--live", type=int, default=2, help="real-time websocket streams beside")
     p.add_argument("--serve-flags", default="--chunk-size 16 --left-chunks 4")
+    p.add_argument(
+        "--long-minutes", type=float, default=0.0,
+        help="also send one upload this long and report the server's peak RSS growth",
+    )  # fmt: skip
     args = p.parse_args()
     import openai
 
@@ -132,6 +168,9 @@ def main() -> None:
                 return took, texts, await asyncio.gather(*lives)
 
             concurrent, texts, latencies = asyncio.run(together())
+            growth = None
+            if args.long_minutes > 0:
+                growth = _long_upload(client, model_id, proc.pid, paths, args.long_minutes, tmp)
     finally:
         proc.terminate()
         proc.wait(timeout=60)
@@ -147,6 +186,9 @@ def main() -> None:
         f"| all at once | {concurrent:.2f} | {concurrent / sequential:.2f}x | "
         f"{max(latencies) if latencies else float('nan'):.2f} |"
     )
+    if growth is not None:
+        print(f"\nA {args.long_minutes:g}-minute upload ({growth[1]:.0f} MB FLAC): the server's "
+              f"RSS grew by {growth[0]:.0f} MB at its peak")  # fmt: skip
 
 
 if __name__ == "__main__":

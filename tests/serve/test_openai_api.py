@@ -213,3 +213,32 @@ def test_streamed_events_and_requests_beside_a_live_stream(api, tiny, corpus, tm
     assert [e.type for e in deltas] == ["transcript.text.delta"] * 2
     assert done.type == "transcript.text.done" and done.text == mine.text
     assert "".join(e.delta for e in deltas) == mine.text
+
+
+def test_a_prompt_becomes_hotwords_with_the_prefix_beam(tiny, corpus, audio_files, tmp_path):
+    """The prompt's phrases are this request's hotwords (`transcribe --hotwords` with them);
+    without a prompt the request is `transcribe` without them, and the two differ."""
+    from wenet_lite.data.manifest import cut_text
+
+    words = sorted({w for c in load_cuts(corpus / "test-clean") for w in cut_text(c).split()})
+    phrases = [w.lower() for w in words[::2]]
+    (tmp_path / "hot.txt").write_text("\n".join(phrases) + "\n")
+    beam = dict(chunk_size=4, left_chunks=-1, mode="prefix_beam", beam=4, hotwords_score=3)
+    files = audio_files[:3]
+    hot = [t.text for t in transcribe(tiny.path, files, hotwords=str(tmp_path / "hot.txt"), **beam)]
+    cold = [t.text for t in transcribe(tiny.path, files, **beam)]
+    assert hot != cold, "the phrases should change a transcript"
+    s = start_server(tiny.path, *FLAGS, "--mode", "prefix_beam", "--beam", "4",
+                     "--hotwords-score", "3")  # fmt: skip
+    try:
+        client = _client(s.port)
+        model_id = Path(tiny.path).stem
+
+        def ask(path: str, **extra) -> str:
+            with open(path, "rb") as f:
+                return client.audio.transcriptions.create(model=model_id, file=f, **extra).text
+
+        assert [ask(p, prompt=", ".join(phrases)) for p in files] == hot
+        assert [ask(p) for p in files] == cold
+    finally:
+        assert s.stop() == 0, s.log()

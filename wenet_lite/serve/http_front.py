@@ -44,7 +44,7 @@ class HttpRequest:
     query: Dict[str, list]
     headers: Dict[str, str]
     """lower-case names"""
-    body: bytes
+    body: bytearray
     peer: str
 
 
@@ -93,8 +93,8 @@ class HttpExchange(asyncio.Protocol):
             if self.head is None:
                 return
         if len(self.buffer) >= self.head["length"]:
-            body = bytes(self.buffer[: self.head["length"]])
-            self.buffer.clear()
+            body, self.buffer = self.buffer, bytearray()  # no copy of a large upload
+            del body[self.head["length"] :]
             self.transport.pause_reading()
             self.task = asyncio.ensure_future(self._answer(body))
 
@@ -136,7 +136,7 @@ class HttpExchange(asyncio.Protocol):
             "length": length,
         }
 
-    async def _answer(self, body: bytes) -> None:
+    async def _answer(self, body: bytearray) -> None:
         assert self.head is not None
         peer = self.transport.get_extra_info("peername")
         request = HttpRequest(
@@ -147,6 +147,7 @@ class HttpExchange(asyncio.Protocol):
             body,
             str(peer[0]) if peer else "?",
         )
+        del body  # the request holds it; the handler may drop it
         try:
             response = await self.handler(request)
         except Exception:  # a bug: the client gets a 500, the server goes on

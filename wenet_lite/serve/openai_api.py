@@ -10,8 +10,9 @@ server's chunk size and search gives (streaming is exact whatever shares a batch
 Fields: ``file`` (any format the toolkit reads; else 415), ``model`` (the served id; else 404
 ``model_not_found``), ``response_format`` (``json``,
 ``text``, ``srt``, ``vtt``, ``verbose_json``), ``timestamp_granularities[]`` (``segment``,
-``word``), ``language`` (must be the model's), ``prompt`` and ``temperature`` (accepted and
-ignored). More than ``max_requests`` under way get 429. Errors are OpenAI's
+``word``), ``language`` (must be the model's), ``prompt`` (its phrases, split at commas,
+become hotwords of this request when the server searches with the prefix beam; else ignored),
+``temperature`` (ignored). More than ``max_requests`` under way get 429. Errors are OpenAI's
 ``{"error": {"message", "type", "param", "code"}}``.
 """
 
@@ -19,18 +20,20 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import email.parser
-import email.policy
+import contextlib
 import hmac
 import json
 import logging
+import os
+import re
+import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Tuple
+from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
-from wenet_lite.features.audio import AudioError, check_rate, decode_audio_bytes
+from wenet_lite.features.audio import AudioError, check_rate, read_audio_blocks
 from wenet_lite.runtime.streaming import Stream, StreamCursor
 from wenet_lite.serve.http_front import HttpRequest, HttpResponse
 from wenet_lite.serve.protocols import Protocol
@@ -40,6 +43,8 @@ __all__ = ["ApiError", "ApiPeer", "ApiProtocol", "OpenAiApi", "RESPONSE_FORMATS"
 
 _log = logging.getLogger("wenet_lite.serve")
 RESPONSE_FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
+_BLOCK_S = 10.0
+"""seconds of an upload read at a time (as `transcribe` reads a file it streams)"""
 _LANGUAGES = {
     "en": "english",
     "zh": "chinese",
@@ -82,12 +87,35 @@ class ApiError(Exception):
 @dataclass(frozen=True)
 class _Form:
     fields: Dict[str, List[str]]
-    file: bytes
+    file: memoryview
     filename: str
 
     def one(self, name: str, default: Optional[str] = None) -> Optional[str]:
         values = self.fields.get(name)
         return values[-1] if values else default
+
+
+class _Job:
+    """One request's audio: its spooled file, the block reader over it, what was read."""
+
+    def __init__(self, path: str, name: str) -> None:
+        self.path, self.name = path, name
+        self.blocks: Optional[Iterator[Tuple[np.ndarray, int]]] = None
+        self.first: Optional[Tuple[np.ndarray, int]] = None
+        self.rate = 0
+        self.samples = 0
+        self.graph: Any = None
+        self.error: Optional[ApiError] = None
+
+    def next_block(self) -> Optional[Tuple[np.ndarray, int]]:
+        assert self.blocks is not None
+        return next(self.blocks, None)
+
+    def close(self) -> None:
+        if self.blocks is not None and hasattr(self.blocks, "close"):
+            self.blocks.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
 
 
 class ApiPeer:
@@ -109,26 +137,25 @@ class ApiProtocol(Protocol):
 
 
 class OpenAiApi:
-    """The API's routes; a request's audio is decoded as a stream of the server's decode
-    loop (``submit`` opens it, ``finish`` forgets it)."""
+    """The API's routes; a request's audio is decoded as a stream of ``server``'s decode loop
+    (its ``api_open``, ``api_feed``, ``api_end``, ``api_abort`` and ``api_done``)."""
 
     def __init__(
         self,
-        submit: Callable[[np.ndarray, int, str], Any],
-        finish: Callable[[Any, str], None],
+        server: Any,
+        recognizer: Any,
         model_id: str,
         language: str,
         token: Optional[str],
         max_requests: int,
         max_body: int,
-        model_rate: int,
     ) -> None:
-        self.submit, self.finish = submit, finish
+        self.server, self.rec = server, recognizer
         self.model_id, self.language = model_id, language.lower()
         self.token = token
         self.max_requests = max_requests
         self.max_body = max_body
-        self.model_rate = model_rate
+        self.model_rate = recognizer.cfg.features.sample_rate
         self.busy = 0
         self.created = int(time.time())
         self.pool = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="openai")
@@ -211,25 +238,27 @@ class OpenAiApi:
             form = _parse_form(request)
             options = self._options(form)
             loop = asyncio.get_running_loop()
-            samples, rate = await loop.run_in_executor(self.pool, self._audio, form)
-            c = self.submit(samples, rate, request.peer)
-            duration = samples.size / rate
+            job = await loop.run_in_executor(self.pool, self._prepare, form, options["prompt"])
+            del request.body, form  # the upload is in the spooled file now
+            c = self.server.api_open(job.rate, request.peer, job.graph)
+            feeder = asyncio.ensure_future(self._feed(c, job))
             if options["stream"]:
-                return HttpResponse(200, self._events(c, form.filename, duration),
-                                    "text/event-stream")  # fmt: skip
+                return HttpResponse(200, self._events(c, job, feeder), "text/event-stream")
             try:
                 async for _ in _messages(c):
                     pass
-                transcript = _transcript(c, form.filename, duration)
+                await feeder
+                transcript = _transcript(c, job)
             finally:
-                self.finish(c, "answered" if c.eof else "its client left")
+                feeder.cancel()
+                self.server.api_done(c, "answered" if c.eof else "its client left")
             return _render(transcript, options)
         except ApiError as e:
             return e.response()
         finally:
             self.busy -= 1
 
-    async def _events(self, c: Any, name: str, duration: float) -> AsyncIterator[bytes]:
+    async def _events(self, c: Any, job: _Job, feeder: asyncio.Future) -> AsyncIterator[bytes]:
         """Server-sent events: a delta per segment as it becomes final, then the text."""
         first = True
         try:
@@ -238,25 +267,71 @@ class OpenAiApi:
                               "delta": text if first else " " + text})  # fmt: skip
                 first = False
             try:
-                transcript = _transcript(c, name, duration)
+                await feeder
+                transcript = _transcript(c, job)
             except ApiError as e:
                 error = {"message": str(e), "type": e.kind, "param": e.param, "code": e.code}
                 yield _event({"type": "error", "error": error})
                 return
             yield _event({"type": "transcript.text.done", "text": transcript.text})
         finally:
-            self.finish(c, "answered" if c.eof else "its client left")
+            feeder.cancel()
+            self.server.api_done(c, "answered" if c.eof else "its client left")
 
-    def _audio(self, form: _Form) -> Tuple[np.ndarray, int]:
-        """The upload's samples and rate (AudioError as 415 or 400)."""
+    def _prepare(self, form: _Form, prompt: str) -> _Job:
+        """The upload spooled to a temporary file and its first block read (the reader of
+        `transcribe FILE`), and the prompt's hotword graph."""
+        spool = tempfile.NamedTemporaryFile(prefix="wenet-lite-upload-", delete=False)
+        with spool:
+            spool.write(form.file)
+        job = _Job(spool.name, form.filename)
         try:
-            samples, rate = decode_audio_bytes(form.file, form.filename)
-            check_rate(form.filename, rate, self.model_rate)
+            job.blocks = read_audio_blocks(spool.name, _BLOCK_S)
+            job.first = job.next_block()
+            if job.first is None:
+                raise AudioError(spool.name, "empty", "audio file contains no samples")
+            job.rate = job.first[1]
+            check_rate(form.filename, job.rate, self.model_rate)
+            job.graph = self._graph(prompt)
         except AudioError as e:
-            status = 415 if e.kind == "unreadable" else 400
-            code = "invalid_audio" if status == 400 else "unsupported_audio"
-            raise ApiError(status, f"{e}", param="file", code=code) from None
-        return samples, rate
+            job.close()
+            raise _audio_error(e, job) from None
+        except BaseException:
+            job.close()
+            raise
+        return job
+
+    def _graph(self, prompt: str) -> Any:
+        """The prompt's phrases (split at commas and line ends) as this request's hotwords,
+        when the server searches with the prefix beam; else None (the prompt is ignored)."""
+        phrases = [" ".join(p.replace(":", " ").split()) for p in re.split(r"[,;\n]", prompt)]
+        phrases = [p for p in phrases if p]
+        if not phrases or not self.rec.options.beam:
+            return None
+        try:
+            return self.rec.hotwords_graph(phrases, "prompt")
+        except ValueError as e:
+            raise ApiError(400, str(e), param="prompt") from None
+
+    async def _feed(self, c: Any, job: _Job) -> None:
+        """The spooled audio into the request's stream, a block at a time, waiting while the
+        decoder has enough of it queued (memory stays bounded for an hour-long upload)."""
+        loop = asyncio.get_running_loop()
+        try:
+            block = job.first
+            while block is not None:
+                job.samples += block[0].size
+                await self.server.api_feed(c, block[0])
+                try:
+                    block = await loop.run_in_executor(self.pool, job.next_block)
+                except AudioError as e:
+                    job.error = _audio_error(e, job)
+                    c.failure = str(job.error)
+                    self.server.api_abort(c)
+                    return
+            self.server.api_end(c)
+        finally:
+            job.close()
 
     def _options(self, form: _Form) -> Dict[str, Any]:
         model = form.one("model")
@@ -306,6 +381,7 @@ class OpenAiApi:
             "grains": set(grains) or {"segment"},
             "stream": stream,
             "language": _LANGUAGES.get(self.language, self.language),
+            "prompt": form.one("prompt") or "",
         }
 
 
@@ -315,14 +391,25 @@ async def _messages(c: Any) -> AsyncIterator[str]:
         yield message
 
 
-def _transcript(c: Any, name: str, duration: float) -> Transcript:
+def _transcript(c: Any, job: _Job) -> Transcript:
     """What `transcribe` gives for the stream's audio: its final segments."""
+    if job.error is not None:
+        raise job.error
     if c.failure is not None or not c.eof:
         raise ApiError(500, f"the transcription failed ({c.failure or 'stopped'})",
                        kind="server_error")  # fmt: skip
     segments = [Segment(r.start, r.end, r.text, tuple(r.words))
                 for r in c.stream.final_results if r.text]  # fmt: skip
-    return Transcript(name, " ".join(s.text for s in segments), segments, duration)
+    text = " ".join(s.text for s in segments)
+    return Transcript(job.name, text, segments, job.samples / max(job.rate, 1))
+
+
+def _audio_error(e: AudioError, job: _Job) -> ApiError:
+    """An unreadable upload as 415, another audio problem as 400, named as uploaded."""
+    status = 415 if e.kind == "unreadable" else 400
+    code = "invalid_audio" if status == 400 else "unsupported_audio"
+    message = str(e).replace(job.path, job.name)
+    return ApiError(status, message, param="file", code=code)
 
 
 def _event(value: Dict[str, Any]) -> bytes:
@@ -330,29 +417,36 @@ def _event(value: Dict[str, Any]) -> bytes:
 
 
 def _parse_form(request: HttpRequest) -> _Form:
+    """The fields of a multipart/form-data body; the file stays a view into the body (an
+    hour of FLAC is not copied: ``email``'s parser took 10 times the upload's size)."""
     kind = request.headers.get("content-type", "")
-    if not kind.lower().startswith("multipart/form-data"):
-        raise ApiError(
-            400,
-            "send multipart/form-data with a 'file' field (as the openai "
-            "clients and `curl -F file=@audio.wav` do)",
-        )
-    head = f"Content-Type: {kind}\r\nMIME-Version: 1.0\r\n\r\n".encode("latin-1")
-    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + request.body)
-    if not message.is_multipart():
-        raise ApiError(400, "the multipart body could not be read (no boundary?)")
+    found = re.search(r'boundary="?([^";]+)"?', kind)
+    if not kind.lower().startswith("multipart/form-data") or found is None:
+        raise ApiError(400, "send multipart/form-data with a 'file' field (as the openai "
+                       "clients and `curl -F file=@audio.wav` do)")  # fmt: skip
+    body, delimiter = request.body, b"--" + found.group(1).strip().encode("latin-1")
     fields: Dict[str, List[str]] = {}
     file, filename = None, "upload"
-    for part in message.iter_parts():
-        name = part.get_param("name", header="content-disposition")
-        if not name:
-            continue
-        payload = part.get_payload(decode=True) or b""
-        if name == "file":
-            file = payload
-            filename = part.get_filename() or "upload"
-        else:
-            fields.setdefault(name, []).append(payload.decode("utf-8", errors="replace"))
+    at = body.find(delimiter)
+    while at >= 0:
+        start = at + len(delimiter)
+        if body[start : start + 2] == b"--":
+            break  # the closing delimiter
+        head_end = body.find(b"\r\n\r\n", start)
+        end = body.find(b"\r\n" + delimiter, head_end + 4) if head_end >= 0 else -1
+        if end < 0:
+            raise ApiError(400, "the multipart body is cut off (no closing boundary)")
+        head = bytes(body[start:head_end]).decode("utf-8", errors="replace")
+        name = re.search(r'[; ]name="([^"]*)"', head)
+        given = re.search(r'filename="([^"]*)"', head)
+        content = memoryview(body)[head_end + 4 : end]
+        if name is not None and name.group(1) == "file":
+            file, filename = content, (given.group(1) if given else "") or "upload"
+        elif name is not None:
+            fields.setdefault(name.group(1), []).append(
+                bytes(content).decode("utf-8", errors="replace")
+            )
+        at = end + 2
     if file is None:
         raise ApiError(400, "you must provide a 'file' field with the audio", param="file")
     return _Form(fields, file, filename)

@@ -121,9 +121,9 @@ class Server:
         self.api: Optional[OpenAiApi] = None
         if options.openai_api:
             self.api = OpenAiApi(
-                self._api_stream, self.api_done, options.model_id or "wenet-lite",
-                options.language, self._secrets.token, options.max_connections,
-                int(options.max_upload_mb * 1e6) + 64 * 1024, self.sample_rate,
+                self, recognizer, options.model_id or "wenet-lite", options.language,
+                self._secrets.token, options.max_connections,
+                int(options.max_upload_mb * 1e6) + 64 * 1024,
             )  # fmt: skip
         self._stopping = False
         self._wake: Optional[asyncio.Event] = None
@@ -203,20 +203,38 @@ class Server:
             return None
         return HttpExchange(self.api.handle, self.api.refuse, self.api.max_body)
 
-    def _api_stream(self, samples: np.ndarray, rate: int, peer: str) -> Client:
-        """A stream for an OpenAI API request's whole audio: decoded in the decode loop's
-        batches with the live streams, fed a bounded share a step like any fast sender."""
+    def api_open(self, rate: int, peer: str, graph: Any = None) -> Client:
+        """A stream for an OpenAI API request's audio (fed by :meth:`api_feed`): decoded in
+        the decode loop's batches with the live streams, a bounded share a step like any fast
+        sender's."""
         self.counters.connections += 1
         n = self.counters.connections
         cid = f"{self.worker}.{n}" if self.opts.workers > 1 else str(n)
-        c = Client(cid, ApiProtocol(), ApiPeer(peer), self.rec.create_stream())
+        stream = self.rec.create_stream(graph) if graph is not None else self.rec.create_stream()
+        c = Client(cid, ApiProtocol(), ApiPeer(peer), stream)
         c.rate = rate
-        if samples.size:
-            c.inbox.append(samples)
-            c.received = samples.size
         self._clients[c.id] = c
-        self._end_input(c)
         return c
+
+    async def api_feed(self, c: Client, samples: np.ndarray) -> None:
+        """Queue a request's samples, first waiting while its stream has enough queued."""
+        while c.queued >= self._queue_limit and not c.gone:
+            c.room.clear()
+            await c.room.wait()
+        if samples.size and not c.gone:
+            c.inbox.append(samples)
+            c.received += samples.size
+            assert self._wake is not None
+            self._wake.set()
+
+    def api_end(self, c: Client) -> None:
+        """A request's audio is all queued."""
+        self._end_input(c)
+
+    def api_abort(self, c: Client) -> None:
+        """A request's audio cannot be read to its end: its stream is dropped."""
+        c.gone = True
+        c.outbox.put(None)
 
     def api_done(self, c: Client, outcome: str) -> None:
         """An API request's stream is over (answered, or its client went)."""
