@@ -71,15 +71,12 @@ class ApiError(Exception):
         super().__init__(message)
         self.status, self.kind, self.param, self.code = status, kind, param, code
 
+    def error(self) -> Dict[str, Any]:
+        """OpenAI's error object: message, type, param, code."""
+        return {"message": str(self), "type": self.kind, "param": self.param, "code": self.code}
+
     def response(self) -> HttpResponse:
-        body = {
-            "error": {
-                "message": str(self),
-                "type": self.kind,
-                "param": self.param,
-                "code": self.code,
-            }
-        }
+        body = {"error": self.error()}
         extra = {"WWW-Authenticate": "Bearer"} if self.status == 401 else {}
         return HttpResponse.json(self.status, body, **extra)
 
@@ -219,17 +216,10 @@ class OpenAiApi:
                 return 200, {"object": "list", "data": [entry]}
             wanted = path[len("/v1/models/") :]
             if wanted != self.model_id:
-                raise ApiError(
-                    404,
-                    f"the model '{wanted}' does not exist; this server serves '{self.model_id}'",
-                    param="model",
-                    code="model_not_found",
-                )
+                raise self._no_model(wanted)
             return 200, entry
         except ApiError as e:
-            return e.status, {
-                "error": {"message": str(e), "type": e.kind, "param": e.param, "code": e.code}
-            }
+            return e.status, {"error": e.error()}
 
     async def handle(self, request: HttpRequest) -> HttpResponse:
         """POST /v1/audio/transcriptions."""
@@ -270,8 +260,7 @@ class OpenAiApi:
                 await feeder
                 transcript = _transcript(c, job)
             except ApiError as e:
-                error = {"message": str(e), "type": e.kind, "param": e.param, "code": e.code}
-                yield _event({"type": "error", "error": error})
+                yield _event({"type": "error", "error": e.error()})
                 return
             yield _event({"type": "transcript.text.done", "text": transcript.text})
         finally:
@@ -333,17 +322,16 @@ class OpenAiApi:
         finally:
             job.close()
 
+    def _no_model(self, name: str) -> ApiError:
+        return ApiError(404, f"the model '{name}' does not exist; this server serves "
+                        f"'{self.model_id}'", param="model", code="model_not_found")  # fmt: skip
+
     def _options(self, form: _Form) -> Dict[str, Any]:
         model = form.one("model")
         if not model:
             raise ApiError(400, "you must provide a model parameter", param="model")
         if model != self.model_id:
-            raise ApiError(
-                404,
-                f"the model '{model}' does not exist; this server serves '{self.model_id}'",
-                param="model",
-                code="model_not_found",
-            )
+            raise self._no_model(model)
         fmt = form.one("response_format", "json") or "json"
         if fmt not in RESPONSE_FORMATS:
             raise ApiError(

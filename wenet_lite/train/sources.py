@@ -41,7 +41,14 @@ from wenet_lite.data.shards import (
 from wenet_lite.data.tokenizer import Tokenizer
 from wenet_lite.train.dist import DistInfo
 
-__all__ = ["TrainData", "load_parts", "load_train_data", "read_cmvn_bytes", "shard_loader"]
+__all__ = [
+    "TrainData",
+    "load_parts",
+    "load_train_data",
+    "make_loader",
+    "read_cmvn_bytes",
+    "shard_loader",
+]
 
 _log = logging.getLogger("wenet_lite.train")
 _WENET_REASONS = {"missing audio": "missing_audio", "unreadable audio": "unreadable_audio",
@@ -222,16 +229,8 @@ def shard_loader(
         _log.warning("fbank stored in the shards was made with other features: not used")
     dataset = ASRDataset(cfg.features, cfg.data, tokenizer, layers, cfg.train.seed, True,
                          stored, on_device)  # fmt: skip
-    loader = torch.utils.data.DataLoader(
-        ShardDataset(sampler, dataset, cfg.data.skip_bad_shards),
-        sampler=sampler,
-        batch_size=None,
-        collate_fn=_identity,
-        num_workers=cfg.data.num_workers,
-        persistent_workers=cfg.data.num_workers > 0,
-        pin_memory=info.device.type == "cuda",
-        generator=torch.Generator().manual_seed(cfg.train.seed),
-    )
+    shard_data = ShardDataset(sampler, dataset, cfg.data.skip_bad_shards)
+    loader = make_loader(shard_data, sampler, cfg, info)
     return {"sampler": sampler, "train_loader": _NamedErrors(loader), "train_filtered": filtered}
 
 
@@ -253,5 +252,23 @@ class _NamedErrors:
             raise
 
 
+def make_loader(
+    dataset: torch.utils.data.Dataset, sampler: Any, cfg: ExperimentConfig, info: DistInfo
+) -> torch.utils.data.DataLoader:
+    """The DataLoader of a dataset that returns whole batches for ``sampler``'s requests."""
+    return torch.utils.data.DataLoader(
+        dataset,
+        sampler=sampler,
+        batch_size=None,
+        collate_fn=_identity,
+        num_workers=cfg.data.num_workers,
+        persistent_workers=cfg.data.num_workers > 0,  # forked once: see trainer._start_workers
+        pin_memory=info.device.type == "cuda",
+        # Its own generator: creating an iterator must not draw from the global RNG, whose
+        # state (dropout) a resumed run restores exactly.
+        generator=torch.Generator().manual_seed(cfg.train.seed),
+    )
+
+
 def _identity(item: Any) -> Any:
-    return item
+    return item  # the dataset already returns whole padded batches

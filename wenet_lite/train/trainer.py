@@ -70,6 +70,7 @@ from wenet_lite.train.sources import (
     TrainData,
     load_parts,
     load_train_data,
+    make_loader,
     read_cmvn_bytes,
     shard_loader,
 )
@@ -502,10 +503,6 @@ def _sampler(
     )
 
 
-def _identity(item: Any) -> Any:
-    return item  # the dataset already returns whole padded batches
-
-
 def _loader(
     cfg: ExperimentConfig,
     tokenizer: Tokenizer,
@@ -519,18 +516,7 @@ def _loader(
     dataset = ASRDataset(
         cfg.features, cfg.data, tokenizer, layers, cfg.train.seed, train, stored_fbank, on_device
     )
-    return torch.utils.data.DataLoader(
-        dataset,
-        sampler=sampler,
-        batch_size=None,
-        collate_fn=_identity,
-        num_workers=cfg.data.num_workers,
-        persistent_workers=cfg.data.num_workers > 0,  # forked once: see _start_workers
-        pin_memory=info.device.type == "cuda",
-        # Its own generator: creating an iterator must not draw from the global RNG, whose
-        # state (dropout) a resumed run restores exactly.
-        generator=torch.Generator().manual_seed(cfg.train.seed),
-    )
+    return make_loader(dataset, sampler, cfg, info)
 
 
 def fbank_on_device(cfg: ExperimentConfig, device: torch.device) -> bool:
