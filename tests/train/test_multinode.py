@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -29,6 +28,7 @@ SETTINGS = ["train.max_epochs=100", "train.checkpoint_interval=2",
             "train.log_interval=1"]  # fmt: skip
 
 pytestmark = pytest.mark.slow
+NEW_STORE = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 
 
 def _free_port() -> int:
@@ -53,12 +53,15 @@ class Hung(AssertionError):
 
 
 def _two_nodes(data: Path, exp: Path, out: Path, tokenizer: Path, extra: List[str],
-               during=None, pause: float = 0.0, limit: float = 180):  # fmt: skip
+               during=None, pause: float = 0.0, limit: float = 180,
+               store=NEW_STORE):  # fmt: skip
     """Both nodes' torchrun launches, waited for (each must succeed); the results of the
     ranks and the launches' output. ``during(procs)`` runs while they train."""
     port = _free_port()
+    # Without TORCH_DISABLE_SHARE_RDZV_TCP_STORE restarted workers can read the keys of the
+    # ones before them in the agent's store and hang in init_process_group (the docs say so).
     env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1",
-           "NODE_STEP_PAUSE": str(pause)}  # fmt: skip
+           "NODE_STEP_PAUSE": str(pause), **store}  # fmt: skip
     procs = []
     for node in (0, 1):
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
@@ -111,7 +114,9 @@ def test_two_nodes_train_in_lockstep_and_a_restart_resumes_exactly(synthetic_cor
     tok = synthetic_corpus.tokenizer
     whole = tmp_path / "whole"
     (tmp_path / "out1").mkdir()
-    ranks, _ = _two_nodes(data, whole, tmp_path / "out1", tok, ["train.max_steps=8"])
+    ranks, output = _two_nodes(data, whole, tmp_path / "out1", tok, ["train.max_steps=8"],
+                               store={})  # torchrun's shared store: rank 0 warns  # fmt: skip
+    assert "Start torchrun with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1" in output
     assert ranks[0]["digest"] == ranks[1]["digest"] and ranks[0]["step"] == 8
     assert len(ranks[0]["steps"]) == 8 and ranks[0]["steps"] == ranks[1]["steps"]  # every step
     assert len(set(ranks[0]["steps"])) == 8  # the weights change each step
@@ -143,12 +148,6 @@ def _children(pid: int) -> List[int]:
     return found
 
 
-@pytest.mark.skipif(
-    not os.environ.get("WENET_LITE_NODE_KILL_TEST"),
-    reason="set WENET_LITE_NODE_KILL_TEST=1: passes alone, but beside other tests (pytest -n 2) "
-    "node 0's rank can stay blocked in a gloo all-reduce after node 1's is killed, and the job "
-    "waits past the test's limit",
-)
 def test_a_node_killed_mid_run_restarts_the_job_from_its_checkpoint(
     synthetic_corpus, data, tmp_path
 ) -> None:
@@ -174,24 +173,12 @@ def test_a_node_killed_mid_run_restarts_the_job_from_its_checkpoint(
             os.kill(pid, signal.SIGKILL)
         killed.extend(workers)
 
-    for attempt in range(2):
-        # torchrun's agents can miss each other's rendezvous round when one restarts for a
-        # failure while the other restarts for the new membership (on a loaded machine): the
-        # job then waits for the join timeout. Such a hang is tried once more; anything else
-        # fails at once.
-        out = tmp_path / f"out{attempt + 2}"
-        out.mkdir()
-        killed.clear()
-        try:
-            ranks, output = _two_nodes(data, exp, out, tok, ["train.max_steps=16"],
-                                       during=kill_node_1, pause=0.3, limit=90)  # fmt: skip
-            break
-        except Hung:
-            if attempt:
-                raise
-            shutil.rmtree(exp, ignore_errors=True)
+    (tmp_path / "out2").mkdir()
+    ranks, output = _two_nodes(data, exp, tmp_path / "out2", tok, ["train.max_steps=16"],
+                               during=kill_node_1, pause=0.3, limit=90)  # fmt: skip
     assert killed
     assert "resuming from the newest checkpoint" in output
+    assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in output  # a store of its own each start
     # The lost node's agent counts a restart; the other restarts its worker for the new
     # membership, which torchrun does not count. Both resume by themselves.
     assert max(r["restart"] for r in ranks) >= 1 and ranks[0]["step"] == ranks[1]["step"] == 16

@@ -136,6 +136,8 @@ def train(opts: TrainOptions) -> TrainResult:
     parts: Optional[TrainParts] = None
     deterministic = torch.are_deterministic_algorithms_enabled()
     try:
+        if info.is_main:
+            _check_restart_store()
         cfg, resumed = _config_and_checkpoint(opts, info)
         if cfg.train.deterministic:
             _use_deterministic_algorithms()
@@ -187,6 +189,19 @@ def _elastic() -> bool:
     """Under torchrun with ``--max-restarts`` > 0: workers may be restarted, and a restarted
     worker can only go on from the newest checkpoint, so every start resumes by itself."""
     return int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0") or 0) > 0 or elastic_restart() > 0
+
+
+def _check_restart_store() -> None:
+    """Restarted workers that meet in the store torchrun's agent keeps across restarts can read
+    the keys of the workers before them and wait in ``init_process_group`` until its timeout
+    (30 min): torchrun then needs ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` (a fresh store on
+    rank 0 each start). Said once a start, where it matters."""
+    if _elastic() and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        _log.warning(
+            "torchrun with --max-restarts shares its rendezvous store with the workers: a "
+            "restart after a lost node can hang in init_process_group. Start torchrun with "
+            "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 in its environment"
+        )
 
 
 def _agreed_checkpoints(exp: Path, resume: bool, info: DistInfo) -> Tuple[List[Path], bool]:
