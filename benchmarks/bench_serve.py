@@ -15,7 +15,11 @@ latency stays under 1 s with no errors.
         --serve ours=exp/u2/avg_5.pt --url sherpa=ws://127.0.0.1:6007@PID
 
 ``--serve NAME=MODEL[::FLAGS]`` starts `wenet-lite serve` on a free port (with --serve-flags and
-FLAGS);
+FLAGS); with ``--realtime`` each such server is also measured over OpenAI's Realtime API (row
+NAME-realtime: the same clients as Realtime transcription sessions sending base64 16-bit PCM at
+``--realtime-rate`` Hz in 0.1 s ``input_audio_buffer.append`` events, without turn detection,
+then a commit; final latency is the last audio sent -> the ``completed`` transcript; no partial
+lag column, its deltas come as text grows);
 ``--url NAME=ws://HOST:PORT@PID`` drives a server already running (PID: its process, for the
 CPU column; sherpa-onnx's own ``python-api-examples/streaming_server.py``, for example).
 """
@@ -47,6 +51,8 @@ class Target:
     url: str
     pid: Optional[int]
     proc: Optional[subprocess.Popen] = None
+    realtime_rate: int = 0
+    """> 0: its clients speak OpenAI's Realtime API at this rate"""
 
 
 @dataclass
@@ -112,6 +118,69 @@ async def _client(url: str, audio: np.ndarray, delay: float, chunk_s: float) -> 
     for k, t in enumerate(chunk_results):
         complete = start + min((k + 1) * chunk_s, audio_s)
         result.lags.append(t - complete)
+    return result
+
+
+async def _realtime_client(url: str, audio: np.ndarray, delay: float, rate: int) -> ClientResult:
+    """One Realtime transcription session: the audio at ``rate`` in 0.1 s append events at
+    real-time pace, a commit, the completed transcript."""
+    import base64
+
+    from websockets.asyncio.client import connect
+
+    from wenet_lite.features.audio import resample
+
+    result = ClientResult()
+    pcm = np.round(np.clip(resample(audio, RATE, rate), -1, 32767 / 32768) * 32768).astype("<i2")
+    await asyncio.sleep(delay)
+    try:
+        async with connect(f"{url}/v1/realtime?intent=transcription", max_size=None,
+                           open_timeout=60, ping_interval=None) as ws:  # fmt: skip
+            await ws.send(
+                json.dumps(
+                    {
+                        "type": "session.update",
+                        "session": {
+                            "type": "transcription",
+                            "audio": {
+                                "input": {
+                                    "format": {"type": "audio/pcm", "rate": rate},
+                                    "turn_detection": None,
+                                }
+                            },
+                        },
+                    }
+                )
+            )
+            done = asyncio.get_running_loop().create_future()
+
+            async def receive() -> None:
+                async for m in ws:
+                    event = json.loads(m)
+                    if event["type"] == "error":
+                        done.set_exception(RuntimeError(event["error"]["message"]))
+                        return
+                    if event["type"].endswith("transcription.completed"):
+                        done.set_result(time.perf_counter())
+                        return
+
+            reader = asyncio.create_task(receive())
+            block = int(BLOCK_S * rate)
+            start = time.perf_counter()
+            for k, i in enumerate(range(0, len(pcm), block)):
+                wait = start + k * BLOCK_S - time.perf_counter()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                else:
+                    result.late_send = max(result.late_send, -wait)
+                data = base64.b64encode(pcm[i : i + block].tobytes()).decode()
+                await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": data}))
+            last_sent = time.perf_counter()
+            await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+            result.final_latency = await asyncio.wait_for(done, 120) - last_sent
+            reader.cancel()
+    except Exception as e:  # noqa: BLE001 - every failure is counted and named
+        result.error = f"{type(e).__name__}: {e}"[:120]
     return result
 
 
@@ -190,9 +259,14 @@ async def _round(target: Target, audios: List[np.ndarray], n: int, args) -> Dict
     floods = [asyncio.create_task(_flood(target.url, clips[i % n], stop)) for i in
               range(args.flood)]  # fmt: skip
     cpu0, wall0 = _cpu_seconds(target.pid), time.perf_counter()
-    results = await asyncio.gather(
-        *[_client(target.url, clip, d, args.chunk_seconds) for clip, d in zip(clips, delays)]
-    )
+    if target.realtime_rate:
+        clients = [_realtime_client(target.url, clip, d, target.realtime_rate)
+                   for clip, d in zip(clips, delays)]  # fmt: skip
+    else:
+        clients = [
+            _client(target.url, clip, d, args.chunk_seconds) for clip, d in zip(clips, delays)
+        ]
+    results = await asyncio.gather(*clients)
     cpu1, wall1 = _cpu_seconds(target.pid), time.perf_counter()
     stop.set()
     flooded = sum(await asyncio.gather(*floods, return_exceptions=False)) if floods else 0.0
@@ -255,6 +329,18 @@ def main() -> None:
         "latency is not counted; the table gives the server's RSS growth and the audio they "
         "got through)",
     )  # fmt: skip
+    p.add_argument(
+        "--realtime",
+        action="store_true",
+        help="also measure each --serve server over OpenAI's Realtime API",
+    )
+    p.add_argument(
+        "--realtime-rate",
+        type=int,
+        default=24000,
+        choices=(16000, 24000),
+        help="the Realtime sessions' audio/pcm rate (24000, OpenAI's default)",
+    )
     args = p.parse_args()
     targets: List[Target] = []
     for spec in args.url:
@@ -264,7 +350,11 @@ def main() -> None:
     for spec in args.serve:
         name, _, rest = spec.partition("=")
         model, _, extra = rest.partition("::")
-        targets.append(_start_ours(name, model, f"{args.serve_flags} {extra}"))
+        ours = _start_ours(name, model, f"{args.serve_flags} {extra}")
+        targets.append(ours)
+        if args.realtime:
+            targets.append(Target(f"{name}-realtime", ours.url, ours.pid,
+                                  realtime_rate=args.realtime_rate))  # fmt: skip
     if not targets:
         raise SystemExit("bench_serve: give --serve NAME=MODEL or --url NAME=URL")
     audios = _load_audio(args.data, 200)

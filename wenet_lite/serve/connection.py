@@ -9,12 +9,12 @@ import collections
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Any, Deque, Optional
+from typing import Any, Deque, Optional, Union
 
 import numpy as np
 
 from wenet_lite.runtime.streaming import Stream, StreamCursor
-from wenet_lite.serve.protocols import Partial, Protocol
+from wenet_lite.serve.protocols import Boundary, Partial, Protocol
 from wenet_lite.serve.workers import peer_host
 
 __all__ = ["COUNTERS", "Client", "Counters", "Outbox"]
@@ -58,7 +58,7 @@ class Client:
     def __init__(self, cid: str, protocol: Protocol, ws: Any, stream: Stream) -> None:
         self.id, self.protocol, self.ws, self.stream = cid, protocol, ws, stream
         self.peer = peer_host(ws.remote_address)
-        self.inbox: Deque[np.ndarray] = collections.deque()
+        self.inbox: Deque[Union[np.ndarray, Boundary]] = collections.deque()
         self.received = 0  # samples received
         self.taken = 0  # samples moved into the stream
         self.room = asyncio.Event()  # set: the loop may read more audio
@@ -74,6 +74,7 @@ class Client:
         self.outcome = "open"
         self.close_code, self.close_reason = 1000, ""
         self.rate: Optional[int] = None  # its audio's rate, when not the model's
+        self.graph: Any = None  # (segmented protocols) hotwords of its next streams
 
     @property
     def name(self) -> str:

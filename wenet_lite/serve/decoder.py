@@ -14,8 +14,9 @@ from typing import Any, List, Tuple
 
 import numpy as np
 
-from wenet_lite.runtime.streaming import StreamingRecognizer
+from wenet_lite.runtime.streaming import StreamCursor, StreamingRecognizer
 from wenet_lite.serve.connection import Client, Counters
+from wenet_lite.serve.protocols import Boundary
 from wenet_lite.serve.workers import Board
 
 __all__ = ["FEED_S", "Decoder"]
@@ -63,9 +64,9 @@ class Decoder:
         ready = sorted((c for c in live if c.stream.is_ready), key=lambda c: c.last_step)
         self.step_index += 1
         self._decode(ready[: self.max_batch_size])
-        # A stream whose input ended has at most a few chunks left: decode them now, so that
-        # its final result does not wait for further steps.
-        ending = [c for c in live if c.finished and not c.inbox and c.stream.is_ready]
+        # A stream whose input ended (or was committed) has at most a few chunks left: decode
+        # them now, so that its final result does not wait for further steps.
+        ending = [c for c in live if c.stream.fbank.finished and c.stream.is_ready]
         while ending:
             self._decode(ending)
             ending = [c for c in ending if c.failure is None and c.stream.is_ready]
@@ -89,11 +90,18 @@ class Decoder:
 
     def _feed(self, c: Client) -> None:
         """Move queued audio into a stream that cannot decode a chunk yet, at most ``_FEED_S``
-        seconds a step (``FEED_S``): one client's backlog never makes a step long."""
+        seconds a step (``FEED_S``): one client's backlog never makes a step long. A
+        :class:`Boundary` in the queue changes the stream there (segmented protocols)."""
         finished = c.finished  # read before draining: no audio follows it
         budget = self.feed_limit
         while c.inbox and budget > 0 and not c.stream.is_ready:
-            piece = c.inbox.popleft()
+            piece = c.inbox[0]
+            if isinstance(piece, Boundary):
+                if not self._at_boundary(c, piece):
+                    break  # the stream is decoded to its end first
+                c.inbox.popleft()
+                continue
+            c.inbox.popleft()
             if piece.size > budget:
                 c.inbox.appendleft(piece[budget:])
                 piece = piece[:budget]
@@ -102,6 +110,27 @@ class Decoder:
             budget -= piece.size
         if finished and not c.inbox:
             c.stream.input_finished()
+
+    def _at_boundary(self, c: Client, b: Boundary) -> bool:
+        """Act on ``b`` at the head of ``c``'s queue; False while a committed stream is still
+        being decoded (its results go out before the next stream starts)."""
+        if b.kind == "commit" and not c.stream.done:
+            c.stream.input_finished()
+            return False
+        if b.graph is not None:  # a session's new hotwords
+            if not b.graph.done():
+                return False  # its audio waits for them
+            if b.graph.exception() is None:
+                c.graph = b.graph.result()
+        if b.kind != "settings" or b.now:
+            c.rate = b.rate
+            graph = c.graph
+            c.stream = (
+                self.rec.create_stream(graph) if graph is not None else (self.rec.create_stream())
+            )
+            c.cursor = StreamCursor(c.stream)
+            c.protocol.stream_replaced(b)
+        return True
 
     def _decode(self, clients: List[Client]) -> None:
         """One batched chunk of these clients' streams, timed, marked as this step's. If the
@@ -129,5 +158,7 @@ class Decoder:
 
     def _messages(self, c: Client) -> Tuple[List[str], bool]:
         messages, eof = c.protocol.events(c.stream, c.cursor)
+        if c.protocol.segmented:  # its streams end at boundaries; the session with its input
+            eof = eof and c.finished and not c.inbox
         c.eof = eof
         return messages, eof

@@ -25,7 +25,8 @@ _STATIC = {  # HTTP path -> (file in wenet_lite/serve/static, content type)
     "/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/capture-worklet.js": ("capture-worklet.js", "text/javascript; charset=utf-8"),
 }
-WEBSOCKET_PATHS = {"/": "sherpa", "/sherpa": "sherpa", "/wenet": "wenet"}
+WEBSOCKET_PATHS = {"/": "sherpa", "/sherpa": "sherpa", "/wenet": "wenet",
+                   "/v1/realtime": "realtime"}  # fmt: skip
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
 _WORKER_MARK = "<!--worker-->"
 """index.html's place for the line that names the worker that served it"""

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     from wenet_lite.runtime.streaming import Stream, StreamCursor
 
 __all__ = [
-    "END", "PROTOCOLS", "Partial", "Protocol", "SherpaProtocol", "Start", "WenetProtocol",
+    "Actions", "Boundary", "END", "PROTOCOLS", "Partial", "Protocol", "SherpaProtocol", "Start",
+    "WenetProtocol",
     "ProtocolError", "WenetStart", "close_reason", "decode_float32", "decode_int16",
     "empty_result", "json_depth", "parse_wenet_text", "sherpa_result", "wenet_failed",
     "wenet_final", "wenet_partial", "SHERPA_DONE", "SHERPA_END", "WENET_READY", "WENET_SPEECH_END",
@@ -228,6 +229,35 @@ END = "end"
 """What :meth:`Protocol.on_text` returns when the client's input has ended."""
 
 
+@dataclass(frozen=True)
+class Boundary:
+    """A mark in a connection's queued audio where its stream changes (a protocol whose
+    session holds many streams: :attr:`Protocol.segmented`). ``commit``: the stream so far
+    ends (decoded to its end, its results sent) and a new one takes the audio after the mark;
+    ``clear``: the stream is dropped for a new one; ``settings``: new streams take ``rate``
+    and the hotword graph that ``graph`` (a ``concurrent.futures.Future``, None: no change)
+    gives once built, the current stream too when ``now`` (it has no audio).
+    ``seconds``: the audio of the stream that a commit or clear ends."""
+
+    kind: str
+    rate: int
+    seconds: float = 0.0
+    now: bool = False
+    graph: Any = None
+
+
+@dataclass(frozen=True)
+class Actions:
+    """What a text message of a segmented protocol asks for: ``replies`` to send at once,
+    ``audio`` to queue, then a ``boundary`` to queue; ``hotwords``: the lines of the hotword
+    graph the ``settings`` boundary brings (built off the event loop)."""
+
+    replies: Tuple[str, ...] = ()
+    audio: Optional[np.ndarray] = None
+    boundary: Optional[Boundary] = None
+    hotwords: Optional[Tuple[str, ...]] = None
+
+
 class Partial(str):
     """A partial result's message: the stream's next result supersedes it, so the server may
     drop it while it still waits to be sent (a client reading late gets the latest partial and
@@ -239,15 +269,28 @@ class Protocol:
     transport, admission, scheduling and workers; an adapter holds what the protocol says."""
 
     name = ""
+    segmented = False
+    """a session of many streams, changed at :class:`Boundary` marks in the queued audio; its
+    input ends only with the connection (or idleness)"""
+    ends_by_closing = False
+    """the client ends its session by closing the connection (not counted as vanished)"""
 
     @property
     def started(self) -> bool:
         """Whether audio may come (a protocol with a start signal: once it came)."""
         return True
 
-    def on_text(self, text: str) -> Union[Start, str]:
-        """A text message: :data:`END` or a :class:`Start`; anything else: ProtocolError."""
+    def greeting(self) -> Optional[str]:
+        """The first message of a session, sent when the connection opens (if any)."""
+        return None
+
+    def on_text(self, text: str) -> Union[Start, str, Actions]:
+        """A text message: :data:`END`, a :class:`Start` or (a segmented protocol)
+        :class:`Actions`; anything else: ProtocolError."""
         raise NotImplementedError
+
+    def stream_replaced(self, boundary: Boundary) -> None:
+        """(decode thread) A segmented protocol's stream was replaced at ``boundary``."""
 
     def on_binary(self, data: bytes) -> np.ndarray:
         """A binary message: its (N,) float32 samples (ProtocolError if it breaks the rules)."""

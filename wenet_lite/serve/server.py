@@ -44,7 +44,7 @@ import signal
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -59,10 +59,12 @@ from wenet_lite.serve.openai_api import ApiPeer, ApiProtocol, OpenAiApi
 from wenet_lite.serve.options import ServerOptions
 from wenet_lite.serve.protocols import (
     PROTOCOLS,
+    Actions,
     ProtocolError,
     Start,
     close_reason,
 )
+from wenet_lite.serve.realtime import RealtimeProtocol
 from wenet_lite.serve.workers import Board, peer_host, supervise
 
 __all__ = ["Secrets", "Server", "ServerOptions", "serve"]
@@ -259,10 +261,11 @@ class Server:
             return r
         if request.headers.get("Upgrade", "").lower() != "websocket":
             return self.gate.page(connection, request.method, path, self.health)
-        if path not in WEBSOCKET_PATHS:
+        if path not in WEBSOCKET_PATHS or (self.api is None and path == "/v1/realtime"):
             return connection.respond(
                 http.HTTPStatus.NOT_FOUND,
-                "no websocket endpoint here: / speaks sherpa-onnx's protocol, /wenet WeNet's\n",
+                "no websocket endpoint here: / speaks sherpa-onnx's protocol, /wenet WeNet's, "
+                "/v1/realtime OpenAI's Realtime transcription\n",
             )
         peer = peer_host(connection.remote_address)
         refusal = self.gate.refusal(connection, request)
@@ -300,13 +303,18 @@ class Server:
 
     async def _handle(self, ws: Any) -> None:
         self.counters.connections += 1
-        protocol = PROTOCOLS[WEBSOCKET_PATHS[ws.request.path.split("?", 1)[0]]]()
+        protocol = self._protocol(WEBSOCKET_PATHS[ws.request.path.split("?", 1)[0]])
         n = self.counters.connections
         cid = f"{self.worker}.{n}" if self.opts.workers > 1 else str(n)
         c = Client(cid, protocol, ws, self.rec.create_stream())
+        if isinstance(protocol, RealtimeProtocol):
+            c.rate = protocol.rate
         self._clients[c.id] = c
         self.board.count(self.worker, c.peer, 1)
         sender = asyncio.create_task(self._send_loop(c))
+        greeting = protocol.greeting()
+        if greeting is not None:
+            self._send(c, greeting)
         try:
             await self._receive(c)
             await sender  # ends after the last result (or when the client goes)
@@ -318,7 +326,9 @@ class Server:
             self._close(c, e.code, str(e))
             await asyncio.wait([sender], timeout=5)
         except ConnectionClosed as e:
-            if c.outcome == "open" and not c.eof:
+            if c.outcome == "open" and c.protocol.ends_by_closing:
+                c.outcome = "closed by its client"
+            elif c.outcome == "open" and not c.eof:
                 self.counters.vanished += 1
                 c.outcome = f"client left mid-stream ({type(e).__name__})"
         except Exception as e:  # noqa: BLE001 - the server's fault, on this connection only
@@ -366,11 +376,15 @@ class Server:
                     self._end_input(c, 1008, c.outcome)
                 return
             if isinstance(message, bytes):
-                n = self._take_audio(c, message)
+                n = self._queue_audio(c, c.protocol.on_binary(message))
                 deadline = min(deadline + n / self.sample_rate, time.monotonic() + idle)
                 continue
             action = c.protocol.on_text(message)
-            if isinstance(action, Start):
+            if isinstance(action, Actions):
+                n = self._act(c, action)
+                deadline = min(deadline + n / (c.rate or self.sample_rate),
+                               time.monotonic() + idle)  # fmt: skip
+            elif isinstance(action, Start):
                 await self._start(c, action)
             else:
                 self._end_input(c)
@@ -389,8 +403,50 @@ class Server:
             c.cursor = StreamCursor(c.stream)
         self._send(c, start.reply)
 
-    def _take_audio(self, c: Client, data: bytes) -> int:
-        samples = c.protocol.on_binary(data)
+    def _protocol(self, name: str) -> Any:
+        if name == RealtimeProtocol.name:
+            assert self.api is not None, "refused in _http without the API"
+            return RealtimeProtocol(self.api.model_id, self.api.language, self.sample_rate,
+                                    bool(self.rec.options.beam))  # fmt: skip
+        return PROTOCOLS[name]()
+
+    def _act(self, c: Client, action: Actions) -> int:
+        """A segmented protocol's actions: replies, audio, a boundary (with the hotword graph
+        it brings, built off the loop; the decoder waits for it there)."""
+        for reply in action.replies:
+            self._send(c, reply)
+        n = self._queue_audio(c, action.audio) if action.audio is not None else 0
+        boundary = action.boundary
+        if boundary is not None:
+            if action.hotwords is not None:
+                boundary = dataclasses.replace(boundary, graph=self._build(c, action.hotwords))
+            c.inbox.append(boundary)
+            assert self._wake is not None
+            self._wake.set()
+        return n
+
+    def _build(self, c: Client, lines: Tuple[str, ...]) -> concurrent.futures.Future:
+        """A session's hotword graph (None for no lines), built in the hotwords thread; a bad
+        line is an error event, the session keeps its graph."""
+        if not lines:
+            done: concurrent.futures.Future = concurrent.futures.Future()
+            done.set_result(None)
+            return done
+        loop = asyncio.get_running_loop()
+        future = self._hotwords.submit(self.rec.hotwords_graph, lines, f"{c.name}: keywords")
+
+        def built(f: concurrent.futures.Future) -> None:
+            error = f.exception()
+            if error is not None and not c.gone:
+                message = c.protocol.error(str(error), "invalid_value", "keywords")
+                loop.call_soon_threadsafe(self._send, c, message)
+            assert self._wake is not None
+            loop.call_soon_threadsafe(self._wake.set)
+
+        future.add_done_callback(built)
+        return future
+
+    def _queue_audio(self, c: Client, samples: np.ndarray) -> int:
         if samples.size:
             c.inbox.append(samples)
             c.received += samples.size
