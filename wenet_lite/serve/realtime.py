@@ -143,10 +143,13 @@ class RealtimeProtocol(Protocol):
     def on_text(self, text: str) -> Union[Start, str, Actions]:
         event_id = None
         try:
-            depth = json_depth(text)
-            if depth > MAX_JSON_DEPTH:
-                raise _EventError(f"the event nests {depth} deep; at most {MAX_JSON_DEPTH}",
-                                  "invalid_json")  # fmt: skip
+            # The nesting can be no deeper than the brackets: an append event has one (its
+            # base64 none), so the scan runs only for an event that could nest too deep.
+            if text.count("{") + text.count("[") > MAX_JSON_DEPTH:
+                depth = json_depth(text)
+                if depth > MAX_JSON_DEPTH:
+                    raise _EventError(f"the event nests {depth} deep; at most {MAX_JSON_DEPTH}",
+                                      "invalid_json")  # fmt: skip
             try:
                 event = json.loads(text)
             except (ValueError, RecursionError):
