@@ -56,8 +56,8 @@ class Transcript:
             "file": self.source, "text": self.text, "duration": round(self.duration, 3),
             "segments": [
                 {"start": round(s.start, 3), "end": round(s.end, 3), "text": s.text,
-                 "words": [{"word": w.text, "start": round(w.start, 3), "end": round(w.end, 3)}
-                           for w in s.words]}
+                 "words": [{"word": w.text, "start": round(w.start, 3), "end": round(w.end, 3),
+                            "confidence": w.confidence} for w in s.words]}
                 for s in self.segments
             ],
         }  # fmt: skip

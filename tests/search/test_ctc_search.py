@@ -81,6 +81,8 @@ def test_hand_checked_repeats_three_frames():
     assert hyps[0].confidence == pytest.approx(0.8)
     assert hyps[1].timestamps == [0, 2]
     assert hyps[1].confidence == pytest.approx((0.6 + 0.8) / 2)
+    assert hyps[1].peaks == pytest.approx([0.6, 0.8])  # each token's own peak
+    assert hyps[0].peaks == pytest.approx([0.8]) and hyps[2].peaks == []
     assert hyps[2].confidence == pytest.approx(0.056 ** (1 / 3))
     # Greedy follows a, b, a and outputs 'a a': the most probable path, not the likeliest text.
     assert _greedy(log_probs).tokens == [1, 1]
@@ -150,6 +152,7 @@ def test_timestamps_of_peaked_sequence():
     assert greedy.tokens == expected_tokens
     assert greedy.timestamps == expected_frames
     assert greedy.confidence == pytest.approx((0.9 + 0.95 + 0.85 + 0.9) / 4)
+    assert greedy.peaks == pytest.approx([0.9, 0.95, 0.85, 0.9])
     assert greedy.score == pytest.approx(sum(math.log(p) for p in peaks))
     beam = ctc_prefix_beam_search(log_probs, beam_size=4)[0]
     assert beam.tokens == expected_tokens

@@ -95,6 +95,9 @@ def test_every_format_is_what_transcribe_writes(api, tiny, audio_files) -> None:
         assert starts == sorted(starts) and all(0 <= w[1] <= w[2] <= mine.duration + 0.05
                                                 for w in words)  # fmt: skip
         assert [s.text for s in verbose.segments] == [s.text for s in mine.segments]
+        sure = [w.confidence for w in verbose.words]  # the extra field: each word's own
+        assert sure == [w.confidence for w in mine.words] and all(0 < c <= 1 for c in sure)
+        assert len(set(sure)) > 1  # not the segment's one number for every word
 
 
 def _status(call) -> tuple:
@@ -168,6 +171,13 @@ def test_the_api_can_be_turned_off(tiny) -> None:
         with pytest.raises(openai.APIStatusError):
             openai.OpenAI(base_url=f"http://127.0.0.1:{s.port}/v1", api_key="x",
                           max_retries=0).models.list()  # fmt: skip
+        from websockets.exceptions import InvalidStatus
+        from websockets.sync.client import connect
+
+        with pytest.raises(InvalidStatus) as refused:  # no Realtime sessions either
+            connect(f"ws://127.0.0.1:{s.port}/v1/realtime?intent=transcription").close()
+        assert refused.value.response.status_code == 404
+        connect(f"ws://127.0.0.1:{s.port}/").close()  # the sherpa-onnx protocol still
     finally:
         assert s.stop() == 0
 

@@ -216,6 +216,7 @@ class _Printer:
                     "word": w.text,
                     "start": w.start,
                     "end": w.end,
+                    "confidence": w.confidence,
                     **({"hotword": True} if w.hotword else {}),
                 }
                 for w in r.words

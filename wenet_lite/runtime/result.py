@@ -31,6 +31,8 @@ class Word:
     """seconds: one encoder frame after the word's last token"""
     hotword: bool = False
     """every token of the word lies in a whole hotword phrase the search matched"""
+    confidence: float = 1.0
+    """in [0, 1]: the mean peak posterior of the word's tokens (see ``Hypothesis.peaks``)"""
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,7 @@ def make_result(
             frame_s,
             hotword_tokens(hyp.tokens, context),
             pause,
+            hyp.peaks,
         )
         if with_words
         else [],
@@ -134,6 +137,7 @@ def _words(
     frame_s: float,
     hotword: Sequence[bool],
     pause: Optional[float] = None,
+    peaks: Optional[Sequence[float]] = None,
 ) -> List[Word]:
     """Tokens grouped into words: a new word at a word-start piece, at each character of an
     unspaced script (CJK: every character a word with its own time), and after a silence of
@@ -156,7 +160,9 @@ def _words(
         text = tokenizer.decode([ids[i] for i in group]).strip()
         if text:  # a bare '▁' at the end of a char-model hypothesis spells nothing
             end = round(times[group[-1]] + frame_s, 6)
-            words.append(Word(text, times[group[0]], end, all(hotword[i] for i in group)))
+            sure = sum(peaks[i] for i in group) / len(group) if peaks is not None else 1.0
+            words.append(Word(text, times[group[0]], end, all(hotword[i] for i in group),
+                              round(sure, 4)))  # fmt: skip
     return words
 
 

@@ -76,6 +76,7 @@ class Hypothesis:
     """
 
     __slots__ = ("score", "confidence", "num_tokens", "_last", "_tokens", "_timestamps")
+    # A hypothesis made from lists has no per-token peaks: ``peaks`` gives its confidence.
 
     def __init__(
         self, tokens: Sequence[int], score: float, timestamps: Sequence[int], confidence: float
@@ -115,6 +116,20 @@ class Hypothesis:
             self._spell()
         assert self._timestamps is not None
         return self._timestamps
+
+    @property
+    def peaks(self) -> List[float]:
+        """Each token's peak posterior in [0, 1] (the mean of which is ``confidence``); a
+        hypothesis made from lists, which keeps no peaks, gives its confidence for each."""
+        if self._last is None:
+            return [self.confidence] * self.num_tokens
+        out = [0.0] * self.num_tokens
+        node: Optional[_Emit] = self._last
+        for i in range(self.num_tokens - 1, -1, -1):
+            assert node is not None
+            out[i] = math.exp(node.peak)
+            node = node.parent
+        return out
 
     def _spell(self) -> None:
         tokens, times = self.tail(self.num_tokens)

@@ -475,7 +475,12 @@ def _render(transcript: Transcript, options: Dict[str, Any]) -> HttpResponse:
         ]
     if "word" in options["grains"]:
         body["words"] = [
-            {"word": w.text, "start": round(w.start, 3), "end": round(w.end, 3)}
+            {
+                "word": w.text,
+                "start": round(w.start, 3),
+                "end": round(w.end, 3),
+                "confidence": w.confidence,
+            }  # an extra field: the word's mean token posterior
             for w in transcript.words
         ]
     return HttpResponse.json(200, body)

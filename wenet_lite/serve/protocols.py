@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     from wenet_lite.runtime.streaming import Stream, StreamCursor
 
 __all__ = [
-    "Actions", "Boundary", "END", "PROTOCOLS", "Partial", "Protocol", "SherpaProtocol", "Start",
+    "Actions", "Boundary", "END", "PROTOCOLS", "Partial", "Protocol", "Served", "SherpaProtocol",
+    "Start",
     "WenetProtocol",
     "ProtocolError", "WenetStart", "close_reason", "decode_float32", "decode_int16",
     "empty_result", "json_depth", "parse_wenet_text", "sherpa_result", "wenet_failed",
@@ -264,6 +265,17 @@ class Partial(str):
     every final)."""
 
 
+@dataclass(frozen=True)
+class Served:
+    """What a protocol may need to know of the server: the served model's id, language and
+    sample rate, and whether it searches with the prefix beam (hotwords)."""
+
+    model_id: str
+    language: str
+    sample_rate: int
+    beam: bool
+
+
 class Protocol:
     """One connection's protocol: text in, binary in, events out. The server keeps the
     transport, admission, scheduling and workers; an adapter holds what the protocol says."""
@@ -274,6 +286,13 @@ class Protocol:
     input ends only with the connection (or idleness)"""
     ends_by_closing = False
     """the client ends its session by closing the connection (not counted as vanished)"""
+    input_rate: Optional[int] = None
+    """the rate of the audio it takes in, when not the model's"""
+
+    @classmethod
+    def open(cls, served: Served) -> Protocol:
+        """The adapter of a new connection."""
+        return cls()
 
     @property
     def started(self) -> bool:

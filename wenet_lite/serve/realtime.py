@@ -41,6 +41,7 @@ from wenet_lite.serve.protocols import (
     Boundary,
     Protocol,
     ProtocolError,
+    Served,
     Start,
     json_depth,
 )
@@ -131,13 +132,17 @@ class RealtimeProtocol(Protocol):
         self._completed = False  # this stream's end is rendered
         self._previous: Optional[str] = None
 
+    @classmethod
+    def open(cls, served: Served) -> RealtimeProtocol:
+        return cls(served.model_id, served.language, served.sample_rate, served.beam)
+
     # --- the event loop's side ----------------------------------------------------------------
 
     def greeting(self) -> Optional[str]:
         return self._event("session.created", session=self._session())
 
     @property
-    def rate(self) -> int:
+    def input_rate(self) -> int:  # type: ignore[override]
         return self.settings.rate
 
     def on_text(self, text: str) -> Union[Start, str, Actions]:

@@ -61,6 +61,7 @@ from wenet_lite.serve.protocols import (
     PROTOCOLS,
     Actions,
     ProtocolError,
+    Served,
     Start,
     close_reason,
 )
@@ -127,6 +128,11 @@ class Server:
                 self._secrets.token, options.max_connections,
                 int(options.max_upload_mb * 1e6) + 64 * 1024,
             )  # fmt: skip
+        self._adapters: Dict[str, Any] = dict(PROTOCOLS)
+        if self.api is not None:
+            self._adapters[RealtimeProtocol.name] = RealtimeProtocol
+        self._served = Served(options.model_id or "wenet-lite", options.language.lower(),
+                              self.sample_rate, bool(recognizer.options.beam))  # fmt: skip
         self._stopping = False
         self._wake: Optional[asyncio.Event] = None
         self._stop: Optional[asyncio.Event] = None
@@ -261,7 +267,7 @@ class Server:
             return r
         if request.headers.get("Upgrade", "").lower() != "websocket":
             return self.gate.page(connection, request.method, path, self.health)
-        if path not in WEBSOCKET_PATHS or (self.api is None and path == "/v1/realtime"):
+        if WEBSOCKET_PATHS.get(path) not in self._adapters:  # Realtime: with the API only
             return connection.respond(
                 http.HTTPStatus.NOT_FOUND,
                 "no websocket endpoint here: / speaks sherpa-onnx's protocol, /wenet WeNet's, "
@@ -303,12 +309,12 @@ class Server:
 
     async def _handle(self, ws: Any) -> None:
         self.counters.connections += 1
-        protocol = self._protocol(WEBSOCKET_PATHS[ws.request.path.split("?", 1)[0]])
+        kind = self._adapters[WEBSOCKET_PATHS[ws.request.path.split("?", 1)[0]]]
+        protocol = kind.open(self._served)
         n = self.counters.connections
         cid = f"{self.worker}.{n}" if self.opts.workers > 1 else str(n)
         c = Client(cid, protocol, ws, self.rec.create_stream())
-        if isinstance(protocol, RealtimeProtocol):
-            c.rate = protocol.rate
+        c.rate = protocol.input_rate
         self._clients[c.id] = c
         self.board.count(self.worker, c.peer, 1)
         sender = asyncio.create_task(self._send_loop(c))
@@ -402,13 +408,6 @@ class Server:
             c.stream = self.rec.create_stream(graph)  # it has had no audio yet
             c.cursor = StreamCursor(c.stream)
         self._send(c, start.reply)
-
-    def _protocol(self, name: str) -> Any:
-        if name == RealtimeProtocol.name:
-            assert self.api is not None, "refused in _http without the API"
-            return RealtimeProtocol(self.api.model_id, self.api.language, self.sample_rate,
-                                    bool(self.rec.options.beam))  # fmt: skip
-        return PROTOCOLS[name]()
 
     def _act(self, c: Client, action: Actions) -> int:
         """A segmented protocol's actions: replies, audio, a boundary (with the hotword graph
