@@ -37,6 +37,13 @@ def test_a_row_is_the_same_in_any_call(rows: int) -> None:
         assert torch.equal(layer(x[start : start + size]), whole[start : start + size])
     streams = x[:256].view(16, 16, 48)  # (B, C, I): 16 streams' chunks
     assert torch.equal(layer(streams).view(256, 96), whole[:256])
+    # every product has ``rows`` rows: a short call is filled up with zero rows
+    short, w = x[:5].to(torch.bfloat16), layer.weight
+    if rows > 5:
+        expected = (torch.cat([short, short.new_zeros(rows - 5, 48)]) @ w)[:5]
+    else:  # one row a product
+        expected = torch.cat([short[i : i + 1] @ w for i in range(5)])
+    assert torch.equal(bf16.grouped_product(short, w, rows), expected)
     # bf16: the inputs and the output are rounded; close to fp32, not equal to it
     fp32 = x @ layer.weight.float() + layer.bias
     assert not torch.equal(whole, fp32) and (whole - fp32).abs().max() < 0.05 * fp32.abs().max()
@@ -76,17 +83,24 @@ def test_rows_per_product_are_the_largest_that_keep_rows_independent(monkeypatch
     finally:
         torch.set_num_threads(threads)
 
-    # Negative control: a kernel that rounds differently from 40 rows on is caught, and the
-    # layer then multiplies at most 32 rows at a time; one that depends on any row count
-    # leaves one row a product.
+    # Negative controls: a kernel whose rows from position 40 on come out differently is
+    # caught, and the layer then multiplies 32 rows at a time; one where a row depends on the
+    # other rows leaves one row a product. One whose numbers depend on how many rows it has is
+    # harmless: every product has the same number (the last group is filled with zero rows).
     def from_40(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        y = x @ w  # the real bf16 product (rows independent here, as asserted)
-        return y * 2 if x.size(0) >= 40 else y
+        y = x @ w  # the real bf16 product
+        y[40:] *= 2
+        return y
 
     assert not rows_independent(64, 32, 64, from_40) and rows_independent(64, 32, 32, from_40)
 
     def any_count(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        return (x @ w) + x.size(0)
+        return (x @ w) + x.float().abs().sum()
+
+    def by_count(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return (x @ w) * (2 if x.size(0) >= 40 else 1)
+
+    assert rows_independent(64, 32, 64, by_count)
 
     # ... and so is a kernel whose rows change when groups are written into one result.
     real_grouped = bf16.grouped_product
@@ -98,7 +112,7 @@ def test_rows_per_product_are_the_largest_that_keep_rows_independent(monkeypatch
 
     original = bf16.rows_independent
     try:
-        for fake, expected in ((from_40, 32), (any_count, 1)):
+        for fake, expected in ((from_40, 32), (any_count, 1), (by_count, 128)):
             bf16._row_group.cache_clear()
             monkeypatch.setattr(
                 bf16, "rows_independent", lambda i, o, r, f=fake: original(i, o, r, f)

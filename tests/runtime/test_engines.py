@@ -274,3 +274,30 @@ def test_decode_engine_flags(tiny, corpus, tmp_path, capsys) -> None:
     assert main([*base, "--simulate-streaming"]) == 0  # auto: fp32 on a CPU without bf16
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert summary["settings"]["engine"] == "torch"
+
+
+def test_a_wide_bf16_model_gives_each_stream_its_numbers_alone(tiny) -> None:
+    """A 256-wide model (the width from which `auto` picks bf16) with a 2048-wide feed-forward:
+    each stream of a batched bf16 chunk equals it alone bit for bit. Its activations are what
+    made products of 16 and of 32 rows round differently on an AMX Xeon where random rows
+    agreed; every product now has the same number of rows."""
+    from tests.tiny_models import TINY
+    from wenet_lite.config import load_config
+    from wenet_lite.model import build_model
+    from wenet_lite.model.state import stack_states, unstack_state
+
+    cfg = load_config(TINY, ["encoder.d_model=256", "encoder.ffn_dim=2048",
+                             "encoder.num_blocks=2"])  # fmt: skip
+    torch.manual_seed(0)
+    model = build_model(cfg, tiny.tokenizer.vocab_size).eval()
+    engine = TorchEngine(model, CHUNKING, "bf16")
+    gen = torch.Generator().manual_seed(3)
+    feats, lens, state = random_chunk_call(model, CHUNKING, 9, gen)
+    out, new_state = engine.run(feats, lens, state)
+    rows = unstack_state(new_state)
+    for i, one in enumerate(unstack_state(state)):
+        alone, alone_state = engine.run(feats[i : i + 1], lens[i : i + 1], stack_states([one]))
+        n = int(alone.size(1))
+        assert torch.equal(alone[0], out[i, :n]), i
+        for a, b in zip(alone_state, rows[i]):
+            assert torch.equal(a, b), i

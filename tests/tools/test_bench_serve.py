@@ -19,7 +19,7 @@ def test_bench_serve_drives_our_server(tiny, corpus) -> None:  # noqa: F811
     cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_serve.py"), "--data",
            str(corpus / "test-clean"), "--clients", "1,3", "--seconds", "1.5", "--ramp", "0.2",
            "--serve", f"tiny={tiny.path}::--chunk-size 4 --left-chunks 2 --jobs 2",
-           "--serve-flags", "", "--flood", "1"]  # fmt: skip
+           "--serve-flags", "", "--flood", "1", "--realtime"]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     rows = [line.split("|") for line in out.stdout.splitlines() if line.startswith("| tiny |")]
@@ -29,6 +29,22 @@ def test_bench_serve_drives_our_server(tiny, corpus) -> None:  # noqa: F811
     assert all(float(r[10]) >= 0 for r in rows)  # RSS growth of the server's processes
     assert all(float(r[11]) > 1.5 for r in rows)  # the flood got more than real time through
     assert "tiny: largest N with p95 final latency < 1 s and no errors: 3" in out.stdout
+    # the same server over OpenAI's Realtime API: every session answered
+    realtime = [line.split("|") for line in out.stdout.splitlines()
+                if line.startswith("| tiny-realtime |")]  # fmt: skip
+    assert [int(r[2]) for r in realtime] == [1, 3]
+    assert all(int(r[7]) == 0 and float(r[4]) >= 0 for r in realtime), out.stdout
+
+
+def test_bench_alone_batched_compares_both_ways(tiny, corpus) -> None:  # noqa: F811
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_alone_batched.py"), "--model",
+           str(tiny.path), "--data", str(corpus / "test-clean"), "--streams", "3",
+           "--chunk-size", "4", "--left-chunks", "2", "--precisions", "fp32,int8"]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    rows = [line.split("|") for line in out.stdout.splitlines() if line.startswith("| ")]
+    assert [r[1].strip() for r in rows[1:]] == ["fp32", "int8"]
+    assert all(r[4].strip() == "3 of 3" and float(r[2]) > 0 for r in rows[1:]), out.stdout
 
 
 @pytest.mark.slow

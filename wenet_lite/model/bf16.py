@@ -18,19 +18,21 @@ and the search. Measured on an AMX Xeon (``benchmarks/bench_engines.py``): the s
 bf16 takes a conformer_u2 step of 16 streams from 203 to 145 ms; the linears alone in bf16 from
 273 (fp32) to 203.
 
-Batched == alone, and streamed == simulated. A GEMM kernel may pick its blocking, and so its
-order of additions and its roundings, by the number of rows: on an AMX Xeon (torch 2.11, one
-thread) a 2048 x 256 bf16 product gives other numbers for a row when the product has 160 rows
-or more than when it has 16. So every product here has at most :func:`row_group` rows
-(streams' chunks or utterance frames are cut into groups of that many rows), and that size is
-chosen when a layer is made, per weight shape, as the largest of :data:`ROW_GROUPS` for which
-a row's result does not depend on how many rows share its product (:func:`rows_independent`:
-random rows multiplied in products of several sizes up to it, compared bit for bit). Down to
-one row a product, which holds by construction. The subsampling convolutions get the same
-treatment (:func:`conv_independent`: a batch of windows against each window alone, and each
-window against the same frames cut from a long input); where that check fails they run fp32,
-one sample at a time (``int8.PerSample``), as the int8 engine's do. So a stream's numbers never
-depend on which streams share its call or on how its audio was cut, on any CPU.
+Batched == alone, and streamed == simulated. A GEMM kernel picks its blocking, and so its
+order of additions and its roundings, by the number of rows: on an AMX Xeon (torch 2.13, one
+thread) the rows of a 2048 x 256 bf16 product of 32 rows came out other than the same rows in
+a product of 16, for a model's real activations (random rows agreed). So every product here has
+exactly :func:`row_group` rows: streams' chunks or utterance frames are cut into groups of that
+many, and the last group is filled up with zero rows. One kernel, one blocking, whatever the
+batch. That size is chosen when a layer is made, per weight shape, as the largest of
+:data:`ROW_GROUPS` for which a row of such a product comes out the same wherever it sits in it
+and whatever the other rows hold (:func:`rows_independent`: random and activation-like rows,
+moved, mixed with others and with the zero rows of a last group, compared bit for bit). Down
+to one row a product, which holds by construction. The subsampling convolutions get their own
+check (:func:`conv_independent`: a batch of windows against each window alone, and each window
+against the same frames cut from a long input); where it fails they run fp32, one sample at a
+time (``int8.PerSample``), as the int8 engine's do. So a stream's numbers never depend on which
+streams share its call or on how its audio was cut, on any CPU.
 
 Shapes: the legend in ``wenet_lite.model``; N rows (B*C frames or B*T), I in and O out
 features.
@@ -68,40 +70,55 @@ def _bf16_product(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 
 def grouped_product(x: torch.Tensor, w: torch.Tensor, rows: int) -> torch.Tensor:
-    """``x @ w`` computed ``rows`` rows at a time, each group written in place into the
-    result (no concatenation). Args: x (N, I), w (I, O). Returns: (N, O)."""
+    """``x @ w`` in products of exactly ``rows`` rows, each written in place into the result
+    (no concatenation); the last group is filled up with zero rows, so that every row goes
+    through the same kernel however many rows there are. Args: x (N, I), w (I, O).
+    Returns: (N, O)."""
+    rows = max(rows, 1)
     n = x.size(0)
-    if n <= rows:
-        return x @ w
     out = x.new_empty(n, w.size(1))
-    for start in range(0, n, rows):
+    full = n - n % rows
+    for start in range(0, full, rows):
         torch.mm(x[start : start + rows], w, out=out[start : start + rows])
+    if full < n:
+        last = x.new_zeros(rows, x.size(1))
+        last[: n - full] = x[full:]
+        out[full:] = torch.mm(last, w)[: n - full]
     return out
 
 
 def rows_independent(
     size_in: int, size_out: int, rows: int, product: Product = _bf16_product
 ) -> bool:
-    """Whether, for an (I, O) bf16 weight, each row of a product of up to ``rows`` rows comes out
-    the same bit for bit however many rows share the product: one product of ``rows`` random
-    rows against products of its first M rows (M of 1, 2, 3, 5, 8, 16, 17 and the multiples of
-    16 up to ``rows``), and against the rows computed in groups of ``rows`` and of 16 written
-    into one result (:func:`grouped_product`, as the layers run). Kernels are picked by shape,
-    not by value, so random rows find any dependence on the row count."""
+    """Whether, for an (I, O) bf16 weight, each row of a product of exactly ``rows`` rows comes
+    out the same bit for bit wherever it sits in the product and whatever the other rows hold:
+    random rows and activation-like rows (SiLU of random rows, against weights scaled as a
+    layer's), moved by a few positions, half of them replaced by others, and all but three
+    replaced by the zero rows that fill a last group; then :func:`grouped_product` of more rows
+    than a product holds against the products of its groups."""
     if rows <= 1:
         return True  # one row a product: nothing shares it
     gen = torch.Generator().manual_seed(size_in * 131 + size_out)
-    x = torch.randn(rows, size_in, generator=gen).to(torch.bfloat16)
-    w = torch.randn(size_in, size_out, generator=gen).to(torch.bfloat16)
-    whole = product(x, w)
-    counts = {m for m in (1, 2, 3, 5, 8, 16, 17) if m < rows} | set(range(16, rows, 16))
-    for m in sorted(counts):
-        if not torch.equal(product(x[:m], w), whole[:m]):
+    w = (torch.randn(size_in, size_out, generator=gen) / size_in**0.5).to(torch.bfloat16)
+    plain = torch.randn(rows, size_in, generator=gen)
+    for x in (plain, nn.functional.silu(plain * 3)):
+        x = x.to(torch.bfloat16)
+        whole = product(x, w)
+        for shift in sorted({1, 3, 16, rows // 2} - {rows}):
+            if not torch.equal(product(torch.roll(x, shift, 0), w), torch.roll(whole, shift, 0)):
+                return False
+        mixed = x.clone()
+        mixed[rows // 2 :] = torch.randn(rows - rows // 2, size_in, generator=gen)
+        if not torch.equal(product(mixed, w)[: rows // 2], whole[: rows // 2]):
             return False
-    # Groups written into one result, as the layers compute more rows than a product holds.
-    if not torch.equal(grouped_product(torch.cat([x, x]), w, rows), torch.cat([whole, whole])):
-        return False
-    return rows <= 16 or torch.equal(grouped_product(x, w, 16), whole)
+        last = torch.zeros_like(x)
+        last[:3] = x[:3]
+        if not torch.equal(product(last, w)[:3], whole[:3]):
+            return False
+    if product is _bf16_product:  # the layers' own grouping, with its zero-filled last group
+        x = torch.cat([x, x, x[:5]])
+        return torch.equal(grouped_product(x, w, rows), torch.cat([whole, whole, whole[:5]]))
+    return True
 
 
 def row_group(size_in: int, size_out: int) -> int:
