@@ -265,3 +265,32 @@ def test_keywords_are_hotwords_of_the_session(tiny, corpus, speech, tmp_path) ->
         assert got == [hot, cold]
     finally:
         assert s.stop() == 0, s.log()
+
+
+def test_the_admission_rules_of_the_other_sockets_hold(tiny) -> None:
+    """A page of another origin is refused, as on the other websocket paths; so is a
+    connection past --max-connections; binary frames break the protocol (audio comes as
+    append events) and close only that session."""
+    from websockets.exceptions import ConnectionClosedError, InvalidStatus
+    from websockets.sync.client import connect
+
+    s = start_server(tiny.path, *FLAGS, "--max-connections", "1")
+    url = f"ws://127.0.0.1:{s.port}/v1/realtime?intent=transcription"
+    try:
+        with pytest.raises(InvalidStatus) as refused:
+            connect(url, origin="http://elsewhere.example").close()
+        assert refused.value.response.status_code == 403
+        with connect(url) as first:
+            assert json.loads(first.recv(timeout=10))["type"] == "session.created"
+            with pytest.raises(InvalidStatus) as full:
+                connect(url).close()
+            assert full.value.response.status_code == 503
+            first.send(b"\x00\x01")
+            with pytest.raises(ConnectionClosedError) as closed:
+                while True:
+                    first.recv(timeout=10)
+            assert closed.value.rcvd.code == 1003
+        with connect(url) as again:  # the server goes on
+            assert json.loads(again.recv(timeout=10))["type"] == "session.created"
+    finally:
+        assert s.stop() == 0, s.log()
