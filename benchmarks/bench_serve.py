@@ -37,7 +37,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Awaitable, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -77,6 +77,25 @@ def _looped(audio: np.ndarray, seconds: float) -> np.ndarray:
     return np.resize(audio, n).astype("<f4")
 
 
+async def _paced(
+    samples: np.ndarray,
+    rate: int,
+    send: Callable[[np.ndarray], Awaitable[None]],
+    result: ClientResult,
+) -> None:
+    """``samples`` sent in BLOCK_S pieces at real-time pace from now; how late the client
+    itself fell goes to ``result.late_send``."""
+    block = int(BLOCK_S * rate)
+    start = time.perf_counter()
+    for k, i in enumerate(range(0, len(samples), block)):
+        wait = start + k * BLOCK_S - time.perf_counter()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        else:
+            result.late_send = max(result.late_send, -wait)
+        await send(samples[i : i + block])
+
+
 async def _client(url: str, audio: np.ndarray, delay: float, chunk_s: float) -> ClientResult:
     from websockets.asyncio.client import connect
 
@@ -93,15 +112,8 @@ async def _client(url: str, audio: np.ndarray, delay: float, chunk_s: float) -> 
                         return
 
             reader = asyncio.create_task(receive())
-            block = int(BLOCK_S * RATE)
             start = time.perf_counter()
-            for k, i in enumerate(range(0, len(audio), block)):
-                wait = start + k * BLOCK_S - time.perf_counter()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                else:
-                    result.late_send = max(result.late_send, -wait)
-                await ws.send(audio[i : i + block].tobytes())
+            await _paced(audio, RATE, lambda piece: ws.send(piece.tobytes()), result)
             last_sent = time.perf_counter()
             await ws.send("Done")
             await asyncio.wait_for(reader, 120)
@@ -165,16 +177,12 @@ async def _realtime_client(url: str, audio: np.ndarray, delay: float, rate: int)
                         return
 
             reader = asyncio.create_task(receive())
-            block = int(BLOCK_S * rate)
-            start = time.perf_counter()
-            for k, i in enumerate(range(0, len(pcm), block)):
-                wait = start + k * BLOCK_S - time.perf_counter()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                else:
-                    result.late_send = max(result.late_send, -wait)
-                data = base64.b64encode(pcm[i : i + block].tobytes()).decode()
-                await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": data}))
+
+            def append(piece: np.ndarray) -> Awaitable[None]:
+                data = base64.b64encode(piece.tobytes()).decode()
+                return ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": data}))
+
+            await _paced(pcm, rate, append, result)
             last_sent = time.perf_counter()
             await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
             result.final_latency = await asyncio.wait_for(done, 120) - last_sent

@@ -97,8 +97,8 @@ def make_result(
             tokenizer,
             frame_s,
             hotword_tokens(hyp.tokens, context),
-            pause,
             hyp.peaks,
+            pause,
         )
         if with_words
         else [],
@@ -136,8 +136,8 @@ def _words(
     tokenizer: Tokenizer,
     frame_s: float,
     hotword: Sequence[bool],
+    peaks: Sequence[float],
     pause: Optional[float] = None,
-    peaks: Optional[Sequence[float]] = None,
 ) -> List[Word]:
     """Tokens grouped into words: a new word at a word-start piece, at each character of an
     unspaced script (CJK: every character a word with its own time), and after a silence of
@@ -160,7 +160,7 @@ def _words(
         text = tokenizer.decode([ids[i] for i in group]).strip()
         if text:  # a bare '▁' at the end of a char-model hypothesis spells nothing
             end = round(times[group[-1]] + frame_s, 6)
-            sure = sum(peaks[i] for i in group) / len(group) if peaks is not None else 1.0
+            sure = sum(peaks[i] for i in group) / len(group)
             words.append(Word(text, times[group[0]], end, all(hotword[i] for i in group),
                               round(sure, 4)))  # fmt: skip
     return words

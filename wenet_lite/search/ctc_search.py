@@ -76,7 +76,6 @@ class Hypothesis:
     """
 
     __slots__ = ("score", "confidence", "num_tokens", "_last", "_tokens", "_timestamps")
-    # A hypothesis made from lists has no per-token peaks: ``peaks`` gives its confidence.
 
     def __init__(
         self, tokens: Sequence[int], score: float, timestamps: Sequence[int], confidence: float

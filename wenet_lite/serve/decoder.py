@@ -124,10 +124,7 @@ class Decoder:
                 c.graph = b.graph.result()
         if b.kind != "settings" or b.now:
             c.rate = b.rate
-            graph = c.graph
-            c.stream = (
-                self.rec.create_stream(graph) if graph is not None else (self.rec.create_stream())
-            )
+            c.stream = self.rec.create_stream(c.graph)
             c.cursor = StreamCursor(c.stream)
             c.protocol.stream_replaced(b)
         return True

@@ -39,7 +39,8 @@ from wenet_lite.serve.http_front import HttpRequest, HttpResponse
 from wenet_lite.serve.protocols import Protocol
 from wenet_lite.transcript import Segment, Transcript, format_transcript
 
-__all__ = ["ApiError", "ApiPeer", "ApiProtocol", "OpenAiApi", "RESPONSE_FORMATS"]
+__all__ = ["ApiError", "ApiPeer", "ApiProtocol", "OpenAiApi", "RESPONSE_FORMATS", "hotword_phrase",
+           "prompt_phrases"]  # fmt: skip
 
 _log = logging.getLogger("wenet_lite.serve")
 RESPONSE_FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
@@ -293,8 +294,7 @@ class OpenAiApi:
     def _graph(self, prompt: str) -> Any:
         """The prompt's phrases (split at commas and line ends) as this request's hotwords,
         when the server searches with the prefix beam; else None (the prompt is ignored)."""
-        phrases = [" ".join(p.replace(":", " ").split()) for p in re.split(r"[,;\n]", prompt)]
-        phrases = [p for p in phrases if p]
+        phrases = prompt_phrases(prompt)
         if not phrases or not self.rec.options.beam:
             return None
         try:
@@ -371,6 +371,17 @@ class OpenAiApi:
             "language": _LANGUAGES.get(self.language, self.language),
             "prompt": form.one("prompt") or "",
         }
+
+
+def hotword_phrase(text: str) -> str:
+    """A phrase given as text (a prompt's, a keyword) as a hotword line: whitespace collapsed,
+    ':' (the score separator of hotword lines) a space."""
+    return " ".join(text.replace(":", " ").split())
+
+
+def prompt_phrases(prompt: str) -> List[str]:
+    """A prompt's phrases as hotword lines: split at commas, semicolons and line ends."""
+    return [p for p in (hotword_phrase(x) for x in re.split(r"[,;\n]", prompt)) if p]
 
 
 async def _messages(c: Any) -> AsyncIterator[str]:

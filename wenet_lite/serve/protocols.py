@@ -267,12 +267,11 @@ class Partial(str):
 
 @dataclass(frozen=True)
 class Served:
-    """What a protocol may need to know of the server: the served model's id, language and
-    sample rate, and whether it searches with the prefix beam (hotwords)."""
+    """What a protocol may need to know of the server: the served model's id and language,
+    and whether it searches with the prefix beam (hotwords)."""
 
     model_id: str
     language: str
-    sample_rate: int
     beam: bool
 
 

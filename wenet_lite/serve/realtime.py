@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
-import re
 import secrets
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Set, Tuple, Union
@@ -35,6 +35,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple, Union
 import numpy as np
 
 from wenet_lite.runtime.streaming import Stream, StreamCursor
+from wenet_lite.serve.openai_api import hotword_phrase, prompt_phrases
 from wenet_lite.serve.protocols import (
     MAX_JSON_DEPTH,
     Actions,
@@ -112,8 +113,8 @@ class RealtimeProtocol(Protocol):
     segmented = True
     ends_by_closing = True
 
-    def __init__(self, model_id: str, language: str, rate: int, beam: bool) -> None:
-        self.model_id, self.language, self.model_rate, self.beam = model_id, language, rate, beam
+    def __init__(self, model_id: str, language: str, beam: bool) -> None:
+        self.model_id, self.language, self.beam = model_id, language, beam
         self.settings = _Settings()
         self._beta = False
         self._events = 0
@@ -134,7 +135,7 @@ class RealtimeProtocol(Protocol):
 
     @classmethod
     def open(cls, served: Served) -> RealtimeProtocol:
-        return cls(served.model_id, served.language, served.sample_rate, served.beam)
+        return cls(served.model_id, served.language, served.beam)
 
     # --- the event loop's side ----------------------------------------------------------------
 
@@ -183,24 +184,14 @@ class RealtimeProtocol(Protocol):
         raise ProtocolError("the Realtime API sends audio as input_audio_buffer.append events")
 
     def error(self, message: str, code: str, param: Optional[str] = None,
-              event_id: Optional[str] = None) -> str:  # fmt: skip
+              event_id: Optional[str] = None,
+              kind: str = "invalid_request_error") -> str:  # fmt: skip
         """An ``error`` event in OpenAI's shape."""
-        return self._event("error", error={
-            "type": "invalid_request_error", "code": code, "message": message, "param": param,
-            "event_id": event_id,
-        })  # fmt: skip
+        return self._event("error", error={"type": kind, "code": code, "message": message,
+                                           "param": param, "event_id": event_id})  # fmt: skip
 
     def failed(self, reason: str) -> Optional[str]:
-        return self._event(
-            "error",
-            error={
-                "type": "server_error",
-                "code": "server_error",
-                "message": reason,
-                "param": None,
-                "event_id": None,
-            },
-        )
+        return self.error(reason, "server_error", kind="server_error")
 
     def _append(self, event: Dict[str, Any]) -> Actions:
         audio = event.get("audio")
@@ -256,26 +247,26 @@ class RealtimeProtocol(Protocol):
         if not isinstance(session, dict):
             raise _EventError(f"{event.get('type')} needs a 'session' object", "invalid_value",
                               "session")  # fmt: skip
-        new = _Settings(**vars(self.settings))
+        new = dataclasses.replace(self.settings)
         if beta:
             self._read_beta(session, new)
         else:
             self._read_session(session, new)
-        if (new.kind, new.rate) != (self.settings.kind, self.settings.rate) and self._buffered:
+        format_changed = (new.kind, new.rate) != (self.settings.kind, self.settings.rate)
+        if format_changed and self._buffered:
             raise _EventError(
                 "the audio format cannot change while the input buffer holds audio: commit or "
                 "clear it first", "invalid_value", "session.audio.input.format",
             )  # fmt: skip
         hotwords = self._hotwords(new)
         rebuild = hotwords != self._hotwords(self.settings)
-        settings_changed = (new.kind, new.rate) != (self.settings.kind, self.settings.rate)
         self.settings, self._beta = new, beta
         reply = self._event(
             "transcription_session.updated" if beta else "session.updated",
             session=self._session(),
         )  # fmt: skip
         boundary = None
-        if settings_changed or rebuild:  # from the open buffer on when it is empty
+        if format_changed or rebuild:  # from the open buffer on when it is empty
             boundary = Boundary("settings", new.rate, 0.0, now=self._buffered == 0)
         return Actions(replies=(reply,), boundary=boundary,
                        hotwords=hotwords if rebuild else None)  # fmt: skip
@@ -285,8 +276,8 @@ class RealtimeProtocol(Protocol):
         server searches with the prefix beam (else they are accepted and not used)."""
         if not self.beam:
             return ()
-        phrases = list(s.keywords) + [p for p in _phrases(s.prompt)]
-        return tuple(dict.fromkeys(" ".join(p.replace(":", " ").split()) for p in phrases if p))
+        keywords = [hotword_phrase(k) for k in s.keywords]
+        return tuple(dict.fromkeys(p for p in keywords + prompt_phrases(s.prompt) if p))
 
     def _read_session(self, session: Dict[str, Any], new: _Settings) -> None:
         kind = session.get("type", "transcription")
@@ -472,10 +463,6 @@ class RealtimeProtocol(Protocol):
 
     def _new_id(self) -> str:
         return "item_" + secrets.token_hex(8)
-
-
-def _phrases(prompt: str) -> List[str]:
-    return [p.strip() for p in re.split(r"[,;\n]", prompt) if p.strip()]
 
 
 def _object(value: Any, path: str) -> Dict[str, Any]:

@@ -121,18 +121,17 @@ class Server:
         self._hotwords = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="hotwords")
         self.decoder = Decoder(recognizer, options.max_batch_size, self.counters, self.board,
                                worker, self._who)  # fmt: skip
+        self._served = Served(options.model_id or "wenet-lite", options.language.lower(),
+                              bool(recognizer.options.beam))  # fmt: skip
         self.api: Optional[OpenAiApi] = None
+        self._adapters: Dict[str, Any] = dict(PROTOCOLS)
         if options.openai_api:
             self.api = OpenAiApi(
-                self, recognizer, options.model_id or "wenet-lite", options.language,
+                self, recognizer, self._served.model_id, self._served.language,
                 self._secrets.token, options.max_connections,
                 int(options.max_upload_mb * 1e6) + 64 * 1024,
             )  # fmt: skip
-        self._adapters: Dict[str, Any] = dict(PROTOCOLS)
-        if self.api is not None:
             self._adapters[RealtimeProtocol.name] = RealtimeProtocol
-        self._served = Served(options.model_id or "wenet-lite", options.language.lower(),
-                              self.sample_rate, bool(recognizer.options.beam))  # fmt: skip
         self._stopping = False
         self._wake: Optional[asyncio.Event] = None
         self._stop: Optional[asyncio.Event] = None
@@ -218,8 +217,7 @@ class Server:
         self.counters.connections += 1
         n = self.counters.connections
         cid = f"{self.worker}.{n}" if self.opts.workers > 1 else str(n)
-        stream = self.rec.create_stream(graph) if graph is not None else self.rec.create_stream()
-        c = Client(cid, ApiProtocol(), ApiPeer(peer), stream)
+        c = Client(cid, ApiProtocol(), ApiPeer(peer), self.rec.create_stream(graph))
         c.rate = rate
         self._clients[c.id] = c
         return c
