@@ -301,3 +301,60 @@ def test_a_wide_bf16_model_gives_each_stream_its_numbers_alone(tiny) -> None:
         assert torch.equal(alone[0], out[i, :n]), i
         for a, b in zip(alone_state, rows[i]):
             assert torch.equal(a, b), i
+
+
+@pytest.mark.parametrize("kind", ["torch", "torch int8", "onnxruntime"])
+def test_slots_give_streams_joining_and_leaving_their_results_alone(
+    test_audio, tiny, graph, kind
+) -> None:
+    """Stream states in one pool with a slot each (as on a GPU, here on the CPU): streams
+    join at different steps, leave when done (their slots taken by later streams, the pool
+    growing past its first size), and each gets the tokens and times it gets alone without
+    slots."""
+    import gc
+
+    engines = {
+        "torch": lambda: TorchEngine(tiny.model, CHUNKING),
+        "torch int8": lambda: TorchEngine(tiny.model, CHUNKING, "int8"),
+        "onnxruntime": lambda: OnnxRuntimeEngine(graph, CHUNKING),
+    }
+    engine = engines[kind]()
+    alone_rec = _recognizer(tiny, engine)
+    assert alone_rec.pool is None  # on the CPU streams hold their states by default
+    rec = StreamingRecognizer(engine, tiny.cfg, tiny.tokenizer, SearchOptions(),
+                              endpoint=EndpointConfig(enabled=False), model=tiny.model,
+                              slots=True)  # fmt: skip
+    assert rec.pool is not None and rec.pool.capacity == 8
+    audios = [test_audio[k % len(test_audio)] for k in range(12)]
+    alone = [_stream(alone_rec, a, seed=40 + k) for k, a in enumerate(audios)]
+    streams, feeders, used = [], [], []
+    step = 0
+    while len(streams) < len(audios) or not all(s.done for s in streams):
+        if step % 2 == 0 and len(streams) < len(audios):  # a new stream every other step
+            k = len(streams)
+            streams.append(rec.create_stream())
+            feeders.append(_feed(streams[k], audios[k], np.random.default_rng(k)))
+        for s, feeder in zip(streams, feeders):
+            if not s.fbank.finished and next(feeder, "end") == "end":
+                s.input_finished()
+        rec.decode_streams(streams)
+        used.append(rec.pool.used)
+        step += 1
+    for s, one in zip(streams, alone):
+        assert s.result().token_ids == one.token_ids and one.token_ids
+        assert s.result().timestamps == one.timestamps
+    assert max(used) > 1 and rec.pool.used == 0  # every slot free again
+    # a stream dropped before its end gives its slot back too
+    dropped = rec.create_stream()
+    assert rec.pool.used == 1 and dropped.slot is not None
+    del dropped
+    gc.collect()
+    assert rec.pool.used == 0
+    more = [rec.create_stream() for _ in range(9)]  # more than the slots: the pool doubles
+    assert rec.pool.capacity == 16 and len({s.slot for s in more}) == 9
+    # negative control: states not written back to their slots give other tokens
+    broken = StreamingRecognizer(engine, tiny.cfg, tiny.tokenizer, SearchOptions(),
+                                 endpoint=EndpointConfig(enabled=False), model=tiny.model,
+                                 slots=True)  # fmt: skip
+    broken.pool.scatter = lambda slots, state: None
+    assert _stream(broken, audios[0], seed=40).token_ids != alone[0].token_ids

@@ -11,18 +11,21 @@ caches (``cache_limit`` -1) of different lengths are left-padded with zeros, whi
 ignores because ``cache_len`` marks the valid frames. Splitting hands each stream a view of the
 batched result. A server decoding the same streams step after step would so copy every cache
 once per step only to concatenate the same slices again; :class:`StateBatcher` skips that when
-a call has the very states it handed out last time, in the same order.
+a call has the very states it handed out last time, in the same order. :class:`StatePool`
+keeps fixed-size states where they are computed instead: one batched tensor per cache with a
+slot per stream, a step gathering its streams' slots by index and writing the new states back
+(a GPU's streams never pass through the host).
 
 This module has no ``from __future__ import annotations``: TorchScript reads a NamedTuple's
 field types from its class annotations, which must be types, not strings.
 """
 
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
 
-__all__ = ["EncoderState", "StateBatcher", "stack_states", "unstack_state"]
+__all__ = ["EncoderState", "StateBatcher", "StatePool", "stack_states", "unstack_state"]
 
 
 class EncoderState(NamedTuple):
@@ -98,3 +101,75 @@ class StateBatcher:
         parts = unstack_state(state)
         self._last = (parts, state)
         return parts
+
+
+class StatePool:
+    """The states of many streams with a fixed attention cache (``cache_limit`` >= 0), held in
+    one batched :class:`EncoderState` with a slot per stream on the engine's device: a stream
+    joins into a free slot (zeroed) and leaves it free; a step :meth:`gather`s the slots of its
+    streams by index (one copy per cache, on the device) and :meth:`scatter`s the new states
+    back. The slots double when full. ``zero(batch)`` is the engine's zero state."""
+
+    def __init__(self, zero: Callable[[int], EncoderState], capacity: int = 8) -> None:
+        self._zero = zero
+        self.state = zero(capacity)
+        if int(self.state.cache_limit.item()) < 0:
+            raise ValueError("a slot pool holds fixed-size caches (left chunks >= 0)")
+        self._free = list(range(capacity - 1, -1, -1))
+
+    @property
+    def capacity(self) -> int:
+        return self.state.att_cache.size(1)
+
+    @property
+    def used(self) -> int:
+        return self.capacity - len(self._free)
+
+    def join(self) -> int:
+        """A free slot, zeroed (the pool doubles when none is free)."""
+        if not self._free:
+            old, n = self.state, self.capacity
+            new = self._zero(2 * n)
+            self.state = EncoderState(
+                att_cache=torch.cat([old.att_cache, new.att_cache[:, n:]], 1),
+                conv_cache=torch.cat([old.conv_cache, new.conv_cache[:, n:]], 1),
+                cache_len=torch.cat([old.cache_len, new.cache_len[n:]]),
+                cache_limit=old.cache_limit,
+                offset=torch.cat([old.offset, new.offset[n:]]),
+            )
+            self._free = list(range(2 * n - 1, n - 1, -1))
+        slot = self._free.pop()
+        self.reset(slot)
+        return slot
+
+    def reset(self, slot: int) -> None:
+        """Zero a slot's state (a new segment starts from nothing)."""
+        s = self.state
+        s.att_cache[:, slot].zero_()
+        s.conv_cache[:, slot].zero_()
+        s.cache_len[slot] = 0
+        s.offset[slot] = 0
+
+    def leave(self, slot: int) -> None:
+        if slot in self._free:
+            raise ValueError(f"slot {slot} is free already")
+        self._free.append(slot)
+
+    def gather(self, slots: torch.Tensor) -> EncoderState:
+        """The batched state of ``slots`` (B,), in that order."""
+        s = self.state
+        return EncoderState(
+            att_cache=s.att_cache.index_select(1, slots),
+            conv_cache=s.conv_cache.index_select(1, slots),
+            cache_len=s.cache_len.index_select(0, slots),
+            cache_limit=s.cache_limit,
+            offset=s.offset.index_select(0, slots),
+        )
+
+    def scatter(self, slots: torch.Tensor, state: EncoderState) -> None:
+        """Write a step's new batched state back into ``slots``."""
+        s = self.state
+        s.att_cache.index_copy_(1, slots, state.att_cache)
+        s.conv_cache.index_copy_(1, slots, state.conv_cache)
+        s.cache_len.index_copy_(0, slots, state.cache_len)
+        s.offset.index_copy_(0, slots, state.offset)

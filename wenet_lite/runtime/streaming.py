@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import weakref
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -44,7 +45,7 @@ from wenet_lite.host.malloc import keep_freed_memory
 from wenet_lite.model import ASRModel
 from wenet_lite.model.chunking import Chunking, check_chunking
 from wenet_lite.model.posenc import WENET_MAX_POSITIONS
-from wenet_lite.model.state import EncoderState, StateBatcher
+from wenet_lite.model.state import EncoderState, StateBatcher, StatePool
 from wenet_lite.model.subsampling import (
     min_input_frames,
     output_length,
@@ -99,11 +100,21 @@ class Stream:
         self._finals: List[Result] = []  # results of self._closed[: len(self._finals)]
         self._pending: List[Tuple[int, Segment]] = []  # closed segments awaiting rescoring
         self._done = False
+        self._slot: Optional[int] = None
+        self._leave: Optional[weakref.finalize] = None
+        pool = recognizer.pool
+        if pool is not None:  # the state lives in the recogniser's slots until the stream ends
+            self._slot = pool.join()
+            self._leave = weakref.finalize(self, pool.leave, self._slot)
         self._start_segment()
 
     def _start_segment(self) -> None:
         rec = self._rec
-        self._state: EncoderState = rec.engine.init_state(1)
+        if self._slot is not None:
+            assert rec.pool is not None
+            rec.pool.reset(self._slot)
+        else:
+            self._state: EncoderState = rec.engine.init_state(1)
         self._search = rec.new_search(self._context)
         self._hyp = Hypothesis([], 0.0, [], 1.0)
         self._nbest: List[Hypothesis] = []  # the search's n-best (attention rescoring)
@@ -178,7 +189,20 @@ class Stream:
     @property
     def state(self) -> EncoderState:
         """The encoder state, a batch of one."""
+        if self._slot is not None:
+            assert self._rec.pool is not None
+            return self._rec.pool.gather(self.slot_index)
         return self._state
+
+    @property
+    def slot(self) -> Optional[int]:
+        """Its slot in the recogniser's :class:`StatePool` (None: it holds its state, or it
+        is done)."""
+        return self._slot
+
+    @property
+    def slot_index(self) -> torch.Tensor:
+        return torch.tensor([self._slot], device=self._rec.device)
 
     def take_pending(self) -> List[Tuple[int, Segment]]:
         """The closed segments that wait for attention rescoring, as (index, segment); taken
@@ -260,16 +284,18 @@ class Stream:
     def advance(
         self,
         log_probs: torch.Tensor,
-        state: EncoderState,
+        state: Optional[EncoderState],
         encoded: Optional[torch.Tensor],
         best: Optional[Tuple[List[int], List[float]]] = None,
     ) -> None:
         """Take one decoded chunk (the recogniser's call): (n, V) log-probs of its valid
         frames, the new state, for attention rescoring the (n, D) encoder output, and each
         frame's argmax id and log-prob if the caller has them (the recogniser takes them for
-        the whole batch in one call)."""
+        the whole batch in one call). ``state`` None: the recogniser wrote it into the
+        stream's slot."""
         rec = self._rec
-        self._state = state
+        if state is not None:
+            self._state = state
         if best is None:
             best_lp, best_id = log_probs.max(dim=-1)  # (n,), (n,)
             best = (best_id.tolist(), best_lp.tolist())
@@ -326,6 +352,9 @@ class Stream:
             self._hyp = Hypothesis([], 0.0, [], 1.0)
             self._segment_frames = 0
             self._done = True
+            if self._leave is not None:  # its slot is free for another stream
+                self._leave()
+                self._slot = None
             self._state = self._rec.engine.init_state(0)  # free the caches
 
 
@@ -399,6 +428,7 @@ class StreamingRecognizer:
         endpoint: Optional[EndpointConfig] = None,
         model: Optional[ASRModel] = None,
         source: str = "the model",
+        slots: Optional[bool] = None,
     ) -> None:
         if not engine.chunking.streaming:
             raise ValueError(f"streaming needs a chunk size >= 1, got {engine.chunking.chunk_size}")
@@ -425,6 +455,13 @@ class StreamingRecognizer:
         absolute positions stop at its table's end"""
         self._batcher = StateBatcher()
         self.device, self.dtype = engine.device, engine.dtype  # e.g. a bfloat16 model
+        if slots is None:  # on a GPU the states stay there; on the CPU a step reuses its batch
+            slots = torch.device(self.device).type == "cuda"
+        if slots and chunking.left_chunks < 0:
+            raise ValueError("slots hold fixed-size caches: give left chunks >= 0")
+        self.pool: Optional[StatePool] = StatePool(engine.init_state) if slots else None
+        """the streams' states in one batched tensor, a slot each (fixed caches; by default
+        on CUDA), or None: each stream holds its own"""
         self._frame_seconds = self.subsampling_rate * self.frame_shift_s
         self._growth_warning = int(HISTORY_WARNING_SECONDS / self._frame_seconds)
         self._warned_growth = chunking.left_chunks >= 0  # a fixed cache never grows
@@ -495,7 +532,12 @@ class StreamingRecognizer:
                 raise ValueError("a stream can only be decoded by the recognizer that created it")
         compute_ready([s.fbank for s in ready])  # every ready stream's new frames, one call
         feats, lens = self._batch_windows(ready)  # (B, W, F), (B,)
-        state = self._batcher.stack([s.state for s in ready])
+        slots = None
+        if self.pool is not None:
+            slots = torch.tensor([s.slot for s in ready], device=self.device)
+            state = self.pool.gather(slots)
+        else:
+            state = self._batcher.stack([s.state for s in ready])
         encoded: Optional[torch.Tensor] = None
         if self.options.rescoring:
             encoded, log_probs, new_state = self.engine.run_encoder(feats, lens, state)
@@ -512,7 +554,13 @@ class StreamingRecognizer:
             )  # fmt: skip
         best_lp, best_id = log_probs.max(dim=-1)  # (B, C): the frames' argmax, for all at once
         ids, lps = best_id.tolist(), best_lp.tolist()
-        for i, (s, own) in enumerate(zip(ready, self._batcher.unstack(new_state))):
+        if self.pool is not None:
+            assert slots is not None
+            self.pool.scatter(slots, new_state)
+            owns: List[Optional[EncoderState]] = [None] * len(ready)
+        else:
+            owns = list(self._batcher.unstack(new_state))
+        for i, (s, own) in enumerate(zip(ready, owns)):
             n = valid[i]
             s.advance(
                 log_probs[i, :n], own, None if encoded is None else encoded[i, :n],
