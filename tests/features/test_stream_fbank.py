@@ -54,6 +54,30 @@ def test_streamed_and_batched_equal_offline_bit_for_bit(snip_edges: bool) -> Non
             assert torch.equal(s.get_frames(0, s.num_frames_ready), want)
 
 
+_DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", _DEVICES)
+def test_streams_on_a_device_compute_there_and_equal_the_cpu_features(device: str) -> None:
+    cfg = FeatureConfig()
+    audios = [_speechy(s, seed=i) for i, s in enumerate((1.9, 0.6, 1.1, 0.02, 2.4))]
+    on_device = [FbankStream(cfg, device) for _ in audios]
+    on_cpu = [FbankStream(cfg) for _ in audios]
+    _feed(on_device, audios, np.random.default_rng(3))
+    _feed(on_cpu, audios, np.random.default_rng(3))
+    compute_ready(on_device)  # every stream's ends in one call there
+    for d, c in zip(on_device, on_cpu):
+        got = d.get_frames(0, d.num_frames_ready)
+        assert got.device.type == device
+        # The trainer's tolerance for its device fbank (test_torch_fbank); bit for bit on
+        # the CPU, where the device path is the CPU one.
+        want = c.get_frames(0, c.num_frames_ready)
+        if device == "cpu":
+            assert torch.equal(got, want)
+        else:
+            assert (got.cpu() - want).abs().max() < 5e-3
+
+
 def test_equal_to_kaldi_native_fbank_within_rounding() -> None:
     rng = np.random.default_rng(1)
     lengths = (0, 50, 100, 119, 200, 399, 400, 401, 555, 16000, 40000)

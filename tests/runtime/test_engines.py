@@ -303,24 +303,31 @@ def test_a_wide_bf16_model_gives_each_stream_its_numbers_alone(tiny) -> None:
             assert torch.equal(a, b), i
 
 
-@pytest.mark.parametrize("kind", ["torch", "torch int8", "onnxruntime"])
+_CUDA = ["torch cuda"] if torch.cuda.is_available() else []
+
+
+@pytest.mark.parametrize("kind", ["torch", "torch int8", "onnxruntime", *_CUDA])
 def test_slots_give_streams_joining_and_leaving_their_results_alone(
     test_audio, tiny, graph, kind
 ) -> None:
-    """Stream states in one pool with a slot each (as on a GPU, here on the CPU): streams
-    join at different steps, leave when done (their slots taken by later streams, the pool
-    growing past its first size), and each gets the tokens and times it gets alone without
-    slots."""
+    """Stream states in one pool with a slot each (the default on a GPU; on the CPU when
+    asked): streams join at different steps, leave when done (their slots taken by later
+    streams, the pool growing past its first size), and each gets the tokens and times it
+    gets alone without slots (features and greedy search on the engine's device)."""
+    import copy
     import gc
 
     engines = {
         "torch": lambda: TorchEngine(tiny.model, CHUNKING),
         "torch int8": lambda: TorchEngine(tiny.model, CHUNKING, "int8"),
         "onnxruntime": lambda: OnnxRuntimeEngine(graph, CHUNKING),
+        "torch cuda": lambda: TorchEngine(copy.deepcopy(tiny.model).cuda(), CHUNKING),
     }
     engine = engines[kind]()
-    alone_rec = _recognizer(tiny, engine)
-    assert alone_rec.pool is None  # on the CPU streams hold their states by default
+    assert (_recognizer(tiny, engine).pool is None) == (kind != "torch cuda")  # the default
+    alone_rec = StreamingRecognizer(engine, tiny.cfg, tiny.tokenizer, SearchOptions(),
+                                    endpoint=EndpointConfig(enabled=False), model=tiny.model,
+                                    slots=False)  # fmt: skip
     rec = StreamingRecognizer(engine, tiny.cfg, tiny.tokenizer, SearchOptions(),
                               endpoint=EndpointConfig(enabled=False), model=tiny.model,
                               slots=True)  # fmt: skip

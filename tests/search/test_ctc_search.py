@@ -13,6 +13,7 @@ from wenet_lite.search.ctc_search import (
     ctc_greedy_search,
     ctc_prefix_beam_search,
     frames_to_seconds,
+    greedy_chunks,
     penalize_blank,
 )
 
@@ -181,6 +182,59 @@ def test_streaming_greedy_equals_one_shot(seed):
     assert streamed.timestamps == expected.timestamps
     assert streamed.score == pytest.approx(expected.score, abs=1e-9)
     assert streamed.confidence == pytest.approx(expected.confidence)
+
+
+_DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def _batched_greedy(
+    streams: List[torch.Tensor], chunk: int, device: str, follow: bool = True
+) -> List[StreamingGreedySearch]:
+    """Streams of (T, V) log-probs decoded C frames a step by ``greedy_chunks``, each step
+    batching the streams that still have frames (a last chunk is shorter, zero-padded);
+    ``follow=False`` hides each stream's last argmax from the next step (a broken search)."""
+    searches = [StreamingGreedySearch() for _ in streams]
+    step = 0
+    while True:
+        live = [i for i, lp in enumerate(streams) if step * chunk < lp.size(0)]
+        if not live:
+            return searches
+        batch = torch.zeros(len(live), chunk, streams[0].size(1), dtype=streams[0].dtype)
+        lens = []
+        for row, i in enumerate(live):
+            part = streams[i][step * chunk : (step + 1) * chunk]
+            batch[row, : part.size(0)] = part
+            lens.append(part.size(0))
+        last = [searches[i].last_id if follow else 0 for i in live]
+        paths = greedy_chunks(
+            batch.to(device), torch.tensor(lens), torch.tensor(last),
+            torch.tensor([searches[i].score for i in live], dtype=torch.float64),
+        )  # fmt: skip
+        for i, path in zip(live, paths):
+            searches[i].accept_path(path)
+        step += 1
+
+
+@pytest.mark.parametrize("device", _DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_batched_greedy_on_the_device_equals_the_host_search(device, dtype):
+    # V = 3 makes runs that cross chunk boundaries common; the streams have different lengths,
+    # so the batch shrinks as they end, and every stream's last chunk is partial.
+    lengths = [37, 50, 9, 64, 23, 41]
+    streams = [_random_log_probs(seed, n, 3).to(dtype) for seed, n in enumerate(lengths)]
+    batched = _batched_greedy(streams, chunk=8, device=device)
+    for lp, got in zip(streams, batched):
+        host = StreamingGreedySearch()
+        for part in torch.split(lp, 8):
+            host.accept(part)
+        want, have = host.best(), got.best()
+        assert have.tokens == want.tokens and have.timestamps == want.timestamps
+        assert have.peaks == want.peaks  # the same float32 (or bf16) values
+        assert have.score == want.score and have.confidence == want.confidence
+        assert got.last_id == host.last_id and got.num_frames == host.num_frames
+    # Negative control: a search that forgets the last chunk's argmax emits a token twice.
+    broken = _batched_greedy(streams, chunk=8, device=device, follow=False)
+    assert any(b.best().tokens != g.best().tokens for b, g in zip(broken, batched))
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -25,7 +25,7 @@ Shapes: the legend in ``wenet_lite`` (K samples per frame, F mel bins, R frames 
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -40,12 +40,12 @@ __all__ = ["FbankStream", "compute_ready", "offline_fbank"]
 _EXTRACTORS: Dict[Tuple, TorchFbank] = {}
 
 
-def _extractor(cfg: FeatureConfig) -> TorchFbank:
-    """The window and mel banks, shared by every stream of these settings."""
+def _extractor(cfg: FeatureConfig, device: torch.device) -> TorchFbank:
+    """The window and mel banks, shared by every stream of these settings on ``device``."""
     key = (cfg.sample_rate, cfg.frame_length_ms, cfg.frame_shift_ms, cfg.snip_edges)
-    key += (cfg.num_mel_bins, cfg.high_freq)
+    key += (cfg.num_mel_bins, cfg.high_freq, str(device))
     if key not in _EXTRACTORS:
-        _EXTRACTORS[key] = TorchFbank(cfg)
+        _EXTRACTORS[key] = TorchFbank(cfg).to(device)
     return _EXTRACTORS[key]
 
 
@@ -53,9 +53,9 @@ class FbankStream:
     """One stream's samples and computed frames; the interface of ``fbank.OnlineFbank``
     (frame indices absolute from the start of the stream)."""
 
-    def __init__(self, cfg: FeatureConfig) -> None:
+    def __init__(self, cfg: FeatureConfig, device: Union[str, torch.device] = "cpu") -> None:
         self.cfg = cfg
-        self.extractor = _extractor(cfg)
+        self.extractor = _extractor(cfg, torch.device(device))
         self._shift = _window_samples(cfg.sample_rate, cfg.frame_shift_ms)
         self._length = _window_samples(cfg.sample_rate, cfg.frame_length_ms)
         # frame t covers samples [t * shift + offset, ... + length) (Kaldi's FirstSampleOfFrame)
@@ -66,7 +66,7 @@ class FbankStream:
         self._finished = False
         self._computed = 0  # frames computed so far
         self._first_kept = 0  # frames before this were discarded
-        self._frames = torch.zeros(0, cfg.num_mel_bins)  # (computed - first_kept, F)
+        self._frames = torch.zeros(0, cfg.num_mel_bins, device=device)  # (computed - kept, F)
 
     @property
     def dim(self) -> int:
@@ -125,30 +125,45 @@ class FbankStream:
             self._frames = self._frames[frame - self._first_kept :].clone()
             self._first_kept = frame
 
-    def _pending_frames(self) -> torch.Tensor:
-        """(m, K) samples of the pending frames (edges reflected as Kaldi does)."""
+    def _pending_rows(self, flat: List[np.ndarray], size: int) -> Tuple[List[int], int]:
+        """Lay out the samples of the pending frames at the end of ``flat`` (holding ``size``
+        samples, a multiple of the shift) so that frame j is row ``rows[j]`` of the shift-
+        strided frames of the whole buffer; returns the rows and the new size. Frames with
+        every sample inside [0, received) are read where they lie in this stream's samples;
+        the first frame (before 0) and the flushed last ones (past the end) are gathered
+        (edges reflected as Kaldi does), each in a place of its own."""
         first, end = self._computed, self.num_frames_ready
         shift, length, offset = self._shift, self._length, self._offset
-        buf = torch.from_numpy(self._samples)
-        # Frames with every sample inside [0, received) are strided views of the buffer; the
-        # first frame (before 0) and the flushed last ones (past the end) are gathered.
         lo = max(first, -(offset // shift) if offset < 0 else 0)  # first with start >= 0
         hi = min(end, max(lo, (self._received - offset - length) // shift + 1))
-        parts: List[torch.Tensor] = []
+        rows: List[int] = []
+
+        def put(samples: np.ndarray, frames: int, stride: int) -> None:
+            nonlocal size
+            rows.extend(range(size // shift, size // shift + frames * stride, stride))
+            padded = -(-samples.size // shift) * shift
+            flat.append(np.pad(samples, (0, padded - samples.size)))
+            size += padded
+
+        place = -(-length // shift)  # rows a gathered frame takes
         if first < lo:
-            parts.append(self._gathered(first, min(lo, end)))
+            put(self._gathered(first, min(lo, end)).reshape(-1), min(lo, end) - first, place)
         if lo < hi:
             a = lo * shift + offset - self._start
-            parts.append(buf[a : a + (hi - lo - 1) * shift + length].unfold(0, length, shift))
+            put(self._samples[a : a + (hi - lo - 1) * shift + length], hi - lo, 1)
         if max(hi, first) < end:
-            parts.append(self._gathered(max(hi, first), end))
-        return parts[0] if len(parts) == 1 else torch.cat(parts)
+            put(self._gathered(max(hi, first), end).reshape(-1), end - max(hi, first), place)
+        return rows, size
 
-    def _gathered(self, first: int, end: int) -> torch.Tensor:
-        t = torch.arange(first, end).unsqueeze(1)
-        index = t * self._shift + self._offset + torch.arange(self._length)  # (m, K)
-        index = reflect_index(index, self._received)
-        return torch.from_numpy(self._samples)[index - self._start]
+    def _gathered(self, first: int, end: int) -> np.ndarray:
+        """(m, K') samples of frames ``first .. end-1`` gathered one by one, each padded to
+        K' (K rounded up to the shift)."""
+        t = np.arange(first, end)[:, None]
+        index = t * self._shift + self._offset + np.arange(self._length)  # (m, K)
+        index = reflect_index(torch.from_numpy(index), self._received).numpy()
+        frames = self._samples[index - self._start]
+        padded = -(-self._length // self._shift) * self._shift
+        return np.pad(frames, ((0, 0), (0, padded - self._length)))
 
     def _take(self, frames: torch.Tensor) -> None:
         """Append newly computed (m, F) frames; drop the samples no later frame needs."""
@@ -161,18 +176,30 @@ class FbankStream:
 
 
 def compute_ready(streams: Sequence[FbankStream]) -> None:
-    """Compute every pending frame of ``streams`` in one batched call (all must share one
-    feature config)."""
+    """Compute every pending frame of ``streams`` in one batched call on their device (all
+    must share one feature config and device): their samples go there in one copy, the
+    frames are cut there, and the features stay there."""
     todo = [s for s in streams if s.num_pending > 0]
     if not todo:
         return
     extractor = todo[0].extractor
     if any(s.extractor is not extractor for s in todo):
-        raise ValueError("compute_ready: the streams have different feature settings")
-    parts = [s._pending_frames() for s in todo]
-    frames = torch.cat(parts) if len(parts) > 1 else parts[0]  # (R, K)
+        raise ValueError("compute_ready: the streams have different feature settings or devices")
+    flat: List[np.ndarray] = []
+    rows: List[int] = []
+    counts: List[int] = []
+    size = 0
+    for s in todo:
+        own, size = s._pending_rows(flat, size)
+        rows.extend(own)
+        counts.append(len(own))
+    flat.append(np.zeros(extractor.length, np.float32))  # the last row's samples past the end
+    device = extractor.window.device
+    samples = torch.from_numpy(np.concatenate(flat)).to(device)
+    index = torch.tensor(rows).to(device)
+    frames = samples.unfold(0, extractor.length, extractor.shift).index_select(0, index)
     feats = extractor.log_mel(frames, row_invariant=True)  # (R, F)
-    for s, own in zip(todo, feats.split([p.size(0) for p in parts])):
+    for s, own in zip(todo, feats.split(counts)):
         s._take(own)
 
 

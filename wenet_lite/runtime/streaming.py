@@ -57,9 +57,11 @@ from wenet_lite.runtime.engines import Engine
 from wenet_lite.runtime.result import Result, make_result, merge_results, spell
 from wenet_lite.search.context import ContextGraph, hotword_phrases, word_starts
 from wenet_lite.search.ctc_search import (
+    ChunkPath,
     Hypothesis,
     StreamingGreedySearch,
     StreamingPrefixBeamSearch,
+    greedy_chunks,
     penalize_blank,
 )
 from wenet_lite.search.options import SearchOptions
@@ -89,9 +91,9 @@ class Stream:
     ) -> None:
         self._rec = recognizer
         self._context = hotwords if hotwords is not None else recognizer.models.context
-        self.fbank = FbankStream(recognizer.cfg.features)
-        """Online features (computed for all ready streams at once by ``decode_streams``);
-        frames before the next window are discarded as decoding goes."""
+        self.fbank = FbankStream(recognizer.cfg.features, recognizer.device)
+        """Online features (computed for all ready streams at once by ``decode_streams``, on
+        the engine's device); frames before the next window are discarded as decoding goes."""
         self._resampler: Optional[soxr.ResampleStream] = None
         self._input_rate: Optional[int] = None
         self._next_frame = 0  # first input frame of the next chunk's window
@@ -180,6 +182,11 @@ class Stream:
     def done(self) -> bool:
         """True once the input is finished and fully decoded."""
         return self._done
+
+    @property
+    def greedy(self) -> Optional[StreamingGreedySearch]:
+        """The open segment's greedy search (None: it searches with the prefix beam)."""
+        return self._search if isinstance(self._search, StreamingGreedySearch) else None
 
     @property
     def recognizer(self) -> StreamingRecognizer:
@@ -286,32 +293,27 @@ class Stream:
         log_probs: torch.Tensor,
         state: Optional[EncoderState],
         encoded: Optional[torch.Tensor],
-        best: Optional[Tuple[List[int], List[float]]] = None,
+        path: ChunkPath,
     ) -> None:
         """Take one decoded chunk (the recogniser's call): (n, V) log-probs of its valid
-        frames, the new state, for attention rescoring the (n, D) encoder output, and each
-        frame's argmax id and log-prob if the caller has them (the recogniser takes them for
-        the whole batch in one call). ``state`` None: the recogniser wrote it into the
-        stream's slot."""
+        frames, the new state, for attention rescoring the (n, D) encoder output, and the
+        chunk's greedy path (:func:`greedy_chunks`, found for the whole batch at once): the
+        greedy search takes it, the prefix beam the log-probs. ``state`` None: the recogniser
+        wrote it into the stream's slot."""
         rec = self._rec
         if state is not None:
             self._state = state
-        if best is None:
-            best_lp, best_id = log_probs.max(dim=-1)  # (n,), (n,)
-            best = (best_id.tolist(), best_lp.tolist())
-        ids, lps = best
         if isinstance(self._search, StreamingGreedySearch):
-            found = self._search.accept_best(ids, lps)  # only the argmax leaves the tensor
+            found = self._search.accept_path(path)  # only the new tokens left the device
         else:
             found = self._search.accept(log_probs)  # the n-best, best first
         self._hyp = found[0]
         if encoded is not None:  # rescoring: the search is the prefix beam, found its n-best
             self._nbest = found
             self._encoded.append(encoded)
-        n = len(ids)
-        last = next((t for t in range(n - 1, -1, -1) if ids[t] != BLANK_ID), None)
-        if last is not None:
-            self._trailing_blanks = n - 1 - last
+        n = path.num_frames
+        if path.last_token >= 0:
+            self._trailing_blanks = n - 1 - path.last_token
         else:
             self._trailing_blanks += n
         self._segment_frames += n
@@ -456,7 +458,7 @@ class StreamingRecognizer:
         self._batcher = StateBatcher()
         self.device, self.dtype = engine.device, engine.dtype  # e.g. a bfloat16 model
         if slots is None:  # on a GPU the states stay there; on the CPU a step reuses its batch
-            slots = torch.device(self.device).type == "cuda"
+            slots = torch.device(self.device).type == "cuda" and chunking.left_chunks >= 0
         if slots and chunking.left_chunks < 0:
             raise ValueError("slots hold fixed-size caches: give left chunks >= 0")
         self.pool: Optional[StatePool] = StatePool(engine.init_state) if slots else None
@@ -552,20 +554,21 @@ class StreamingRecognizer:
                 "endpoint yet): time and memory per chunk grow with it; --left-chunks 4 or "
                 "endpointing keep them flat", round(self._growth_warning * self._frame_seconds),
             )  # fmt: skip
-        best_lp, best_id = log_probs.max(dim=-1)  # (B, C): the frames' argmax, for all at once
-        ids, lps = best_id.tolist(), best_lp.tolist()
+        searches = [s.greedy for s in ready]  # None: the prefix beam
+        last_ids = torch.tensor([g.last_id if g else BLANK_ID for g in searches])
+        scores = torch.tensor([g.score if g else 0.0 for g in searches], dtype=torch.float64)
+        paths = greedy_chunks(log_probs, torch.tensor(valid), last_ids, scores)
         if self.pool is not None:
             assert slots is not None
             self.pool.scatter(slots, new_state)
             owns: List[Optional[EncoderState]] = [None] * len(ready)
         else:
             owns = list(self._batcher.unstack(new_state))
+        if self.options.beam:  # the beam searches on the host: one copy for the batch
+            log_probs = log_probs.cpu()
         for i, (s, own) in enumerate(zip(ready, owns)):
             n = valid[i]
-            s.advance(
-                log_probs[i, :n], own, None if encoded is None else encoded[i, :n],
-                best=(ids[i][:n], lps[i][:n]),
-            )  # fmt: skip
+            s.advance(log_probs[i, :n], own, None if encoded is None else encoded[i, :n], paths[i])
         self.rescore_pending(streams)
         return ready
 
@@ -608,9 +611,9 @@ class StreamingRecognizer:
 
     def _batch_windows(self, streams: Sequence[Stream]) -> Tuple[torch.Tensor, torch.Tensor]:
         """Windows zero-padded to W (a last partial window is shorter), and their lengths."""
-        windows = [s.next_window() for s in streams]
-        feats = torch.zeros(len(windows), self.window_size, windows[0].size(1))
+        windows = [s.next_window() for s in streams]  # on the device
+        feats = windows[0].new_zeros(len(windows), self.window_size, windows[0].size(1))
         for i, w in enumerate(windows):
             feats[i, : w.size(0)] = w
         lens = torch.tensor([w.size(0) for w in windows], dtype=torch.long)
-        return feats.to(self.device, self.dtype), lens.to(self.device)
+        return feats.to(self.dtype), lens.to(self.device)

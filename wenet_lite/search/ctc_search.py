@@ -24,7 +24,9 @@ __all__ = [
     "Hypothesis",
     "StreamingGreedySearch",
     "StreamingPrefixBeamSearch",
+    "ChunkPath",
     "ctc_greedy_search",
+    "greedy_chunks",
     "ctc_prefix_beam_search",
     "frames_to_seconds",
     "penalize_blank",
@@ -269,6 +271,29 @@ class StreamingGreedySearch:
         confidence = _confidence(self._last, self._score, self.num_frames)
         return Hypothesis._of(self._last, self._score, confidence)
 
+    @property
+    def last_id(self) -> int:
+        """The argmax of the last frame seen (blank before the first)."""
+        return self._prev
+
+    @property
+    def score(self) -> float:
+        """The best path's log-probability so far."""
+        return self._score
+
+    def accept_path(self, path: ChunkPath) -> List[Hypothesis]:
+        """As :meth:`accept`, given the chunk's part of the path as :func:`greedy_chunks`
+        found it (for a batch at once): the same hypotheses."""
+        last = self._last
+        if last is not None and path.lead_peak > last.peak:
+            self._last = last = last.with_peak(path.lead_peak)
+        for tok, t, peak in zip(path.tokens, path.frames, path.peaks):
+            last = self._last = _Emit(tok, self.num_frames + t, peak, last)
+        self._score = path.score
+        self._prev = path.last_id
+        self.num_frames += path.num_frames
+        return self.result()
+
     def _accept_best(self, ids: List[int], lps: List[float]) -> None:
         """Advance over frames whose argmax ids and their log-probs are already known."""
         for t, (tok, lp) in enumerate(zip(ids, lps), start=self.num_frames):
@@ -279,6 +304,82 @@ class StreamingGreedySearch:
                 self._last = self._last.with_peak(lp)  # the same run: not a new token
             self._prev = tok
         self.num_frames += len(ids)
+
+
+class ChunkPath(NamedTuple):
+    """What one chunk adds to a stream's greedy path (:func:`greedy_chunks`)."""
+
+    tokens: List[int]
+    """tokens whose run starts in the chunk"""
+    frames: List[int]
+    """the frame of the chunk where each starts"""
+    peaks: List[float]
+    """each one's highest log-prob over its run within the chunk"""
+    lead_peak: float
+    """the highest log-prob of the first frames that go on with the last chunk's token (-inf:
+    none do)"""
+    score: float
+    """the path's log-prob after the chunk: the one before plus each frame's, added in order"""
+    last_id: int
+    """the argmax of the chunk's last frame"""
+    last_token: int
+    """the chunk's last frame whose argmax is not blank (-1: none)"""
+    num_frames: int
+
+
+def greedy_chunks(
+    log_probs: torch.Tensor, lens: torch.Tensor, last_ids: torch.Tensor, scores: torch.Tensor
+) -> List[ChunkPath]:
+    """One chunk of greedy search for a batch of streams, on the log-probs' device: argmax,
+    blank and repeat collapse, each token's peak and the path's score, with only what is new
+    copied back (the tokens that start, and a few numbers per stream) instead of every frame.
+
+    Args: log_probs (B, C, V); lens (B,) valid frames; last_ids (B,) each stream's
+    :attr:`StreamingGreedySearch.last_id`; scores (B,) float64 its :attr:`~.score`.
+    Returns B paths for :meth:`StreamingGreedySearch.accept_path`, which then holds exactly
+    what :meth:`StreamingGreedySearch.accept` of the stream's valid frames gives (the score is
+    added frame by frame in float64 as there, so it is equal too)."""
+    batch, chunk = log_probs.shape[:2]
+    device = log_probs.device
+    best_lp, best_id = log_probs.max(dim=-1)  # (B, C)
+    valid = torch.arange(chunk, device=device) < lens.to(device).unsqueeze(1)  # (B, C)
+    ids = torch.where(valid, best_id, BLANK_ID)
+    lp = torch.where(valid, best_lp, _NEG_INF)
+    previous = torch.cat([last_ids.to(device).unsqueeze(1), ids[:, :-1]], dim=1)
+    change = ids != previous  # a run of equal argmaxes starts
+    token = ids != BLANK_ID
+    starts = change & token  # (B, C): a token is emitted
+    run = change.long().cumsum(dim=1)  # run 0 goes on with the last chunk's token
+    peak = torch.full((batch, chunk + 1), _NEG_INF, device=device, dtype=lp.dtype)
+    peak = peak.scatter_reduce(1, run, lp, "amax")  # (B, C + 1): each run's peak
+    lead = torch.where(token[:, 0] & ~change[:, 0], peak[:, 0], _NEG_INF)
+    score = scores.to(device, torch.float64)
+    lp64 = torch.where(valid, best_lp, 0.0).double()
+    for t in range(chunk):  # in order, as the host adds them: the same float64 sums
+        score = score + lp64[:, t]
+    last = (lens.to(device) - 1).clamp(min=0).unsqueeze(1)
+    last_id = torch.where(lens.to(device) > 0, best_id.gather(1, last).squeeze(1), last_ids)
+    frames = torch.arange(chunk, device=device).expand(batch, -1)
+    last_token = torch.where(token, frames, -1).amax(dim=1)
+    at = starts.nonzero()  # (K, 2): (stream, frame) of every new token
+    longs = torch.cat([at.flatten(), ids[starts], last_id, last_token]).tolist()
+    floats = torch.cat([peak.gather(1, run)[starts].double(), lead.double(), score]).tolist()
+    k = at.size(0)
+    pos, toks = longs[: 2 * k], longs[2 * k : 3 * k]
+    last_ids_out, last_tokens = longs[3 * k : 3 * k + batch], longs[3 * k + batch :]
+    peaks, leads, new_scores = floats[:k], floats[k : k + batch], floats[k + batch :]
+    per_stream: List[Tuple[List[int], List[int], List[float]]]
+    per_stream = [([], [], []) for _ in range(batch)]
+    for j in range(k):
+        own = per_stream[pos[2 * j]]
+        own[0].append(toks[j])
+        own[1].append(pos[2 * j + 1])
+        own[2].append(peaks[j])
+    n = lens.tolist()
+    return [
+        ChunkPath(*per_stream[b], leads[b], new_scores[b], last_ids_out[b], last_tokens[b], n[b])
+        for b in range(batch)
+    ]
 
 
 def ctc_greedy_search(log_probs: torch.Tensor, lens: torch.Tensor) -> List[Hypothesis]:
