@@ -122,7 +122,7 @@ class FbankStream:
         if frame > self._first_kept:
             if frame > self._computed:
                 compute_ready([self])
-            self._frames = self._frames[frame - self._first_kept :].clone()
+            self._frames = self._frames[frame - self._first_kept :]  # copied by the next _take
             self._first_kept = frame
 
     def _pending_rows(self, flat: List[np.ndarray], size: int) -> Tuple[List[int], int]:
@@ -142,7 +142,9 @@ class FbankStream:
             nonlocal size
             rows.extend(range(size // shift, size // shift + frames * stride, stride))
             padded = -(-samples.size // shift) * shift
-            flat.append(np.pad(samples, (0, padded - samples.size)))
+            flat.append(samples)
+            if padded > samples.size:
+                flat.append(np.zeros(padded - samples.size, np.float32))
             size += padded
 
         place = -(-length // shift)  # rows a gathered frame takes

@@ -612,8 +612,12 @@ class StreamingRecognizer:
     def _batch_windows(self, streams: Sequence[Stream]) -> Tuple[torch.Tensor, torch.Tensor]:
         """Windows zero-padded to W (a last partial window is shorter), and their lengths."""
         windows = [s.next_window() for s in streams]  # on the device
-        feats = windows[0].new_zeros(len(windows), self.window_size, windows[0].size(1))
-        for i, w in enumerate(windows):
-            feats[i, : w.size(0)] = w
-        lens = torch.tensor([w.size(0) for w in windows], dtype=torch.long)
+        sizes = [w.size(0) for w in windows]
+        if min(sizes) == self.window_size:  # all full: one call
+            feats = torch.stack(windows)
+        else:
+            feats = windows[0].new_zeros(len(windows), self.window_size, windows[0].size(1))
+            for i, w in enumerate(windows):
+                feats[i, : w.size(0)] = w
+        lens = torch.tensor(sizes, dtype=torch.long)
         return feats.to(self.dtype), lens.to(self.device)
