@@ -100,14 +100,18 @@ def apply_masks(x: torch.Tensor, masked: torch.Tensor, lens: torch.Tensor) -> to
     """A new (B, T_in, F) tensor: ``x`` with its ``masked`` values (from :func:`draw_masks`)
     set to their utterance's per-bin mean over its (B,) ``lens`` valid frames, on x's device."""
     valid = torch.arange(x.size(1)).unsqueeze(0) < lens.cpu().unsqueeze(1)  # (B, T_in)
+    count = lens.cpu().clamp(min=1)  # (B,)
+    if x.device.type == "cuda":  # copies from pinned memory do not wait for the GPU's queue
+        masked, valid, count = masked.pin_memory(), valid.pin_memory(), count.pin_memory()
     masked = masked.to(x.device, non_blocking=True)
-    return torch.where(masked, _utterance_mean(x, valid, lens.cpu()), x)
+    return torch.where(masked, _utterance_mean(x, valid, count), x)
 
 
-def _utterance_mean(x: torch.Tensor, valid: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
-    """Per-bin mean over each utterance's valid frames: (B, T_in, F) -> (B, 1, F)."""
-    keep = valid.to(x.device, x.dtype, non_blocking=True).unsqueeze(2)  # (B, T_in, 1)
-    count = lens.clamp(min=1).to(x.device, x.dtype, non_blocking=True).view(-1, 1, 1)  # (B, 1, 1)
+def _utterance_mean(x: torch.Tensor, valid: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+    """Per-bin mean over each utterance's valid frames: (B, T_in, F) -> (B, 1, F); (B,)
+    ``count`` valid frames (at least 1)."""
+    keep = valid.to(x.device, non_blocking=True).to(x.dtype).unsqueeze(2)  # (B, T_in, 1)
+    count = count.to(x.device, non_blocking=True).to(x.dtype).view(-1, 1, 1)  # (B, 1, 1)
     return (x * keep).sum(dim=1, keepdim=True) / count  # (B, 1, F)
 
 
