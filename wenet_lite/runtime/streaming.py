@@ -418,6 +418,10 @@ class StreamingRecognizer:
             ``EndpointConfig(enabled=False)`` keeps a whole stream in one segment.
         model: the torch model, for attention rescoring (default: the torch engine's).
         source: what the model came from, for messages and summaries.
+        slots: keep the streams' states in one batched tensor with a slot per stream
+            (:class:`~wenet_lite.model.state.StatePool`; fixed caches only). Default: on when
+            the engine runs on CUDA with left chunks >= 0, where the states then never leave
+            the GPU; off on the CPU, where reusing the last step's batch costs less.
     """
 
     def __init__(
