@@ -4,8 +4,9 @@ has one) in one scripted, self-describing file.
 The file is a ``torch.jit`` module whose methods are the whole runtime interface, so a runtime
 needs torch (Python or C++ libtorch) and no wenet_lite:
 
-- ``init_state(batch_size=1) -> state``: zero streaming state, a plain tuple of 4 tensors
-  ``(att_cache (L, B, H, M, 2*d_k), conv_cache (L, B, D, K-1), cache_len (B,), cache_limit (1,))``
+- ``init_state(batch_size=1) -> state``: zero streaming state, a plain tuple of 5 tensors
+  ``(att_cache (L, B, H, M, 2*d_k), conv_cache (L, B, D, K-1), cache_len (B,), cache_limit (1,),
+  offset (B,))``
   with M = chunk_size * left_chunks (or growing from 0 when left_chunks is -1): the fields of
   ``EncoderState`` in order, flattened at this boundary so that runtimes need no named type.
 - ``forward_chunk(feats_window (B, W, F), state, window_lens=None)
