@@ -6,10 +6,12 @@ import argparse
 
 from wenet_lite.cli.flags import (
     DEVICE_HELP,
+    UsageError,
     add_chunking,
     add_endpoint,
     add_engine,
     add_options,
+    device_from,
     endpoint_from,
     options_from,
     recognizer_from,
@@ -61,6 +63,13 @@ def _run_serve(args: argparse.Namespace) -> int:
         name = Path(args.model.rstrip("/"))
         model_id = name.name if name.is_dir() else name.stem
         server_options = dataclasses.replace(server_options, model_id=model_id)
+    device = device_from(args.device) if args.device == "auto" else str(args.device)
+    if server_options.workers > 1 and device.startswith("cuda"):
+        raise UsageError(
+            f"--jobs {server_options.workers} forks workers after the model is loaded, and a "
+            "model on CUDA cannot cross a fork: on a GPU serve with --jobs 1 (its one process "
+            "batches every stream there), or run one server per port"
+        )
     secrets = Secrets.load(server_options)  # a bad certificate or token file: before loading
     recognizer = recognizer_from(args, options, endpoint, announce=True)
     return serve(recognizer, server_options, threads=args.threads, secrets=secrets)
