@@ -3,7 +3,8 @@
 # logged to OUT/<step>.log (the last lines printed as it goes):
 #
 #   tests    the tests that take CUDA where it is present: stream slots, the device's greedy
-#            search and features against the CPU's, the deterministic CUDA resume
+#            search and features against the CPU's, the deterministic CUDA resume, and
+#            `serve --device cuda --jobs 2` (each worker's own model on the GPU)
 #   streams  bench_streaming on the GPU with slots (conformer_u2, chunk 16, left 4): the
 #            largest stream count whose p95 step stays within the chunk is its capacity
 #   noslots  the same at 256 streams with each stream holding its own state (the CPU's way)
@@ -33,7 +34,7 @@ command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total,dr
   --format=csv,noheader | tee "$out/gpu.txt"
 step tests 240 "$py" -m pytest -q -p no:cacheprovider tests/runtime/test_engines.py \
   tests/search/test_ctc_search.py tests/features/test_stream_fbank.py tests/train/test_train.py \
-  -k "slots or batched_greedy or on_a_device or cuda_resume"
+  tests/serve/test_server.py -k "slots or batched_greedy or on_a_device or cuda_resume or on_a_gpu"
 # shellcheck disable=SC2086
 step streams 300 "$py" benchmarks/bench_streaming.py --device "$device" --left 4 --slots on \
   --seconds 8 --streams $streams

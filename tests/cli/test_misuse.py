@@ -72,7 +72,7 @@ ROWS = [
      "{f}: not a model file"),
     (["decode", "--model", "{m}", "--data", "{t}/none", "--out", "{t}/o"], 1, "{t}/none"),
     (["serve", "--model", "{m}", "--device", "cuda", "--jobs", "2"], 2,
-     "a model on CUDA cannot cross a fork"),
+     "--device cuda: CUDA is not available here"),
     (["stream", "--model", "{m}", "--sample-rate", "0", "-"], 2, "--sample-rate: '0'"),
     (["stream", "--model", "{m}", "--max-streams", "0", "a.wav"], 2, "--max-streams: '0'"),
     (["export", "--model", "{m}", "--format", "onnx", "--chunk-size", "4", "--left-chunks",

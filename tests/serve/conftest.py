@@ -61,8 +61,13 @@ class ServerProcess:
 
 def start_server(model: Path, *flags: str) -> ServerProcess:
     cmd = [sys.executable, "-m", "wenet_lite", "serve", "--model", str(model), "--port", "0"]
+    return start_process([*cmd, *flags])
+
+
+def start_process(cmd: Sequence[str]) -> ServerProcess:
+    """A server started by ``cmd``, once its log says where it listens."""
     proc = subprocess.Popen(
-        [*cmd, *flags], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+        cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )  # fmt: skip
     lines: List[str] = []

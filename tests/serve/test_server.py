@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List
@@ -15,12 +16,14 @@ from typing import Dict, List
 import numpy as np
 import pytest
 import soundfile as sf
+import torch
 
 from tests.serve.conftest import (
     _LISTENING,
     ServerProcess,
     sherpa_finals,
     sherpa_session,
+    start_process,
     start_server,
     wenet_finals,
     wenet_session,
@@ -347,6 +350,46 @@ def test_two_workers_share_the_port(tiny, files, capsys):
         code = s.stop()
     assert code == 0, s.log()
     assert "worker 0: stopped" in s.log() and "worker 1: stopped" in s.log()
+
+
+def test_workers_that_make_their_own_recognizer_serve_the_transcripts(tiny, files, capsys):
+    """serve() given a function that makes the recogniser (what `serve --device cuda --jobs
+    N` gives it: a CUDA context cannot cross the fork, so each worker puts its own copy of the
+    model on the GPU): each worker calls it after the fork, and serves what `stream` gives."""
+    some = dict(list(files.items())[:2])
+    reference = stream_reference(capsys, tiny.path, some, "--chunk-size", "4")
+    code = (
+        "import logging, sys; logging.basicConfig(level=logging.INFO, format='%(message)s'); "
+        "from wenet_lite.model.chunking import Chunking; "
+        "from wenet_lite.recognizer import open_recognizer; "
+        "from wenet_lite.serve import ServerOptions, serve; "
+        f"make = lambda: open_recognizer({str(tiny.path)!r}, Chunking(4, 4)); "
+        "sys.exit(serve(make, ServerOptions(host='127.0.0.1', port=0, workers=2)))"
+    )
+    s = start_process([sys.executable, "-c", code])
+    try:
+        s.wait_log(r"worker 1: listening")
+        sherpa, wenet = asyncio.run(_all_sessions(s.url, some))
+        _check_against_reference(sherpa, wenet, {n: reference[n] for n in sherpa})
+    finally:
+        assert s.stop() == 0, s.log()
+    for i in (0, 1):
+        assert f"worker {i}: making its recognizer" in s.log()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_workers_on_a_gpu_serve_the_cpu_transcripts(tiny, files, capsys):
+    """`serve --device cuda --jobs 2`: no CUDA in the parent, each worker's own on the GPU."""
+    some = dict(list(files.items())[:2])
+    reference = stream_reference(capsys, tiny.path, some, "--chunk-size", "4")
+    s = start_server(tiny.path, "--chunk-size", "4", "--device", "cuda", "--jobs", "2")
+    try:
+        s.wait_log(r"worker 1: listening")
+        sherpa, wenet = asyncio.run(_all_sessions(s.url, some))
+        _check_against_reference(sherpa, wenet, {n: reference[n] for n in sherpa})
+    finally:
+        assert s.stop() == 0, s.log()
+    assert "worker 1: making its recognizer" in s.log()
 
 
 def test_onnxruntime_engine_serves_the_torch_transcripts(tiny, files, capsys):

@@ -9,7 +9,7 @@ import os
 import re
 import typing
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, Sequence, Tuple, Union
 
 from wenet_lite.host.cpu import PRECISIONS
 
@@ -25,7 +25,7 @@ __all__ = [
     "UsageError", "add_set", "add_options", "options_from", "add_chunking", "chunking_from",
     "add_endpoint", "endpoint_from", "add_upsample",
     "device_from", "output_dir", "output_file", "output_path", "file_in", "in_dir", "add_engine",
-    "engine_spec", "open_from", "recognizer_from", "rule_error",
+    "engine_spec", "open_from", "recognizer_from", "check_recognizer_flags", "rule_error",
 ]  # fmt: skip
 
 
@@ -345,6 +345,28 @@ def open_from(
         raise rule_error(e) from None
 
 
+def _recognizer_plan(args: argparse.Namespace) -> Tuple[Any, Chunking, EngineSpec]:
+    """The source (an export directory read once, or the model path), chunking and engine
+    spec of `stream`'s and `serve`'s flags."""
+    from wenet_lite.files.export_dir import read_export_dir
+
+    spec = engine_spec(args, device_from(args.device))
+    found = read_export_dir(args.model) if Path(args.model).is_dir() else None
+    chunking = chunking_from(args, found.chunking if found is not None else None)
+    return (found or args.model), chunking, spec
+
+
+def check_recognizer_flags(args: argparse.Namespace) -> None:
+    """The rules of :func:`recognizer_from`'s flags alone, loading nothing (a usage error)."""
+    from wenet_lite.recognizer import RuleError, check_rules
+
+    source, chunking, spec = _recognizer_plan(args)
+    try:
+        check_rules(source, chunking, spec)
+    except RuleError as e:
+        raise rule_error(e) from None
+
+
 def recognizer_from(
     args: argparse.Namespace,
     options: SearchOptions,
@@ -356,20 +378,17 @@ def recognizer_from(
     or an engine export takes a minute)."""
     import logging
 
-    from wenet_lite.files.export_dir import read_export_dir
     from wenet_lite.recognizer import RuleError, open_recognizer
     from wenet_lite.runtime.streaming import StreamingRecognizer
 
-    spec = engine_spec(args, device_from(args.device))
-    found = read_export_dir(args.model) if Path(args.model).is_dir() else None
-    chunking = chunking_from(args, found.chunking if found is not None else None)
+    source, chunking, spec = _recognizer_plan(args)
     if announce:
         logging.getLogger("wenet_lite.serve").info(
             "loading %s (%s, engine %s, precision %s)", args.model, chunking.describe(),
-            spec.name_for(found), args.precision,
+            spec.name_for(None if isinstance(source, str) else source), args.precision,
         )  # fmt: skip
     try:
-        rec = open_recognizer(found or args.model, chunking, options, endpoint, spec)
+        rec = open_recognizer(source, chunking, options, endpoint, spec)
     except RuleError as e:  # checked before anything is loaded
         raise rule_error(e) from None
     if not isinstance(rec, StreamingRecognizer):

@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING, Callable, Optional
 
 from wenet_lite.cli.flags import (
     DEVICE_HELP,
-    UsageError,
     add_chunking,
     add_endpoint,
     add_engine,
     add_options,
+    check_recognizer_flags,
     device_from,
     endpoint_from,
     options_from,
     recognizer_from,
 )
+
+if TYPE_CHECKING:
+    from wenet_lite.runtime.endpoint import EndpointConfig
+    from wenet_lite.runtime.streaming import StreamingRecognizer
+    from wenet_lite.search.options import SearchOptions
 
 
 def add_serve(sub: argparse._SubParsersAction) -> None:
@@ -63,13 +69,32 @@ def _run_serve(args: argparse.Namespace) -> int:
         name = Path(args.model.rstrip("/"))
         model_id = name.name if name.is_dir() else name.stem
         server_options = dataclasses.replace(server_options, model_id=model_id)
-    device = device_from(args.device) if args.device == "auto" else str(args.device)
-    if server_options.workers > 1 and device.startswith("cuda"):
-        raise UsageError(
-            f"--jobs {server_options.workers} forks workers after the model is loaded, and a "
-            "model on CUDA cannot cross a fork: on a GPU serve with --jobs 1 (its one process "
-            "batches every stream there), or run one server per port"
-        )
     secrets = Secrets.load(server_options)  # a bad certificate or token file: before loading
-    recognizer = recognizer_from(args, options, endpoint, announce=True)
+    if server_options.workers > 1 and _on_cuda(args.device):
+        recognizer = _made_in_each_worker(args, options, endpoint)
+    else:
+        recognizer = recognizer_from(args, options, endpoint, announce=True)
     return serve(recognizer, server_options, threads=args.threads, secrets=secrets)
+
+
+def _on_cuda(name: Optional[str]) -> bool:
+    """Whether ``--device`` names a GPU, asking the driver (NVML), not CUDA: this process forks
+    workers later, and a CUDA context cannot cross a fork."""
+    import os
+
+    if name is None or not name.startswith(("cuda", "auto")):
+        return False
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # torch.cuda asks NVML, starts nothing
+    return device_from(name).startswith("cuda")
+
+
+def _made_in_each_worker(
+    args: argparse.Namespace, options: SearchOptions, endpoint: EndpointConfig
+) -> Callable[[], StreamingRecognizer]:
+    """For `--jobs N` on a GPU: the flags and the model file are checked here, on the CPU,
+    before any worker starts; each worker then loads the model onto the GPU itself."""
+    from wenet_lite.files.model_file import load_model
+
+    check_recognizer_flags(args)
+    load_model(args.model)  # a bad model file is named once, here
+    return lambda: recognizer_from(args, options, endpoint, announce=True)

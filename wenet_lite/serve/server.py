@@ -44,7 +44,7 @@ import signal
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -612,7 +612,7 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 def serve(
-    recognizer: StreamingRecognizer,
+    recognizer: Union[StreamingRecognizer, Callable[[], StreamingRecognizer]],
     options: ServerOptions,
     threads: int = 1,
     secrets: Optional[Secrets] = None,
@@ -625,14 +625,25 @@ def serve(
     runs one decode thread's Python at a time (the GIL), so on a machine with several cores
     workers serve more streams. This process supervises them (workers.py): a worker that dies
     is logged and restarted; SIGTERM and SIGINT are passed on and waited for.
+
+    ``recognizer`` may be a function that makes one: each worker then calls it after the fork
+    (a model on a GPU: a CUDA context cannot cross a fork, so the parent must not start one,
+    and each worker puts its own copy on the GPU).
     """
     logging.getLogger("websockets").setLevel(logging.WARNING)  # a line per connection is ours
     secrets = secrets if secrets is not None else Secrets.load(options)
     board = Board(options.workers, COUNTERS)
     sock = listen(options.host, options.port)
+
+    def made(i: int) -> StreamingRecognizer:
+        if isinstance(recognizer, StreamingRecognizer):
+            return recognizer
+        _log.info("worker %d: making its recognizer", i)
+        return recognizer()
+
     if options.workers == 1:
         torch.set_num_threads(threads)
-        asyncio.run(Server(recognizer, options, sock, 0, board, secrets).run())
+        asyncio.run(Server(made(0), options, sock, 0, board, secrets).run())
         return 0
 
     def start(i: int) -> int:
@@ -644,7 +655,7 @@ def serve(
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             torch.set_num_threads(threads)
-            asyncio.run(Server(recognizer, options, sock, i, board, secrets).run())
+            asyncio.run(Server(made(i), options, sock, i, board, secrets).run())
             code = 0
         except BaseException:  # noqa: BLE001 - logged; the parent restarts the worker
             _log.exception("worker %d failed", i)
