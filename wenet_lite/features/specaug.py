@@ -99,8 +99,9 @@ def draw_masks(
 def apply_masks(x: torch.Tensor, masked: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
     """A new (B, T_in, F) tensor: ``x`` with its ``masked`` values (from :func:`draw_masks`)
     set to their utterance's per-bin mean over its (B,) ``lens`` valid frames, on x's device."""
-    valid = torch.arange(x.size(1)).unsqueeze(0) < lens.cpu().unsqueeze(1)  # (B, T_in)
-    count = lens.cpu().clamp(min=1)  # (B,)
+    lens = lens.cpu()
+    valid = torch.arange(x.size(1)).unsqueeze(0) < lens.unsqueeze(1)  # (B, T_in)
+    count = lens.clamp(min=1)  # (B,)
     if x.device.type == "cuda":  # copies from pinned memory do not wait for the GPU's queue
         masked, valid, count = masked.pin_memory(), valid.pin_memory(), count.pin_memory()
     masked = masked.to(x.device, non_blocking=True)

@@ -198,7 +198,7 @@ class Stream:
         """The encoder state, a batch of one."""
         if self._slot is not None:
             assert self._rec.pool is not None
-            return self._rec.pool.gather(self.slot_index)
+            return self._rec.pool.gather(torch.tensor([self._slot], device=self._rec.device))
         return self._state
 
     @property
@@ -206,10 +206,6 @@ class Stream:
         """Its slot in the recogniser's :class:`StatePool` (None: it holds its state, or it
         is done)."""
         return self._slot
-
-    @property
-    def slot_index(self) -> torch.Tensor:
-        return torch.tensor([self._slot], device=self._rec.device)
 
     def take_pending(self) -> List[Tuple[int, Segment]]:
         """The closed segments that wait for attention rescoring, as (index, segment); taken

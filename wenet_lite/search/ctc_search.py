@@ -341,11 +341,13 @@ def greedy_chunks(
     added frame by frame in float64 as there, so it is equal too)."""
     batch, chunk = log_probs.shape[:2]
     device = log_probs.device
+    n = lens.tolist()
+    lens, last_ids = lens.to(device), last_ids.to(device)
     best_lp, best_id = log_probs.max(dim=-1)  # (B, C)
-    valid = torch.arange(chunk, device=device) < lens.to(device).unsqueeze(1)  # (B, C)
+    valid = torch.arange(chunk, device=device) < lens.unsqueeze(1)  # (B, C)
     ids = torch.where(valid, best_id, BLANK_ID)
     lp = torch.where(valid, best_lp, _NEG_INF)
-    previous = torch.cat([last_ids.to(device).unsqueeze(1), ids[:, :-1]], dim=1)
+    previous = torch.cat([last_ids.unsqueeze(1), ids[:, :-1]], dim=1)
     change = ids != previous  # a run of equal argmaxes starts
     token = ids != BLANK_ID
     starts = change & token  # (B, C): a token is emitted
@@ -357,8 +359,8 @@ def greedy_chunks(
     lp64 = torch.where(valid, best_lp, 0.0).double()
     for t in range(chunk):  # in order, as the host adds them: the same float64 sums
         score = score + lp64[:, t]
-    last = (lens.to(device) - 1).clamp(min=0).unsqueeze(1)
-    last_id = torch.where(lens.to(device) > 0, best_id.gather(1, last).squeeze(1), last_ids)
+    last = (lens - 1).clamp(min=0).unsqueeze(1)
+    last_id = torch.where(lens > 0, best_id.gather(1, last).squeeze(1), last_ids)
     frames = torch.arange(chunk, device=device).expand(batch, -1)
     last_token = torch.where(token, frames, -1).amax(dim=1)
     at = starts.nonzero()  # (K, 2): (stream, frame) of every new token
@@ -375,7 +377,6 @@ def greedy_chunks(
         own[0].append(toks[j])
         own[1].append(pos[2 * j + 1])
         own[2].append(peaks[j])
-    n = lens.tolist()
     return [
         ChunkPath(*per_stream[b], leads[b], new_scores[b], last_ids_out[b], last_tokens[b], n[b])
         for b in range(batch)
