@@ -18,6 +18,7 @@ setup:
 	@PYTHON="$(PYTHON)" bash tools/setup.sh
 
 test: setup
+	@$(PY) -c "import platform, torch; print(f'test: Python {platform.python_version()}, torch {torch.__version__}, CUDA {torch.cuda.is_available()}')"
 	$(WITH_ENV) $(PY) -m pytest -q -n auto
 
 # Generate a synthetic LibriSpeech-layout corpus, train, decode, stream, export, print results

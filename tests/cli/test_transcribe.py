@@ -117,26 +117,31 @@ def test_json_and_tsv_carry_times(tiny, files) -> None:
     assert int(start) == round(t.segments[0].start * 1000) and text == t.segments[0].text
 
 
-@pytest.mark.parametrize("chunk_size, limit_mb", [(0, 1500), (4, 800)])
+@pytest.mark.parametrize("chunk_size, limit_mb", [(0, 800), (4, 400)])
 def test_a_ten_minute_file_in_bounded_memory(tiny, test_audio, tmp_path, chunk_size,
                                              limit_mb) -> None:  # fmt: skip
     """Full context over 10 minutes would need GBs of attention scores; windows keep the
-    peak resident memory of a fresh process within a few hundred MB. Streamed, the file is
-    read and decoded block by block: flat (about 275 MB at 2 and at 10 minutes, once 691 MB
-    in a loaded suite run; whole, it grew to 1.1 GB at 10 minutes and 8 GB at 2 hours)."""
+    growth of a fresh process's peak resident memory over a 10-second file's within a few
+    hundred MB. Streamed, the file is read and decoded block by block: flat. The growth, not
+    the peak, is bounded: torch's own libraries (a CUDA build's hold ~600 MB more) are in both.
+    Measured on a 2-core AMD EPYC, CPU torch: peaks of 10 s / 10 min are printed."""
     audio = np.concatenate([np.concatenate([a, np.zeros(8000, np.float32)]) for a in test_audio])
     audio = np.tile(audio, int(np.ceil(600 * 16000 / audio.size)))[: 600 * 16000]
-    wav = tmp_path / "long.wav"
-    sf.write(wav, audio, 16000)
-    code = ("import resource, sys, torch; torch.set_num_threads(1); "
-            "from wenet_lite import transcribe; "
-            f"t = transcribe({str(tiny.path)!r}, {str(wav)!r}, chunk_size={chunk_size}); "
-            "print(len(t.text.split()), t.duration, "
-            "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)")  # fmt: skip
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=600, check=True).stdout.split()  # fmt: skip
-    words, duration, peak_mb = int(out[0]), float(out[1]), int(out[2])
-    assert duration == 600.0 and words > 500 and peak_mb < limit_mb, out
+    peaks = {}
+    for seconds in (10, 600):
+        wav = tmp_path / f"long{seconds}.wav"
+        sf.write(wav, audio[: seconds * 16000], 16000)
+        code = ("import resource, sys, torch; torch.set_num_threads(1); "
+                "from wenet_lite import transcribe; "
+                f"t = transcribe({str(tiny.path)!r}, {str(wav)!r}, chunk_size={chunk_size}); "
+                "print(len(t.text.split()), t.duration, "
+                "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)")  # fmt: skip
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=600, check=True).stdout.split()  # fmt: skip
+        words, duration, peaks[seconds] = int(out[0]), float(out[1]), int(out[2])
+        assert duration == float(seconds) and words > seconds * 0.8, out
+    print(f"chunk {chunk_size}: peak {peaks[10]} MB at 10 s, {peaks[600]} MB at 10 min")
+    assert peaks[600] - peaks[10] < limit_mb, peaks
 
 
 def test_cli_formats_inputs_and_bad_files(tiny, files, bad_audio, tmp_path, capsys) -> None:

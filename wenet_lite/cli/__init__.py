@@ -52,6 +52,15 @@ _SUBCOMMANDS: List[Callable[[argparse._SubParsersAction], None]] = [
 ]
 
 
+_READS_DATA = ("prepare", "compute-cmvn", "compute-fbank", "train", "decode")
+"""the subcommands that read shard lists, data.list files or manifests"""
+_DATA_COMMANDS_HELP = (
+    "let data files run shell commands: `pipe:` lines in a data.list or shard list, lhotse "
+    "`command` audio sources in manifests and shards (refused by default: data files come with "
+    "corpora; a `pipe:` command you type in --data runs either way)"
+)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with a one-line error: the usage block it prints before is noise when one flag
     is wrong (``--help`` shows it). Subcommand parsers are of this class too."""
@@ -69,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="<subcommand>")
     for add in _SUBCOMMANDS:
         add(sub)
+    for name in _READS_DATA:
+        sub.choices[name].add_argument(
+            "--allow-data-commands", action="store_true", help=_DATA_COMMANDS_HELP
+        )
     for command in sub.choices.values():
         _usage_from_description(command)
         # -v after the subcommand as well as before it
@@ -170,6 +183,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     from wenet_lite.host.malloc import keep_freed_memory
 
     keep_freed_memory()  # reuse freed tensor memory: no page faults per step (malloc.py)
+    if getattr(args, "allow_data_commands", False):
+        from wenet_lite.data.commands import allow_data_commands
+
+        allow_data_commands(True)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -40,6 +40,7 @@ from lhotse import (
 from lhotse.audio import AudioLoadingError
 from lhotse.cut import Cut
 
+from wenet_lite.data.commands import check_sources
 from wenet_lite.features.audio import (
     AudioError,
     decode_audio_bytes,
@@ -351,6 +352,7 @@ def _load_manifest(path: Path, expected: type) -> Any:
         raise ValueError(f"{path}: not a readable lhotse manifest ({e!r})") from None
     if not isinstance(manifest, expected):
         raise ValueError(f"{path}: expected a {expected.__name__}, got {type(manifest).__name__}")
+    check_sources(manifest, str(path))  # a command source runs only with the user's opt-in
     return manifest
 
 
@@ -442,6 +444,7 @@ def cut_samples(cut: Cut, rate: int) -> np.ndarray:
     if len(sources) == 1 and sources[0].type == "memory" and isinstance(sources[0].source, bytes):
         return _decode_memory(cut, sources[0].source, rate)  # read from a shard
     if len(sources) != 1 or sources[0].type != "file":
+        check_sources([cut], f"cut {cut.id}")
         try:
             audio = cut.resample(rate).load_audio()  # (Ch, N)
         except Exception as e:  # lhotse raises many types for a bad source

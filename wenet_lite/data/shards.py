@@ -30,6 +30,7 @@ import subprocess
 import tarfile
 import urllib.error
 import urllib.request
+import zlib
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,13 @@ from lhotse.serialization import deserialize_item
 from lhotse.utils import fastcopy
 from tqdm import tqdm
 
+from wenet_lite.data.commands import (
+    DataCommandRefused,
+    check_sources,
+    plain_name,
+    refuse_pipe,
+    shell_word,
+)
 from wenet_lite.data.manifest import cut_samples
 from wenet_lite.features.audio import AudioError
 
@@ -105,11 +113,15 @@ class Storage:
         return self.base.startswith(("http://", "https://", "pipe:"))
 
     def locate(self, name: str) -> str:
-        """The location of ``name`` (a path relative to the base, or already absolute/URL)."""
+        """The location of ``name`` (a path relative to the base, or already absolute/URL). In
+        a ``pipe:`` base the name goes in as one quoted shell word: ``{}`` in the user's command
+        must stand outside quotes (``pipe:cat /data/{}``, not ``pipe:cat '/data/{}'``)."""
         if name.startswith(("http://", "https://", "pipe:", "/")):
             return name
-        if self.base.startswith("pipe:") and "{}" in self.base:
-            return self.base.replace("{}", name)
+        if self.base.startswith("pipe:"):
+            if "{}" in self.base:
+                return self.base.replace("{}", shell_word(name))
+            return self.base.rstrip("/") + "/" + shell_word(name)
         if self.remote:
             return self.base.rstrip("/") + "/" + name
         return str(Path(self.base) / name)
@@ -212,17 +224,30 @@ def _shar_list(storage: Storage, part: str) -> List[Shard]:
             raise ValueError(f"format {listing.get('format')!r}, expected {_FORMAT!r}")
         shards = [
             Shard(
-                audio=storage.locate(f"{part}/{s['recording']}"),
-                cuts=storage.locate(f"{part}/{s['cuts']}"),
-                fbank=storage.locate(f"{part}/{s['fbank']}") if s.get("fbank") else None,
+                audio=_listed(storage, part, where, s["recording"]),
+                cuts=_listed(storage, part, where, s["cuts"]),
+                fbank=_listed(storage, part, where, s["fbank"]) if s.get("fbank") else None,
             )
             for s in listing["shards"]
         ]
+    except DataCommandRefused:
+        raise
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise ShardError(f"{where}: not a shard list written by `prepare shards` ({e})") from None
     if not shards:
         raise ShardError(f"{where}: lists no shards")
     return shards
+
+
+def _listed(storage: Storage, part: str, where: str, name: Any) -> str:
+    """The location of a file a shard list names: a URL, a ``pipe:`` command (run only with
+    the user's opt-in) or a plain relative name inside the part's folder."""
+    if isinstance(name, str) and name.startswith(("http://", "https://")):
+        return name
+    if isinstance(name, str) and name.startswith("pipe:"):
+        refuse_pipe(where, name)
+        return name
+    return storage.locate(f"{part}/{plain_name(where, name)}")
 
 
 def fbank_features_of(storage: Storage, part: str) -> Optional[Dict[str, Any]]:
@@ -238,6 +263,7 @@ def _wenet_list(storage: Storage, part: str) -> Optional[List[Shard]]:
     if not lines or lines[0].startswith("{"):
         return None  # WeNet's raw format: `wenet-lite prepare list` reads it
     for lineno, line in enumerate(lines, start=1):
+        refuse_pipe(f"{where}:{lineno}", line)
         if not line.endswith((".tar", ".tar.gz", ".tgz")) and not line.startswith("pipe:"):
             raise ShardError(f"{where}:{lineno}: expected a shard tar path or URL, got {line!r}")
     return [Shard(audio=line if storage.remote else _local(line)) for line in lines]
@@ -282,16 +308,29 @@ def read_index(shard: Shard) -> ShardIndex:
 
 
 def _shar_cuts(location: str) -> Iterator[Cut]:
+    """A Shar cuts file's cuts; a cut whose audio source is a command is refused (see
+    data/commands.py) before anything could run it."""
     try:
         with open_location(location) as raw, gzip.open(raw, "rt", encoding="utf-8") as f:
             for lineno, line in enumerate(f, start=1):
                 if line.strip():
-                    try:
-                        yield deserialize_item(json.loads(line))
-                    except (ValueError, KeyError, TypeError) as e:
-                        raise ShardError(f"{location}:{lineno}: not a cut ({e})") from None
-    except (OSError, EOFError, UnicodeDecodeError) as e:
+                    yield _shar_cut(line, f"{location}:{lineno}")
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error) as e:
         raise ShardError(f"{location}: cannot read it ({e})") from None
+
+
+def _shar_cut(line: str, where: str) -> Cut:
+    try:
+        cut = deserialize_item(json.loads(line))
+    except RecursionError:
+        raise ShardError(f"{where}: not a cut (nested too deeply)") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ShardError(f"{where}: not a cut ({e})") from None
+    try:
+        check_sources([cut], where)
+    except DataCommandRefused as e:
+        raise ShardError(str(e)) from None
+    return cut
 
 
 def index_wenet_shards(
@@ -372,7 +411,7 @@ def _tar_members(location: str, stack: contextlib.ExitStack) -> Iterator[Tuple[s
         f = stack.enter_context(gzip.GzipFile(fileobj=f, mode="rb"))
     try:
         yield from _members(f, location)
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as e:
         raise ShardError(f"{location}: not a readable tar ({e})") from None
 
 
@@ -420,9 +459,11 @@ def _size(field: bytes) -> int:
 
 
 def _read_exact(f: IO[bytes], n: int) -> bytes:
+    """``n`` bytes, fewer only at the stream's end; read in pieces, so that a damaged header's
+    size costs no more memory than the stream really holds."""
     chunks, left = [], n
     while left > 0:
-        chunk = f.read(left)
+        chunk = f.read(min(left, 1 << 22))
         if not chunk:
             break
         chunks.append(chunk)
