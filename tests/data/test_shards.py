@@ -238,6 +238,28 @@ def test_a_missing_shard_is_named_or_skipped_and_counted(synthetic_corpus, shard
         find_shards(Storage("http://127.0.0.1:9/nothing"), "train")
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_bad_last_shard_of_a_stream_is_skipped_and_counted(synthetic_corpus, shards, tmp_path,
+                                                            workers) -> None:  # fmt: skip
+    """The shard a read stream reads last fails: its utterances are counted, not an error."""
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(shards, copy)
+    cfg = load_config(TINY, ("data.skip_bad_shards=true", f"data.num_workers={workers}"))
+    tokenizer = Tokenizer.load(synthetic_corpus.tokenizer)
+    train = load_train_data(str(copy), ["train-clean-100"], tmp_path, CPU, False)
+    layers = subsampling_layers(cfg.encoder.subsampling_rate)
+    out = shard_loader(cfg, tokenizer, layers, train, CPU, None, False)
+    sampler = out["sampler"]
+    sampler.set_epoch(1)
+    last = sampler.shards[sampler.plan(1)[0].shards[-1]]
+    Path(last[0].cuts).unlink()  # listed, indexed, then gone
+    batches = list(out["train_loader"])
+    lost = sum(b.skipped.get("unreadable_audio", 0) for b in batches)
+    assert lost == len(last[1].ids) > 0 and sum(len(b.ids) for b in batches) == 55 - lost
+
+
 def test_stored_fbank_is_read_without_the_audio_when_no_audio_is_needed(shards, tmp_path):
     import shutil
 
@@ -271,6 +293,35 @@ def test_the_tar_reader_takes_long_names_gzip_and_refuses_damage(tmp_path) -> No
     bad.write_bytes(b"junk" * 200)
     with pytest.raises(ShardError, match="bad.tar: not a tar"), contextlib.ExitStack() as stack:
         list(_tar_members(str(bad), stack))
+
+
+def test_damaged_shards_raise_one_shard_error_naming_them(tmp_path) -> None:
+    """A member claiming 2^40 bytes (base-256 size), garbage deflate data behind a valid gzip
+    header, and a cuts line nested 100,000 deep: a ShardError naming the file, no MemoryError,
+    zlib.error or RecursionError."""
+    import contextlib
+    import gzip
+    import zlib
+
+    from wenet_lite.data.shards import _shar_cuts, _tar_members
+
+    header = bytearray(tarfile.TarInfo("a.wav").tobuf(tarfile.GNU_FORMAT)[:512])
+    header[124:136] = b"\x80" + (1 << 40).to_bytes(11, "big")
+    header[148:156] = b" " * 8
+    header[148:156] = f"{sum(header):06o}\0 ".encode()
+    huge = tmp_path / "huge.tar"
+    huge.write_bytes(bytes(header) + b"\0" * 4096)
+    garbage = zlib.compress(b"x")[:2] + bytes(range(256)) * 4  # not a deflate stream
+    bad_gz = gzip.compress(b"")[:10] + garbage  # gzip's header, then garbage
+    (tmp_path / "bad.tar.gz").write_bytes(bad_gz)
+    (tmp_path / "cuts.bad.jsonl.gz").write_bytes(bad_gz)
+    (tmp_path / "cuts.deep.jsonl.gz").write_bytes(gzip.compress(b"[" * 100_000 + b"]" * 100_000))
+    for name in ("huge.tar: cut off inside a member", "bad.tar.gz: not a readable tar"):
+        with pytest.raises(ShardError, match=name), contextlib.ExitStack() as stack:
+            list(_tar_members(str(tmp_path / name.split(":")[0]), stack))
+    for name in ("cuts.bad.jsonl.gz", "cuts.deep.jsonl.gz"):
+        with pytest.raises(ShardError, match=name.replace(".", r"\.")):
+            list(_shar_cuts(str(tmp_path / name)))
 
 
 def _wenet_tars(corpus: Path, out: Path, per_tar: int) -> Path:

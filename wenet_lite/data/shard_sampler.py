@@ -358,7 +358,7 @@ class _StreamReader:
                 cut = next(self.cuts, None)
             except ShardError as e:
                 self._bad_shard(e)
-                continue
+                return True  # its unread cuts are lost now: the batch may be complete
             if cut is None:
                 self.cuts = None
                 self.position += 1
