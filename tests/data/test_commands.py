@@ -20,6 +20,7 @@ import soundfile as sf
 from lhotse import AudioSource, MonoCut, Recording, SupervisionSegment
 
 from wenet_lite.data import commands, shards
+from wenet_lite.data import storage as storage_module
 from wenet_lite.data.commands import DataCommandRefused, allow_data_commands
 from wenet_lite.data.manifest import cut_samples, load_cuts
 from wenet_lite.data.shards import SHARD_LIST, ShardError, Storage, find_shards, read_shard
@@ -90,7 +91,7 @@ def test_shard_list_names_reach_a_pipe_command_only_as_plain_words(tmp_path, mon
     assert kind == "shar" and [c.id for c in read_shard(found[0], audio=False)] == ["u1"]
     # negative control: without the name check and the quoting, the payload runs
     monkeypatch.setattr(shards, "plain_name", lambda where, name: name)
-    monkeypatch.setattr(shards, "shell_word", lambda name: name)
+    monkeypatch.setattr(storage_module, "shell_word", lambda name: name)
     _, found = find_shards(Storage(f"pipe:cat {tmp_path / 'd0'}/{{}}"), "train")
     list(read_shard(found[0]))
     assert marker.exists()

@@ -12,9 +12,8 @@ Two formats, read sequentially (a shard is opened once an epoch and read front t
   ``<key>.wav`` (or another audio format) and ``<key>.txt`` pairs. They carry no durations, so
   :func:`index_wenet_shards` reads every tar once and caches what batching needs.
 
-Where: a :class:`Storage` is a local folder, an ``http(s)://`` base URL, or a ``pipe:``
-command prefix whose output is the file (``pipe:cat /data/shards``, or with ``{}`` standing for
-the file's path: ``pipe:aws s3 cp s3://bucket/shards/{} -``).
+Where they live (a folder, a URL, a ``pipe:`` command) is ``data/storage.py``'s; what a list
+may name, ``data/commands.py``'s.
 """
 
 from __future__ import annotations
@@ -26,10 +25,7 @@ import io
 import json
 import logging
 import shutil
-import subprocess
 import tarfile
-import urllib.error
-import urllib.request
 import zlib
 from collections import Counter
 from dataclasses import dataclass
@@ -50,9 +46,9 @@ from wenet_lite.data.commands import (
     check_sources,
     plain_name,
     refuse_pipe,
-    shell_word,
 )
 from wenet_lite.data.manifest import cut_samples
+from wenet_lite.data.storage import ShardError, Storage, open_location, read_bytes
 from wenet_lite.features.audio import AudioError
 
 __all__ = [
@@ -79,14 +75,6 @@ _FORMAT = "lhotse-shar"
 _log = logging.getLogger(__name__)
 
 
-class ShardError(ValueError):
-    """A shard (or the shard list) is missing, unreadable or not what its list says."""
-
-
-class NotThere(ShardError):
-    """A location that does not exist (HTTP 404, no such file, a ``pipe:`` command failed)."""
-
-
 @dataclass(frozen=True)
 class Shard:
     """One shard: the locations of its parts (see :class:`Storage`)."""
@@ -100,100 +88,6 @@ class Shard:
     members: Tuple[Cut, ...] = ()
     """a local prepared part's cuts (files read one by one) standing in as a shard, so that
     local and sharded parts mix"""
-
-
-class Storage:
-    """Where a prepared layout lives: a folder, an ``http(s)://`` URL or a ``pipe:`` prefix."""
-
-    def __init__(self, base: str) -> None:
-        self.base = str(base)
-
-    @property
-    def remote(self) -> bool:
-        return self.base.startswith(("http://", "https://", "pipe:"))
-
-    def locate(self, name: str) -> str:
-        """The location of ``name`` (a path relative to the base, or already absolute/URL). In
-        a ``pipe:`` base the name goes in as one quoted shell word: ``{}`` in the user's command
-        must stand outside quotes (``pipe:cat /data/{}``, not ``pipe:cat '/data/{}'``)."""
-        if name.startswith(("http://", "https://", "pipe:", "/")):
-            return name
-        if self.base.startswith("pipe:"):
-            if "{}" in self.base:
-                return self.base.replace("{}", shell_word(name))
-            return self.base.rstrip("/") + "/" + shell_word(name)
-        if self.remote:
-            return self.base.rstrip("/") + "/" + name
-        return str(Path(self.base) / name)
-
-    def exists(self, name: str) -> bool:
-        """Whether ``name`` can be opened (a remote one is opened to find out)."""
-        if not self.remote:
-            return Path(self.locate(name)).is_file()
-        try:
-            with open_location(self.locate(name)) as f:
-                f.read(1)
-            return True
-        except NotThere:
-            return False
-
-
-@contextlib.contextmanager
-def open_location(location: str) -> Iterator[IO[bytes]]:
-    """A binary stream of a local file, an http(s) URL or a ``pipe:`` command's output.
-    Every failure is a ShardError naming the location."""
-    if location.startswith("pipe:"):
-        with _pipe(location) as f:
-            yield f
-        return
-    if location.startswith(("http://", "https://")):
-        try:
-            response = urllib.request.urlopen(location, timeout=60)
-        except urllib.error.HTTPError as e:
-            kind = NotThere if e.code in (403, 404, 410) else ShardError
-            raise kind(f"{location}: HTTP {e.code} {e.reason}") from None
-        except (urllib.error.URLError, OSError) as e:
-            raise ShardError(f"{location}: cannot fetch it ({e})") from None
-        with response:
-            yield response
-        return
-    try:
-        f = open(location, "rb")
-    except FileNotFoundError as e:
-        raise NotThere(f"{location}: cannot open it ({e.strerror})") from None
-    except OSError as e:
-        raise ShardError(f"{location}: cannot open it ({e.strerror})") from None
-    with f:
-        yield f
-
-
-@contextlib.contextmanager
-def _pipe(location: str) -> Iterator[IO[bytes]]:
-    command = location[len("pipe:") :]
-    proc = subprocess.Popen(
-        command,
-        shell=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    try:
-        yield proc.stdout
-        proc.stdout.read()  # the rest, so that the command can finish
-    finally:
-        proc.stdout.close()
-        err = proc.stderr.read().decode(errors="replace").strip()
-        proc.stderr.close()
-        code = proc.wait()
-    if code != 0:
-        tail = err.splitlines()[-1] if err else "no message"
-        raise NotThere(f"{location}: the command exited with {code} ({tail})")
-
-
-def _read_bytes(location: str) -> bytes:
-    with open_location(location) as f:
-        return f.read()
 
 
 # ----------------------------------------------------------------------------- finding shards
@@ -219,7 +113,7 @@ def find_shards(storage: Storage, part: str) -> Optional[Tuple[str, List[Shard]]
 def _shar_list(storage: Storage, part: str) -> List[Shard]:
     where = storage.locate(f"{part}/{SHARD_LIST}")
     try:
-        listing = json.loads(_read_bytes(where))
+        listing = json.loads(read_bytes(where))
         if listing.get("format") != _FORMAT:
             raise ValueError(f"format {listing.get('format')!r}, expected {_FORMAT!r}")
         shards = [
@@ -252,14 +146,14 @@ def _listed(storage: Storage, part: str, where: str, name: Any) -> str:
 
 def fbank_features_of(storage: Storage, part: str) -> Optional[Dict[str, Any]]:
     """The features config a Shar part's stored fbank was made with (None: no fbank)."""
-    listing = json.loads(_read_bytes(storage.locate(f"{part}/{SHARD_LIST}")))
+    listing = json.loads(read_bytes(storage.locate(f"{part}/{SHARD_LIST}")))
     return listing.get("fbank_features")
 
 
 def _wenet_list(storage: Storage, part: str) -> Optional[List[Shard]]:
     """The tars of a WeNet ``data.list``; None when it is a raw list (JSON lines)."""
     where = storage.locate(f"{part}/{WENET_LIST}")
-    lines = [x.strip() for x in _read_bytes(where).decode("utf-8").splitlines() if x.strip()]
+    lines = [x.strip() for x in read_bytes(where).decode("utf-8").splitlines() if x.strip()]
     if not lines or lines[0].startswith("{"):
         return None  # WeNet's raw format: `wenet-lite prepare list` reads it
     for lineno, line in enumerate(lines, start=1):

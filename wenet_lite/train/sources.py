@@ -27,17 +27,15 @@ from wenet_lite.data.manifest import cut_text, load_cuts
 from wenet_lite.data.shard_sampler import ShardDataset, ShardPart, ShardSampler, filter_index
 from wenet_lite.data.shards import (
     Shard,
-    ShardError,
     ShardIndex,
-    Storage,
     fbank_features_of,
     find_shards,
     index_wenet_shards,
     local_shards,
-    open_location,
     read_index,
     read_shard,
 )
+from wenet_lite.data.storage import ShardError, Storage, open_location
 from wenet_lite.data.tokenizer import Tokenizer
 from wenet_lite.train.dist import DistInfo
 
