@@ -145,6 +145,9 @@ def test_shares_round_to_the_total_and_keep_every_part() -> None:
     for bad in (0, -1, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="'a': weight must be a number > 0"):
             Mix({"a": bad}, {})
+    # weights whose sum overflows, and ones near the smallest float, split as their ratios say
+    assert Mix({"a": 1e308, "b": 1e308}, {}).shares({"a": 5, "b": 5}, 10) == {"a": 5, "b": 5}
+    assert Mix({"a": 3e-320, "b": 1e-320}, {}).shares({"a": 5, "b": 5}, 8) == {"a": 6, "b": 2}
 
 
 def test_a_mixed_epoch_is_reproducible_sharded_and_resumable(cuts: CutSet) -> None:

@@ -143,3 +143,48 @@ def test_non_finite_weights_are_named(tokenizer, tmp_path, value) -> None:
         load_model(path)
     _write(tmp_path / "ok.pt", tokenizer, 0)
     load_model(tmp_path / "ok.pt")  # the same file unpoisoned loads
+
+
+def test_weights_that_are_views_of_fewer_values_are_refused(tokenizer, tmp_path) -> None:
+    """Every weight given its shape as one expanded value: a file of a few KB that would have
+    the model built whatever its size; the storage behind each weight is counted."""
+
+    def expanded(p):
+        p["model"] = {k: torch.zeros(1, dtype=v.dtype).expand(v.shape) for k, v in
+                      p["model"].items()}  # fmt: skip
+
+    path = _tamper(tmp_path / "views.pt", tokenizer, expanded)
+    with pytest.raises(CheckpointError, match=r"views.pt: weight \S+ claims \d+ values but the "
+                       r"file stores 1: not weights a model saved"):  # fmt: skip
+        load_model(path)
+
+
+def test_finite_weights_whose_outputs_overflow_are_refused(tokenizer, tmp_path) -> None:
+    """Every weight x 1e30: finite, but the encoder's output is NaN, and every file would
+    decode to nothing with no error; one second of silence through the model shows it."""
+
+    def scaled(p):
+        for value in p["model"].values():
+            if value.is_floating_point():
+                value.mul_(1e30)
+
+    path = _tamper(tmp_path / "big.pt", tokenizer, scaled)
+    with pytest.raises(CheckpointError, match="big.pt: its outputs for a second of silence are "
+                       "NaN or infinite"):  # fmt: skip
+        load_model(path)
+
+
+def test_config_sizes_whose_product_is_too_large_are_refused_before_building() -> None:
+    """Each size within its own bound, together terabytes: refused by the parameter count on
+    the meta device, naming the sizes; a real config builds."""
+    import dataclasses
+
+    enc = dataclasses.replace(CFG.encoder, d_model=8192, ffn_dim=65536, num_blocks=256,
+                              num_heads=8)  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"encoder.d_model 8192, encoder.ffn_dim 65536 and "
+        r"encoder.num_blocks 256 .* make a model of [\d,.]+ G parameters",
+    ):
+        build_model(dataclasses.replace(CFG, encoder=enc), 100)
+    assert sum(p.numel() for p in build_model(CFG, 100).parameters()) > 0

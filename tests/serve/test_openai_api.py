@@ -252,3 +252,45 @@ def test_a_prompt_becomes_hotwords_with_the_prefix_beam(tiny, corpus, audio_file
         assert [ask(p) for p in files] == cold
     finally:
         assert s.stop() == 0, s.log()
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_uploads_in_flight_hold_no_memory_count_as_connections_and_time_out(tiny, audio_files):
+    """Three clients each send 30 MB of a declared 95 MB and hold: the server's memory does
+    not grow by their bodies (spooled to files as they arrive), a fourth connection is refused
+    503 (they count against --max-connections), and after --idle-timeout each held request is
+    answered 408; then a whole request is answered as ever."""
+    s = start_server(tiny.path, *FLAGS, "--max-connections", "3", "--idle-timeout", "2",
+                     "--max-upload-mb", "100")  # fmt: skip
+    held = []
+    try:
+        before = _rss_mb(s.proc.pid)
+        head = (b"POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                b"multipart/form-data; boundary=b\r\nContent-Length: 95000000\r\n\r\n")  # fmt: skip
+        for _ in range(3):
+            c = socket.create_connection(("127.0.0.1", s.port), timeout=30)
+            c.sendall(head + b"\0" * 30_000_000)
+            held.append(c)
+        grown = _rss_mb(s.proc.pid) - before
+        with socket.create_connection(("127.0.0.1", s.port), timeout=30) as fourth:
+            fourth.sendall(head)
+            reply = b""
+            while chunk := fourth.recv(65536):
+                reply += chunk
+        assert reply.startswith(b"HTTP/1.1 503") and b"limit of 3 connections" in reply
+        assert grown < 50, f"the server grew by {grown:.0f} MB with 90 MB of bodies in flight"
+        for c in held:
+            assert c.recv(65536).startswith(b"HTTP/1.1 408")  # within the idle timeout
+        model = Path(tiny.path).stem
+        got = _client(s.port).audio.transcriptions.create(model=model, file=Path(audio_files[0]))
+        assert got.text == transcribe(tiny.path, audio_files[0], chunk_size=4, left_chunks=-1).text
+    finally:
+        for c in held:
+            c.close()
+        assert s.stop() == 0, s.log()

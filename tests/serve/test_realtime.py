@@ -207,6 +207,13 @@ def test_bad_events_get_error_events_and_the_session_goes_on(rt, tiny, speech) -
         e = error_of({"type": "session.update", "session": {"type": "transcription", "audio": {
             "input": {"format": {"type": "audio/pcm", "rate": 44100}}}}})  # fmt: skip
         assert "44100" in e.message
+        for kind in (["audio/pcm"], {"a": 1}):  # not hashable: named, not a server error
+            e = error_of({"type": "session.update", "session": {"type": "transcription",
+                          "audio": {"input": {"format": {"type": kind}}}}})  # fmt: skip
+            assert e.param == "session.audio.input.format.type" and e.code == "invalid_value"
+            e = error_of({"type": "transcription_session.update",
+                          "session": {"input_audio_format": kind}})  # fmt: skip
+            assert e.param == "session.input_audio_format" and e.code == "invalid_value"
         conn.input_audio_buffer.append(audio=base64.b64encode(pcm).decode())
         e = error_of({"type": "session.update", "session": {"type": "transcription", "audio": {
             "input": {"format": {"type": "audio/pcmu"}}}}})  # fmt: skip

@@ -378,3 +378,22 @@ def test_deterministic_cuda_resume_repeats_the_uninterrupted_losses(synthetic_co
     a = _train(data, exp, *RANDOM, *cuda, "train.max_steps=3", tokenizer=tok, device="cuda")
     b = _train(data, exp, *RANDOM, *cuda, resume=True, device="cuda")
     assert {**a.losses, **b.losses} == full.losses  # exactly, step by step
+
+
+def test_a_run_whose_every_step_diverges_stops_in_one_line(synthetic_corpus, tmp_path,
+                                                           monkeypatch) -> None:  # fmt: skip
+    """A learning rate of 1e12 turns the weights to NaN at once: every later step is skipped,
+    and after MAX_NONFINITE_RUN of them in a row training stops with a message (it ran to its
+    last step, doing nothing, and exited 0)."""
+    from wenet_lite.train import loop
+
+    monkeypatch.setattr(loop, "MAX_NONFINITE_RUN", 3)
+    overrides = ("train.lr=1e12", "train.warmup_steps=1", "train.max_epochs=3",
+                 "train.log_interval=1")  # fmt: skip
+    opts = TrainOptions(
+        Path("conf/tiny_test.yaml"), synthetic_corpus.data, tmp_path / "exp", overrides,
+        ("train-clean-100",), (), tokenizer=synthetic_corpus.tokenizer, progress_bar=False,
+        device="cpu",
+    )  # fmt: skip
+    with pytest.raises(loop.DivergedError, match=r"steps \d+-\d+: 3 steps in a row had a NaN"):
+        train(opts)

@@ -452,6 +452,11 @@ def test_non_finite_weights_or_cmvn_are_refused(tmp_path, capsys) -> None:
     stats["mean_stat"][3] = float("inf")
     (d / "global_cmvn").write_text(json.dumps(stats))
     assert "global_cmvn: CMVN statistics hold NaN or infinity" in _import_fails(d, tmp_path, capsys)
+    for text in ("[ ]", "[" * 100_000 + "]" * 100_000, "[ 1 2 3 ]"):  # Kaldi text, no matrix
+        (d / "global_cmvn").write_text(text)
+        assert "global_cmvn: not WeNet CMVN statistics (a Kaldi matrix of 2 rows holds" in (
+            _import_fails(d, tmp_path, capsys)
+        )
 
 
 def test_bpe_units_without_bpe_model_decode_exactly(tmp_path, caplog) -> None:

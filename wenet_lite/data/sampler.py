@@ -66,8 +66,9 @@ class Mix:
         empty = sorted(p for p in self.weights if counts.get(p, 0) == 0)
         if empty:
             raise ValueError(f"part(s) {', '.join(empty)} have no usable utterances to mix")
-        weight = sum(self.weights.values())
-        exact = {p: total * w / weight for p, w in self.weights.items()}
+        top = max(self.weights.values())  # scaled first: weights near 1e308 sum to infinity
+        weight = sum(w / top for w in self.weights.values())
+        exact = {p: total * (w / top) / weight for p, w in self.weights.items()}
         shares = {p: max(1, math.floor(x)) for p, x in exact.items()}
         by_remainder = sorted(self.weights, key=lambda p: (exact[p] - math.floor(exact[p]), p))
         while sum(shares.values()) < total:

@@ -17,7 +17,14 @@ from wenet_lite.data.tokenizer import Tokenizer
 from wenet_lite.files.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from wenet_lite.model import ASRModel, build_model
 
-__all__ = ["check_finite", "check_state", "load_model", "save_model", "model_payload"]
+__all__ = [
+    "check_finite",
+    "check_outputs",
+    "check_state",
+    "load_model",
+    "model_payload",
+    "save_model",
+]
 
 
 def model_payload(
@@ -68,9 +75,29 @@ def load_model(
     with torch.device("meta"):  # shapes only: no memory, no initialisation
         skeleton = build_model(cfg, tokenizer.vocab_size)
     check_state(skeleton.state_dict(), state, path)
-    model = build_model(cfg, tokenizer.vocab_size)
+    try:
+        model = build_model(cfg, tokenizer.vocab_size)
+    except ValueError as e:  # sizes beyond what is built
+        raise CheckpointError(path, str(e)) from None
     model.load_state_dict(state)
-    return model.to(device or torch.device("cpu")).eval(), tokenizer, cfg
+    model = model.to(device or torch.device("cpu")).eval()
+    check_outputs(model, cfg.features.num_mel_bins, path)
+    return model, tokenizer, cfg
+
+
+def check_outputs(model: ASRModel, num_mel_bins: int, path: Union[str, Path]) -> None:
+    """CheckpointError when the model's CTC log-probabilities for one second of silence are not
+    finite: finite weights can still overflow (every weight x 1e30), and such a model would
+    decode every input to nothing without a word of warning."""
+    device = next(model.parameters()).device
+    feats = torch.zeros(1, 100, num_mel_bins, device=device)  # (B, T_in, F)
+    with torch.inference_mode():
+        log_probs, _ = model.ctc_log_probs(feats, torch.tensor([100], device=device))
+    if not bool(torch.isfinite(log_probs).all()):
+        raise CheckpointError(
+            path, "its outputs for a second of silence are NaN or infinite (weights too large "
+            "for float32 arithmetic?): the model would decode to nothing"
+        )  # fmt: skip
 
 
 def check_state(
@@ -92,6 +119,12 @@ def check_state(
             raise CheckpointError(
                 path, f"weights do not match its config: {key} is {tuple(got.shape)}, the "
                 f"config makes it {tuple(want.shape)}"
+            )  # fmt: skip
+        stored = got.untyped_storage().nbytes()
+        if stored < got.numel() * got.element_size():  # e.g. one value expanded to a shape
+            raise CheckpointError(
+                path, f"weight {key} claims {got.numel()} values but the file stores "
+                f"{stored // max(got.element_size(), 1)}: not weights a model saved"
             )  # fmt: skip
     check_finite(state, path)
 

@@ -96,8 +96,25 @@ def compile_for_training(model: ASRModel) -> None:
     model.encoder.compile(dynamic=True)
 
 
+MAX_PARAMETERS = 4_000_000_000
+"""the largest model built (16 GB of float32 weights): each config size has its own bound, but
+their product can still ask for terabytes"""
+
+
 def build_model(cfg: ExperimentConfig, vocab_size: int) -> ASRModel:
-    """The only place that reads the config to construct layers."""
+    """The only place that reads the config to construct layers. A config whose sizes add up to
+    more than ``MAX_PARAMETERS`` is a ValueError naming them, before any memory is taken."""
+    if torch.get_default_device().type != "meta":
+        with torch.device("meta"):  # shapes only: counted without memory
+            count = sum(p.numel() for p in build_model(cfg, vocab_size).parameters())
+        if count > MAX_PARAMETERS:
+            enc = cfg.encoder
+            raise ValueError(
+                f"encoder.d_model {enc.d_model}, encoder.ffn_dim {enc.ffn_dim} and "
+                f"encoder.num_blocks {enc.num_blocks} (and the decoder's sizes) make a model of "
+                f"{count / 1e9:,.1f} G parameters ({count * 4 / 1e9:,.0f} GB in float32); at "
+                f"most {MAX_PARAMETERS / 1e9:g} G are built"
+            )
     enc = cfg.encoder
     encoder = ConformerEncoder(
         input_dim=cfg.features.num_mel_bins,

@@ -62,7 +62,7 @@ class ServerOptions:
         metadata=flag(
             "--idle-timeout",
             "s a client may fall behind real time in the audio it sends before its input is "
-            "ended (0: never)",
+            "ended; an HTTP request that sends nothing for this long is answered 408 (0: never)",
         ),
     )
     log_interval: float = field(

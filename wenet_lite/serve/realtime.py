@@ -291,7 +291,7 @@ class RealtimeProtocol(Protocol):
         if "format" in inp and inp["format"] is not None:
             fmt = _object(inp["format"], "session.audio.input.format")
             kind = fmt.get("type", "audio/pcm")
-            if kind not in _FORMATS:
+            if not isinstance(kind, str) or kind not in _FORMATS:
                 raise _EventError(
                     f"audio format {str(kind)[:40]!r}: audio/pcm, audio/pcmu or audio/pcma",
                     "invalid_value", "session.audio.input.format.type",
@@ -315,7 +315,7 @@ class RealtimeProtocol(Protocol):
     def _read_beta(self, session: Dict[str, Any], new: _Settings) -> None:
         if "input_audio_format" in session:
             name = session["input_audio_format"]
-            if name not in _BETA_FORMATS:
+            if not isinstance(name, str) or name not in _BETA_FORMATS:
                 raise _EventError(
                     f"input_audio_format {str(name)[:40]!r}: pcm16, g711_ulaw or g711_alaw",
                     "invalid_value", "session.input_audio_format",

@@ -55,7 +55,7 @@ from wenet_lite.serve.connection import COUNTERS, Client, Counters
 from wenet_lite.serve.decoder import Decoder
 from wenet_lite.serve.gate import WEBSOCKET_PATHS, Gate, read_token, tls_context
 from wenet_lite.serve.http_front import HttpExchange, front_connection
-from wenet_lite.serve.openai_api import ApiPeer, ApiProtocol, OpenAiApi
+from wenet_lite.serve.openai_api import ApiError, ApiPeer, ApiProtocol, OpenAiApi
 from wenet_lite.serve.options import ServerOptions
 from wenet_lite.serve.protocols import (
     PROTOCOLS,
@@ -204,11 +204,23 @@ class Server:
         if self._stop is not None:
             self._stop.set()
 
-    def _exchange(self) -> Optional[HttpExchange]:
-        """Where a request of another method than GET goes (None: websockets refuses it)."""
+    def _exchange(self, address: Any) -> Optional[HttpExchange]:
+        """Where a request of another method than GET goes (None: websockets refuses it). An
+        HTTP exchange is a connection like a websocket's: it counts against the connection
+        limits from its first byte to its close (a body in flight holds a file and a socket)."""
         if self.api is None or self._stopping:
             return None
-        return HttpExchange(self.api.handle, self.api.refuse, self.api.max_body)
+        peer = peer_host(address)
+        full = self._full(peer)
+        if full is not None:  # answered 503 before any body is read
+            self.counters.refused += 1
+            _log.info("%srefused an HTTP request from %s: %s", self._who, peer, full)
+            busy = ApiError(503, f"{full}; retry later", kind="server_error").response()
+            return HttpExchange(self.api.handle, lambda *_: busy, self.api.max_body)
+        self.board.count(self.worker, peer, 1)
+        return HttpExchange(self.api.handle, self.api.refuse, self.api.max_body,
+                            self.opts.idle_timeout,
+                            lambda: self.board.count(self.worker, peer, -1))  # fmt: skip
 
     def api_open(self, rate: int, peer: str, graph: Any = None) -> Client:
         """A stream for an OpenAI API request's audio (fed by :meth:`api_feed`): decoded in

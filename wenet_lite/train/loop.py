@@ -113,12 +113,22 @@ class _Window:
     """(step, loss, skipped, gradient norm) of the steps not yet read back"""
 
 
+MAX_NONFINITE_RUN = 100
+"""optimizer steps in a row with a non-finite gradient norm before training stops: a model or
+learning rate that diverged would otherwise run to its last step doing nothing"""
+
+
+class DivergedError(ValueError):
+    """Training cannot go on: every recent step's gradient was NaN or infinite."""
+
+
 class Trainer:
     def __init__(self, parts: TrainParts, progress: Progress) -> None:
         self.p = parts
         self.state = progress
         self.cfg = parts.cfg
         self._window = self._new_window()
+        self._nonfinite_run = 0  # skipped steps in a row (the same on every rank)
 
     def _new_window(self) -> _Window:
         return _Window(torch.zeros(5, dtype=torch.float64, device=self.p.dist.device))
@@ -288,7 +298,16 @@ class Trainer:
             st.losses[step] = loss
             if skipped:
                 st.nonfinite_steps += 1
+                self._nonfinite_run += 1
                 _log.warning("step %d: non-finite gradient norm, step skipped", step)
+            else:
+                self._nonfinite_run = 0
+            if self._nonfinite_run >= MAX_NONFINITE_RUN:
+                raise DivergedError(
+                    f"steps {step - self._nonfinite_run + 1}-{step}: {self._nonfinite_run} steps "
+                    "in a row had a NaN or infinite gradient and were skipped; the model (its "
+                    "initial weights?) or the learning rate diverged"
+                )
         pending.clear()
         return values[-1][2]
 

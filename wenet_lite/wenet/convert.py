@@ -468,6 +468,8 @@ def read_wenet_cmvn(path: PathLike) -> Tuple[torch.Tensor, torch.Tensor]:
             count = float(stats["frame_num"])
         else:
             numbers = [float(x) for x in text.replace("[", " ").replace("]", " ").split()]
+            if len(numbers) < 4 or len(numbers) % 2:
+                raise ValueError(f"a Kaldi matrix of 2 rows holds {len(numbers)} number(s)")
             half = len(numbers) // 2
             total = torch.tensor(numbers[: half - 1], dtype=torch.float64)
             count = numbers[half - 1]
