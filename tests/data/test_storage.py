@@ -91,3 +91,12 @@ def test_a_local_file_opens_as_it_is(tmp_path) -> None:
         assert f.read() == b"data"
     with pytest.raises(NotThere, match="cannot open it"):
         read_bytes(str(tmp_path / "b"))
+
+
+def test_a_part_whose_list_cannot_be_fetched_says_why(tmp_path) -> None:
+    """`pipe:false` failed before: the message said only that no list was there."""
+    from wenet_lite.data.shards import find_shards
+    from wenet_lite.data.storage import Storage
+
+    with pytest.raises(ShardError, match=r"no cuts.shards.json .* \(pipe:false/.*exited with 1"):
+        find_shards(Storage("pipe:false"), "train")

@@ -96,16 +96,17 @@ class Shard:
 def find_shards(storage: Storage, part: str) -> Optional[Tuple[str, List[Shard]]]:
     """The shards of ``part`` as ``(kind, shards)`` with kind ``shar`` or ``wenet``; None when
     the part holds neither (a local prepared part: ``cuts.jsonl.gz``)."""
-    if storage.exists(f"{part}/{SHARD_LIST}"):
+    why = storage.missing(f"{part}/{SHARD_LIST}")
+    if why is None:
         return "shar", _shar_list(storage, part)
-    if storage.exists(f"{part}/{WENET_LIST}"):
+    if storage.missing(f"{part}/{WENET_LIST}") is None:
         shards = _wenet_list(storage, part)
         if shards is not None:
             return "wenet", shards
-    if storage.remote:
+    if storage.remote:  # why the shard list could not be read: a 404, a command that failed
         raise ShardError(
             f"{storage.locate(part)}: no {SHARD_LIST} (`wenet-lite prepare shards`) or WeNet "
-            f"{WENET_LIST} of shard tars there"
+            f"{WENET_LIST} of shard tars there ({why})"
         )
     return None
 

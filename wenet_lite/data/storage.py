@@ -70,16 +70,18 @@ class Storage:
             return self.base.rstrip("/") + "/" + name
         return str(Path(self.base) / name)
 
-    def exists(self, name: str) -> bool:
-        """Whether ``name`` can be opened (a remote one is opened to find out)."""
+    def missing(self, name: str) -> Optional[str]:
+        """None when ``name`` can be opened (a remote one is opened to find out), else why not
+        (``pipe:...: the command exited with 1 (...)``, ``HTTP 404 ...``)."""
         if not self.remote:
-            return Path(self.locate(name)).is_file()
+            path = self.locate(name)
+            return None if Path(path).is_file() else f"{path}: no such file"
         try:
             with open_location(self.locate(name)) as f:
                 f.read(1)
-            return True
-        except NotThere:
-            return False
+            return None
+        except NotThere as e:
+            return str(e)
 
 
 @contextlib.contextmanager
