@@ -213,6 +213,25 @@ def test_the_design_layout_names_every_top_level_module_and_no_removed_path() ->
     assert not missing
 
 
+def test_the_design_layout_names_every_module_of_every_package() -> None:
+    """Each package's entry names each of its modules (``shards.py``)."""
+    entries = {}
+    for line in _design_layout().splitlines():
+        if line and not line[0].isspace():
+            current = line.split()[0]
+            entries[current] = line
+        elif line.strip() and entries:
+            entries[current] += " " + line.strip()
+    unnamed = []
+    for package in sorted((REPO / "wenet_lite").iterdir()):
+        if not (package / "__init__.py").is_file():
+            continue
+        entry = entries.get(f"wenet_lite/{package.name}/", "")
+        unnamed += [f"{package.name}/{m.name}" for m in sorted(package.glob("*.py"))
+                    if m.name != "__init__.py" and not re.search(rf"\b{m.name}\b", entry)]  # fmt: skip
+    assert not unnamed, unnamed
+
+
 def test_a_removed_path_in_the_design_page_would_fail() -> None:
     assert "wenet_lite/bundle.py" in _repo_paths("the old wenet_lite/bundle.py module")
     assert not (REPO / "wenet_lite" / "bundle.py").exists()

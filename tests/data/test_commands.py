@@ -23,7 +23,8 @@ from wenet_lite.data import commands, shards
 from wenet_lite.data import storage as storage_module
 from wenet_lite.data.commands import DataCommandRefused, allow_data_commands
 from wenet_lite.data.manifest import cut_samples, load_cuts
-from wenet_lite.data.shards import SHARD_LIST, ShardError, Storage, find_shards, read_shard
+from wenet_lite.data.shards import SHARD_LIST, find_shards, read_shard
+from wenet_lite.data.storage import ShardError, Storage
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,7 @@ from lhotse import CutSet
 from wenet_lite import load_model
 from wenet_lite.data.dataset import ASRDataset
 from wenet_lite.data.manifest import load_cuts, save_cuts
-from wenet_lite.data.shards import write_shards
+from wenet_lite.data.shar_writer import write_shards
 from wenet_lite.data.tokenizer import normalize_text
 from wenet_lite.evaluation.wer import sum_counts, word_errors
 from wenet_lite.search.ctc_search import ctc_greedy_search

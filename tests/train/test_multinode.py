@@ -100,7 +100,7 @@ def _two_nodes(data: Path, exp: Path, out: Path, tokenizer: Path, extra: List[st
 def data(synthetic_corpus, tmp_path_factory) -> Path:
     """12 short utterances as 4 shards of 3: the nodes train from shards (no shared files
     but the shards, which a node could as well read over http)."""
-    from wenet_lite.data.shards import write_shards
+    from wenet_lite.data.shar_writer import write_shards
 
     cuts = load_cuts(synthetic_corpus.data / "train-clean-100")
     root = tmp_path_factory.mktemp("nodes")

@@ -12,7 +12,7 @@ import numpy as np
 from wenet_lite.config import FeatureConfig
 from wenet_lite.data.dataset import SkipUtterance, load_features, utterance_seed
 from wenet_lite.data.manifest import load_cuts
-from wenet_lite.data.shards import WriteResult, write_shards
+from wenet_lite.data.shar_writer import WriteResult, write_shards
 from wenet_lite.features.audio import AudioError
 
 __all__ = ["prepare_shards"]

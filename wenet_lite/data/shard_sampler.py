@@ -35,7 +35,8 @@ from lhotse.cut import Cut
 from wenet_lite.config import DataConfig
 from wenet_lite.data.dataset import ASRDataset, Batch, manifest_reason, merge_counts
 from wenet_lite.data.sampler import Mix
-from wenet_lite.data.shards import Shard, ShardError, ShardIndex, read_shard
+from wenet_lite.data.shards import Shard, ShardIndex, read_shard
+from wenet_lite.data.storage import ShardError
 from wenet_lite.data.tokenizer import Tokenizer
 
 __all__ = [

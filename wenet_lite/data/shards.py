@@ -13,7 +13,8 @@ Two formats, read sequentially (a shard is opened once an epoch and read front t
   :func:`index_wenet_shards` reads every tar once and caches what batching needs.
 
 Where they live (a folder, a URL, a ``pipe:`` command) is ``data/storage.py``'s; what a list
-may name, ``data/commands.py``'s.
+may name, ``data/commands.py``'s; the tar reader is ``data/tar_reader.py``, the writer
+``data/shar_writer.py``.
 """
 
 from __future__ import annotations
@@ -24,18 +25,15 @@ import hashlib
 import io
 import json
 import logging
-import shutil
-import tarfile
 import zlib
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-import numpy as np
 import soundfile as sf
 from lhotse import AudioSource, MonoCut, Recording, SupervisionSegment
-from lhotse.array import Array, TemporalArray
+from lhotse.array import TemporalArray
 from lhotse.cut import Cut
 from lhotse.serialization import deserialize_item
 from lhotse.utils import fastcopy
@@ -47,23 +45,20 @@ from wenet_lite.data.commands import (
     plain_name,
     refuse_pipe,
 )
-from wenet_lite.data.manifest import cut_samples
 from wenet_lite.data.storage import ShardError, Storage, open_location, read_bytes
-from wenet_lite.features.audio import AudioError
+from wenet_lite.data.tar_reader import next_pair, tar_members, tar_pairs
 
 __all__ = [
     "SHARD_LIST",
+    "SHAR_FORMAT",
     "Shard",
-    "ShardError",
     "ShardIndex",
-    "Storage",
-    "WriteResult",
     "find_shards",
     "index_wenet_shards",
     "local_shards",
+    "memory_cut",
     "read_index",
     "read_shard",
-    "write_shards",
 ]
 
 SHARD_LIST = "cuts.shards.json"
@@ -71,7 +66,7 @@ SHARD_LIST = "cuts.shards.json"
 ``.jsonl`` so that lhotse's ``CutSet.from_shar(in_dir=...)`` passes over it."""
 WENET_LIST = "data.list"
 _AUDIO_SUFFIXES = (".wav", ".flac", ".mp3", ".ogg", ".opus", ".sph")
-_FORMAT = "lhotse-shar"
+SHAR_FORMAT = "lhotse-shar"
 _log = logging.getLogger(__name__)
 
 
@@ -115,8 +110,8 @@ def _shar_list(storage: Storage, part: str) -> List[Shard]:
     where = storage.locate(f"{part}/{SHARD_LIST}")
     try:
         listing = json.loads(read_bytes(where))
-        if listing.get("format") != _FORMAT:
-            raise ValueError(f"format {listing.get('format')!r}, expected {_FORMAT!r}")
+        if listing.get("format") != SHAR_FORMAT:
+            raise ValueError(f"format {listing.get('format')!r}, expected {SHAR_FORMAT!r}")
         shards = [
             Shard(
                 audio=_listed(storage, part, where, s["recording"]),
@@ -285,105 +280,16 @@ def read_shard(shard: Shard, audio: bool = True) -> Iterator[Cut]:
         audio = not all(c.has_custom("fbank") for c in listed)
         cuts = iter(listed)
     with contextlib.ExitStack() as stack:
-        audios = _tar_pairs(shard.audio, stack) if audio else None
-        fbank = _tar_pairs(shard.fbank, stack) if shard.fbank else None
+        audios = tar_pairs(shard.audio, stack) if audio else None
+        fbank = tar_pairs(shard.fbank, stack) if shard.fbank else None
         for cut in cuts:
             if audios is not None:
-                cut = _attach_audio(cut, _next_pair(audios, cut.id, shard.audio))
+                cut = _attach_audio(cut, next_pair(audios, cut.id, shard.audio))
             if fbank is not None:
-                cut = _attach_fbank(cut, _next_pair(fbank, cut.id, shard.fbank or ""))
+                cut = _attach_fbank(cut, next_pair(fbank, cut.id, shard.fbank or ""))
             yield cut
         if audios is not None and next(audios, None) is not None:
             raise ShardError(f"{shard.audio}: holds more items than {shard.cuts} lists")
-
-
-def _tar_members(location: str, stack: contextlib.ExitStack) -> Iterator[Tuple[str, bytes]]:
-    """(name, bytes) of each file in a tar (gzip-compressed when the name says so), read as a
-    stream. A small reader of its own: Python's ``tarfile`` spent more time parsing headers
-    than the rest of reading a shard of stored fbank."""
-    f = stack.enter_context(open_location(location))
-    if location.endswith((".gz", ".tgz")):
-        f = stack.enter_context(gzip.GzipFile(fileobj=f, mode="rb"))
-    try:
-        yield from _members(f, location)
-    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as e:
-        raise ShardError(f"{location}: not a readable tar ({e})") from None
-
-
-def _members(f: IO[bytes], where: str) -> Iterator[Tuple[str, bytes]]:
-    long_name: Optional[bytes] = None
-    while True:
-        header = _read_exact(f, 512)
-        if not header or header == bytes(512):
-            return  # the end (or a tar without its closing blocks)
-        if len(header) < 512:
-            raise ShardError(f"{where}: cut off inside a header (a truncated tar?)")
-        try:
-            checksum = int(header[148:156].split(b"\0")[0].strip(), 8)
-            size = _size(header[124:136])
-        except ValueError:
-            checksum, size = -1, 0
-        if checksum != sum(header) - sum(header[148:156]) + 8 * 32:
-            raise ShardError(f"{where}: not a tar (a header checksum is wrong)")
-        kind = header[156:157]
-        data = _read_exact(f, size)
-        if len(data) < size:
-            raise ShardError(f"{where}: cut off inside a member (a truncated tar?)")
-        _read_exact(f, -size % 512)
-        name = header[:100].split(b"\0")[0]
-        if header[257:262] == b"ustar" and header[345:500].strip(b"\0"):
-            name = header[345:500].split(b"\0")[0] + b"/" + name
-        if kind == b"L":  # GNU: the next member's long name
-            long_name = data.rstrip(b"\0")
-        elif kind == b"x":  # POSIX pax: records "<len> key=value\n"
-            for record in data.split(b"\n"):
-                key, _, value = record.partition(b" ")[2].partition(b"=")
-                if key == b"path":
-                    long_name = value
-        elif kind in (b"0", b"\0", b"7"):
-            yield (long_name or name).decode("utf-8", errors="replace"), data
-            long_name = None
-        elif kind != b"g":
-            long_name = None  # folders, links: nothing to read
-
-
-def _size(field: bytes) -> int:
-    if field[0] & 0x80:  # base-256, for members of 8 GiB or more
-        return int.from_bytes(field[1:], "big")
-    return int(field.split(b"\0")[0].strip() or b"0", 8)
-
-
-def _read_exact(f: IO[bytes], n: int) -> bytes:
-    """``n`` bytes, fewer only at the stream's end; read in pieces, so that a damaged header's
-    size costs no more memory than the stream really holds."""
-    chunks, left = [], n
-    while left > 0:
-        chunk = f.read(min(left, 1 << 22))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
-def _tar_pairs(location: str, stack: contextlib.ExitStack) -> Iterator[Tuple[str, bytes, bytes]]:
-    """(data member name, data, JSON manifest) pairs of a Shar tar."""
-    members = _tar_members(location, stack)
-    for name, data in members:
-        meta = next(members, None)
-        if meta is None:
-            raise ShardError(f"{location}: {name} has no manifest after it (a cut-off tar?)")
-        yield name, data, meta[1]
-
-
-def _next_pair(pairs: Iterator[Tuple[str, bytes, bytes]], cut_id: str, where: str):
-    item = next(pairs, None)
-    if item is None:
-        raise ShardError(f"{where}: ends before cut {cut_id} (a cut-off shard?)")
-    name = item[0]
-    if name.rsplit(".", 1)[0] != cut_id:
-        raise ShardError(f"{where}: holds {name} where cut {cut_id} was expected")
-    return item
 
 
 def _attach_audio(cut: Cut, item: Tuple[str, bytes, bytes]) -> Cut:
@@ -430,7 +336,7 @@ def _wenet_members(location: str) -> Iterator[Tuple[str, bytes, str, Optional[st
     whose members come in pairs ``<key>.<audio>`` + ``<key>.txt`` (either order)."""
     with contextlib.ExitStack() as stack:
         key, audio, text = None, None, None
-        for name, data in _tar_members(location, stack):
+        for name, data in tar_members(location, stack):
             stem, _, suffix = name.rpartition(".")
             if stem != key:
                 if key is not None:
@@ -450,168 +356,3 @@ def _wenet_item(key: str, audio: Optional[bytes], text: Optional[str]):
     if text is None:
         return key, audio, "", "no transcript"
     return key, audio, text, None
-
-
-# ----------------------------------------------------------------------------- writing
-
-
-@dataclass(frozen=True)
-class WriteResult:
-    shards: int
-    utterances: int
-    seconds: float
-    bytes: int
-    skipped: Dict[str, int]
-
-    def summary(self, where: str) -> str:
-        line = (f"{where}: {self.shards} shard(s), {self.utterances} utterances, "
-                f"{self.seconds / 3600:.2f} h, {self.bytes / 1e6:.1f} MB")  # fmt: skip
-        if self.skipped:
-            line += ", skipped " + ", ".join(f"{n} {r}" for r, n in self.skipped.items())
-        return line
-
-
-class _TarOut:
-    """One tar being written, and its size so far."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.file = open(path, "wb")
-        self.tar = tarfile.open(fileobj=self.file, mode="w|")
-
-    def add(self, name: str, data: bytes) -> None:
-        info = tarfile.TarInfo(name)
-        info.size = len(data)
-        self.tar.addfile(info, io.BytesIO(data))
-
-    def close(self) -> int:
-        self.tar.close()
-        self.file.close()
-        return self.path.stat().st_size
-
-
-def write_shards(
-    cuts: List[Cut],
-    out: Path,
-    shard_size: int = 1000,
-    shard_mb: Optional[float] = None,
-    fbank: Optional[Any] = None,
-    progress: bool = True,
-) -> WriteResult:
-    """Write ``cuts`` as Lhotse Shar shards in ``out`` (a new folder that replaces ``out``
-    only when complete): FLAC audio of each cut's span at its own rate, a new shard after
-    ``shard_size`` utterances or ``shard_mb`` MB of audio. ``fbank``: a callable giving a
-    cut's (T_in, F) training fbank from its samples at the features' rate, stored as float16,
-    with ``fbank.features`` (a dict) recorded in the list. Unreadable audio is skipped and
-    counted, as everywhere else."""
-    if shard_size < 1 or (shard_mb is not None and shard_mb <= 0):
-        raise ValueError(f"shard_size must be >= 1 and shard_mb > 0, got {shard_size}, {shard_mb}")
-    tmp = out.with_name(f".tmp-{out.name}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        result, listing = _write_all(cuts, tmp, shard_size, shard_mb, fbank, progress)
-        (tmp / SHARD_LIST).write_text(json.dumps(listing, indent=1) + "\n")
-        shutil.rmtree(out, ignore_errors=True)
-        tmp.rename(out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return result
-
-
-def _write_all(cuts, out, shard_size, shard_mb, fbank, progress):
-    skipped: Counter = Counter()
-    shards: List[Dict[str, Any]] = []
-    writer: Optional[_ShardOut] = None
-    total_bytes, kept, seconds = 0, 0, 0.0
-    for cut in tqdm(cuts, desc="shards", unit="utt", disable=not progress):
-        try:
-            item = _encode(cut, fbank)
-        except AudioError as e:
-            skipped[{"missing": "missing audio", "empty": "empty audio"}.get(
-                e.kind, "unreadable audio")] += 1  # fmt: skip
-            _log.warning("prepare shards: skipped %s: %s", cut.id, e)
-            continue
-        if writer is None:
-            writer = _ShardOut(out, len(shards), fbank is not None)
-        writer.add(*item)
-        kept += 1
-        seconds += item[0].duration
-        full = writer.count >= shard_size or (
-            shard_mb is not None and writer.audio_bytes >= shard_mb * 1e6
-        )
-        if full:
-            shards.append(writer.close())
-            total_bytes += shards[-1]["bytes"]
-            writer = None
-    if writer is not None:
-        shards.append(writer.close())
-        total_bytes += shards[-1]["bytes"]
-    if not shards:
-        raise ValueError(f"no usable utterance to write ({dict(skipped)} skipped)")
-    listing: Dict[str, Any] = {"format": _FORMAT, "shards": shards}
-    if fbank is not None:
-        listing["fbank_features"] = fbank.features
-    result = WriteResult(len(shards), kept, seconds, total_bytes, dict(skipped))
-    return result, listing
-
-
-def _encode(cut: Cut, fbank: Optional[Any]) -> Tuple[Cut, bytes, Optional[bytes]]:
-    """(the cut as stored, its FLAC bytes, its fbank as .npy bytes or None)."""
-    rate = int(cut.sampling_rate)
-    samples = cut_samples(cut, rate)  # (N,)
-    buffer = io.BytesIO()
-    sf.write(buffer, samples, rate, format="FLAC", subtype="PCM_16")
-    flac = buffer.getvalue()
-    stored = memory_cut(cut.id, b"", rate, samples.size, cut.supervisions[0].text or "")
-    sup = fastcopy(cut.supervisions[0], start=0.0, duration=stored.duration, recording_id=cut.id)
-    placeholder = AudioSource(type="shar", channels=[0], source="")
-    rec = fastcopy(stored.recording, sources=[placeholder])
-    stored = fastcopy(stored, recording=rec, supervisions=[sup])
-    feats = None
-    if fbank is not None:
-        array = np.asarray(fbank(cut, samples), dtype=np.float16)  # (T_in, F)
-        out = io.BytesIO()
-        np.save(out, array, allow_pickle=False)
-        feats = out.getvalue()
-        meta = Array(storage_type="shar", storage_path="", storage_key="", shape=list(array.shape))
-        temporal = TemporalArray(meta, temporal_dim=0, frame_shift=fbank.frame_shift, start=0.0)
-        stored = stored.with_custom("fbank", temporal)
-    return stored, flac, feats
-
-
-class _ShardOut:
-    """The files of one shard being written."""
-
-    def __init__(self, out: Path, index: int, fbank: bool) -> None:
-        self.names = {
-            "cuts": f"cuts.{index:06d}.jsonl.gz",
-            "recording": f"recording.{index:06d}.tar",
-        }
-        if fbank:
-            self.names["fbank"] = f"fbank.{index:06d}.tar"
-        self.out = out
-        self.cuts = gzip.open(out / self.names["cuts"], "wt", encoding="utf-8")
-        self.audio = _TarOut(out / self.names["recording"])
-        self.fbank = _TarOut(out / self.names["fbank"]) if fbank else None
-        self.count, self.audio_bytes, self.seconds = 0, 0, 0.0
-
-    def add(self, cut: Cut, flac: bytes, feats: Optional[bytes]) -> None:
-        self.cuts.write(json.dumps(cut.to_dict()) + "\n")
-        self.audio.add(f"{cut.id}.flac", flac)
-        self.audio.add(f"{cut.id}.json", json.dumps(cut.recording.to_dict()).encode())
-        if self.fbank is not None:
-            assert feats is not None
-            self.fbank.add(f"{cut.id}.npy", feats)
-            self.fbank.add(f"{cut.id}.json", json.dumps(cut.custom["fbank"].to_dict()).encode())
-        self.count += 1
-        self.audio_bytes += len(flac)
-        self.seconds += cut.duration
-
-    def close(self) -> Dict[str, Any]:
-        self.cuts.close()
-        size = self.audio.close() + (self.out / self.names["cuts"]).stat().st_size
-        if self.fbank is not None:
-            size += self.fbank.close()
-        return {**self.names, "utterances": self.count, "seconds": round(self.seconds, 3),
-                "bytes": size}  # fmt: skip
