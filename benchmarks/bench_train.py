@@ -117,7 +117,7 @@ def _loader(
     from wenet_lite.features.torch_fbank import TorchFbank
     from wenet_lite.model.subsampling import subsampling_layers
     from wenet_lite.train.dist import DistInfo
-    from wenet_lite.train.trainer import build_loaders, load_parts
+    from wenet_lite.train.sources import build_loaders, load_parts
 
     tokenizer = Tokenizer.load(tokenizer_path)
     cuts = load_parts(args.data, (args.train_part,))

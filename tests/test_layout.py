@@ -2,14 +2,18 @@
 control, over a planted violation that must be caught:
 
 - layers: an ordered list, each module importing only its own layer and lower ones (imports
-  are read from the source, module level and inside functions; ``TYPE_CHECKING`` blocks are
-  left out: they never run); ``from wenet_lite import x`` is the module ``x``;
+  are read from the source, module level and inside functions, ``importlib.import_module``
+  and the lazy name tables too: a string that names a module of the package is a dependency;
+  only the body of an ``if TYPE_CHECKING:`` is left out: it never runs); ``from wenet_lite
+  import x`` is the module ``x``; inside ``runtime/`` and ``serve/`` the modules have layers
+  of their own;
 - no relative imports (also ruff's TID252);
 - no import cycles;
-- no reaching into another object's private members in the runtime, the server, the CLI and
-  the front door;
-- the server never branches on which protocol a client speaks: each protocol is one adapter
-  class (serve/protocols.py) that the server calls.
+- no reaching into another object's private members anywhere in the package (``x._name``
+  and ``from m import _name``), except members of classes the same module defines;
+- the server never branches on which protocol a client speaks or what its peer is: each
+  protocol is one adapter class (serve/protocols.py) that the server calls, each peer one
+  object with the same attributes.
 """
 
 from __future__ import annotations
@@ -43,14 +47,34 @@ LAYERS: List[Tuple[str, ...]] = [
 ]
 """bottom up; a module belongs to the layer of its longest matching prefix"""
 
+SUBLAYERS: Dict[str, List[Tuple[str, ...]]] = {
+    "wenet_lite.runtime": [
+        ("positions", "result", "endpoint", "long_audio"),
+        ("engines",),
+        ("utterance",),
+        ("offline", "streaming"),
+    ],
+    "wenet_lite.serve": [
+        ("options", "gate", "workers", "protocols", "http_front"),
+        ("connection", "openai_api"),
+        ("decoder", "realtime"),
+        ("server",),
+    ],
+}
+"""bottom up, inside a package: its modules (by their last name) import their own sub-layer and
+lower ones"""
+
 CLI_SUBCOMMANDS = ("wenet_lite.cli.serve", "wenet_lite.cli.transcribe", "wenet_lite.cli.decode",
                    "wenet_lite.cli.stream")  # fmt: skip
 """each subcommand's module reads the shared flags, not another subcommand's module"""
 
-THIRD_PARTY = ("os", "sys", "argparse", "parser", "parser._subparsers", "portable_lib")
+THIRD_PARTY = ("os", "sys", "argparse", "parser", "parser._subparsers", "portable_lib", "torch",
+               "super()")  # fmt: skip
 """objects of other libraries whose private members are used where they offer no public way
-(os._exit, argparse's subparser actions, ExecuTorch's thread-pool reset)"""
-PRIVATE_CHECKED = ("runtime", "serve", "cli", "recognizer.py", "transcription.py", "transcript.py")
+(os._exit, argparse's subparser actions, ExecuTorch's thread-pool reset, torch._int_mm, a
+torch method overridden)"""
+PUBLIC_UNDERSCORED = ("_replace", "_asdict", "_fields", "_make")
+"""NamedTuple's public methods, named with an underscore so as not to clash with fields"""
 
 
 def _module_name(path: Path) -> str:
@@ -63,11 +87,15 @@ def _sources() -> Dict[str, str]:
 
 
 def _running(tree: ast.AST) -> Iterable[ast.AST]:
-    """The nodes of ``tree`` that run (``if TYPE_CHECKING:`` blocks left out)."""
+    """The nodes of ``tree`` that run: all but the body of ``if TYPE_CHECKING:`` (its test
+    exactly that; its ``else`` runs)."""
     skipped = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skipped.update(id(n) for n in ast.walk(node))
+        if isinstance(node, ast.If) and ast.unparse(node.test) in (
+            "TYPE_CHECKING",
+            "typing.TYPE_CHECKING",
+        ):
+            skipped.update(id(n) for stmt in node.body for n in ast.walk(stmt))
     return (n for n in ast.walk(tree) if id(n) not in skipped)
 
 
@@ -75,7 +103,10 @@ def _imports(source: str, known: Set[str]) -> Set[str]:
     """The package's modules that ``source`` imports (``from P import x``: ``P.x`` when that
     is a module, else ``P``; the version string is no dependency)."""
     found = set()
-    for node in _running(ast.parse(source)):
+    tree = ast.parse(source)
+    names = {id(a) for n in ast.walk(tree) if isinstance(n, ast.Call)
+             and ast.unparse(n.func).endswith("getLogger") for a in n.args}  # fmt: skip
+    for node in _running(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             for alias in node.names:
                 sub = f"{node.module}.{alias.name}"
@@ -85,12 +116,24 @@ def _imports(source: str, known: Set[str]) -> Set[str]:
                     found.add(node.module)
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str)
+              and node.value != "wenet_lite" and id(node) not in names):  # fmt: skip
+            found.add(node.value)  # importlib.import_module("wenet_lite.x"), a lazy table
     return {m for m in found if m in known}
 
 
 def _graph(sources: Dict[str, str]) -> Dict[str, Set[str]]:
     known = set(sources)
     return {m: _imports(text, known) - {m} for m, text in sources.items()}
+
+
+def _sublayer(module: str) -> Optional[Tuple[str, int]]:
+    """(package, sub-layer) of a module of a package with sub-layers."""
+    package, _, name = module.rpartition(".")
+    for i, names in enumerate(SUBLAYERS.get(package, [])):
+        if name in names:
+            return package, i
+    return None
 
 
 def _layer(module: str) -> Optional[int]:
@@ -113,6 +156,10 @@ def layer_violations(sources: Dict[str, str]) -> List[str]:
             theirs = _layer(dep)
             if theirs is not None and theirs > mine:
                 broken.append(f"{module} (layer {mine}) imports {dep} (layer {theirs})")
+            inner, inner_dep = _sublayer(module), _sublayer(dep)
+            if inner and inner_dep and inner[0] == inner_dep[0] and inner_dep[1] > inner[1]:
+                broken.append(f"{module} (sub-layer {inner[1]}) imports {dep} (sub-layer "
+                              f"{inner_dep[1]})")  # fmt: skip
             if module in CLI_SUBCOMMANDS and dep in CLI_SUBCOMMANDS:
                 broken.append(f"{module} imports another subcommand, {dep}")
     return broken
@@ -149,17 +196,42 @@ def import_cycles(sources: Dict[str, str]) -> List[List[str]]:
     return cycles
 
 
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _own_private_members(tree: ast.AST) -> Set[str]:
+    """The private members of the classes a module defines (methods, class attributes and
+    fields, ``self._x`` assignments): the module's own code may use them on any instance."""
+    own = set()
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        for node in ast.walk(cls):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                own.add(node.name)
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                own.add(node.target.id)
+            elif isinstance(node, ast.Assign):
+                own.update(t.id for t in node.targets if isinstance(t, ast.Name))
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                own.add(node.attr)
+    return {n for n in own if _private(n)}
+
+
 def foreign_private_uses(name: str, source: str) -> List[str]:
-    """``x._name`` where x is not ``self``/``cls``: one object reaching into another's
-    private members."""
-    return [
-        f"{name}:{node.lineno} {ast.unparse(node)}"
-        for node in ast.walk(ast.parse(source))
-        if isinstance(node, ast.Attribute)
-        and node.attr.startswith("_")
-        and not node.attr.startswith("__")
-        and ast.unparse(node.value) not in ("self", "cls", *THIRD_PARTY)
-    ]
+    """``x._name`` where x is not ``self``/``cls`` and ``_name`` is no member of a class of
+    this module, and ``from m import _name``: code reaching into another's private members."""
+    tree = ast.parse(source)
+    own = _own_private_members(tree)
+    found = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and _private(node.attr)
+                and node.attr not in own and node.attr not in PUBLIC_UNDERSCORED
+                and ast.unparse(node.value) not in ("self", "cls", *THIRD_PARTY)):  # fmt: skip
+            found.append(f"{name}:{node.lineno} {ast.unparse(node)}")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("wenet_lite"):
+            found += [f"{name}:{node.lineno} from {node.module} import {a.name}"
+                      for a in node.names if _private(a.name)]  # fmt: skip
+    return found
 
 
 def _protocol_names() -> Set[str]:
@@ -174,9 +246,30 @@ def _protocol_names() -> Set[str]:
     return names
 
 
-def protocol_branches(name: str, source: str, protocols: Set[str]) -> List[str]:
-    """Comparisons with a protocol's name or with anything named protocol, and isinstance
-    tests against an adapter class: the server deciding by protocol instead of calling it."""
+def _peer_and_protocol_classes() -> Set[str]:
+    """The classes of serve/ that are a protocol adapter (a subclass of ``Protocol``, at any
+    depth) or a peer (a class with a ``remote_address``, standing in for a websocket)."""
+    bases: Dict[str, List[str]] = {}
+    peers = set()
+    for path in sorted((PACKAGE / "serve").glob("*.py")):
+        for cls in (n for n in ast.walk(ast.parse(path.read_text("utf-8")))
+                    if isinstance(n, ast.ClassDef)):  # fmt: skip
+            bases[cls.name] = [ast.unparse(b) for b in cls.bases]
+            if "remote_address" in ast.unparse(cls):
+                peers.add(cls.name)
+    adapters = {"Protocol"}
+    while True:
+        more = {c for c, b in bases.items() if set(b) & adapters} - adapters
+        if not more:
+            return adapters | peers
+        adapters |= more
+
+
+def protocol_branches(name: str, source: str, protocols: Set[str],
+                      classes: Set[str] = frozenset()) -> List[str]:  # fmt: skip
+    """Comparisons with a protocol's name or with anything named protocol, and isinstance or
+    type tests against an adapter or peer class (``classes``) or anything named so: the
+    server deciding by protocol or peer instead of calling it."""
     found = []
     for node in ast.walk(ast.parse(source)):
         where = f"{name}:{getattr(node, 'lineno', 0)}"
@@ -192,9 +285,11 @@ def protocol_branches(name: str, source: str, protocols: Set[str]) -> List[str]:
         elif isinstance(node, ast.MatchValue) and isinstance(node.value, ast.Constant):
             if node.value.value in protocols:
                 found.append(f"{where} case {node.value.value!r}")
-        elif (isinstance(node, ast.Call) and ast.unparse(node.func) == "isinstance"
-              and "Protocol" in ast.unparse(node.args[1])):  # fmt: skip
-            found.append(f"{where} {ast.unparse(node)}")
+        elif isinstance(node, ast.Call) and ast.unparse(node.func) in ("isinstance", "issubclass"):
+            tested = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
+            tested |= {n.attr for n in ast.walk(node.args[1]) if isinstance(n, ast.Attribute)}
+            if tested & classes or "Protocol" in ast.unparse(node.args[1]):
+                found.append(f"{where} {ast.unparse(node)}")
     return found
 
 
@@ -215,20 +310,18 @@ def test_no_import_cycles() -> None:
 
 def test_no_reaching_into_private_members() -> None:
     found = []
-    for entry in PRIVATE_CHECKED:
-        path = PACKAGE / entry
-        for p in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
-            found += foreign_private_uses(str(p.relative_to(PACKAGE)), p.read_text("utf-8"))
+    for p in sorted(PACKAGE.rglob("*.py")):
+        found += foreign_private_uses(str(p.relative_to(PACKAGE)), p.read_text("utf-8"))
     assert not found
 
 
 def test_the_server_does_not_branch_on_the_protocol() -> None:
-    protocols = _protocol_names()
-    assert protocols >= {"sherpa", "wenet"}
+    protocols, classes = _protocol_names(), _peer_and_protocol_classes()
+    assert protocols >= {"sherpa", "wenet"} and {"ApiPeer", "ApiProtocol"} <= classes
     found = []
     for path in sorted((PACKAGE / "serve").glob("*.py")):
         if path.name != "protocols.py":
-            found += protocol_branches(path.name, path.read_text("utf-8"), protocols)
+            found += protocol_branches(path.name, path.read_text("utf-8"), protocols, classes)
     assert not found
 
 
@@ -302,7 +395,6 @@ def test_planted_private_access_in_the_protocols_fails() -> None:
     assert foreign_private_uses("serve/protocols.py", text) == [
         "serve/protocols.py:2 stream._cursor"
     ]
-    assert "serve" in PRIVATE_CHECKED  # protocols.py is among the files checked
 
 
 def test_planted_protocol_branches_fail() -> None:
@@ -317,3 +409,51 @@ def test_planted_protocol_branches_fail() -> None:
     ):
         assert protocol_branches("server.py", text, protocols), text
     assert not protocol_branches("server.py", "if code == 1000:\n    pass", protocols)
+
+
+def test_planted_import_in_the_else_of_type_checking_fails() -> None:
+    for text in ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    pass\nelse:\n"
+                 "    import wenet_lite.cli",
+                 "from typing import TYPE_CHECKING\nif not TYPE_CHECKING:\n"
+                 "    import wenet_lite.cli",
+                 "from typing import TYPE_CHECKING\nif TYPE_CHECKING or True:\n"
+                 "    import wenet_lite.cli"):  # fmt: skip
+        violations = layer_violations(_planted("wenet_lite.model.ctc", text))
+        assert any("imports wenet_lite.cli" in v for v in violations), text
+
+
+def test_planted_dynamic_imports_fail() -> None:
+    text = "import importlib\nserve = importlib.import_module('wenet_lite.serve.server')"
+    violations = layer_violations(_planted("wenet_lite.model.ctc", text))
+    assert any("imports wenet_lite.serve.server" in v for v in violations)
+    text = "_WHERE = {'train': 'wenet_lite.train.trainer'}"  # a lazy table
+    violations = layer_violations(_planted("wenet_lite.search", text))
+    assert any("wenet_lite.search (layer 7) imports wenet_lite.train.trainer" in v
+               for v in violations)  # fmt: skip
+
+
+def test_planted_import_up_inside_a_package_fails() -> None:
+    text = "def f():\n    from wenet_lite.runtime.offline import OfflineRecognizer"
+    violations = layer_violations(_planted("wenet_lite.runtime.endpoint", text))
+    assert any("runtime.endpoint (sub-layer 0) imports wenet_lite.runtime.offline" in v
+               for v in violations)  # fmt: skip
+    text = "from wenet_lite.serve.server import Server"
+    assert layer_violations(_planted("wenet_lite.serve.protocols", text))
+
+
+def test_planted_private_imports_and_uses_anywhere_fail() -> None:
+    text = "from wenet_lite.features.fbank import _private_helper"
+    assert foreign_private_uses("features/stream_fbank.py", text) == [
+        "features/stream_fbank.py:1 from wenet_lite.features.fbank import _private_helper"
+    ]
+    text = "class Own:\n    _mine = 1\n\ndef f(other, x):\n    return other._mine + x._theirs"
+    assert foreign_private_uses("data/dataset.py", text) == ["data/dataset.py:5 x._theirs"]
+    assert not foreign_private_uses("data/dataset.py", "b = batch._replace(ids=[])")
+
+
+def test_planted_branch_on_a_peer_fails_whatever_its_name() -> None:
+    protocols, classes = _protocol_names(), _peer_and_protocol_classes()
+    for text in ("if isinstance(c.ws, ApiPeer):\n    pass",
+                 "ok = isinstance(c.protocol, (str, ApiProtocol))"):  # fmt: skip
+        assert protocol_branches("server.py", text, protocols, classes), text
+    assert not protocol_branches("server.py", "ok = isinstance(a, Boundary)", protocols, classes)

@@ -727,18 +727,21 @@ class _StrictLoader(yaml.SafeLoader):
     """``yaml.safe_load``, except that a key given twice in a mapping is an error (PyYAML keeps
     the last one silently); the error carries the dotted key path and the line."""
 
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._paths: Dict[int, str] = {}  # id of a mapping node -> its dotted path
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Dict[Any, Any]:
         seen: Dict[Any, int] = {}
+        prefix = self._paths.get(id(node), "")
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
-                prefix = getattr(node, "_path", "")
                 raise _DuplicateKey(f"{prefix}{key}", key_node.start_mark.line + 1)
             seen[key] = key_node.start_mark.line
         for key_node, value_node in node.value:  # children learn their dotted path
             if isinstance(value_node, yaml.MappingNode):
-                parent = getattr(node, "_path", "")
-                value_node._path = f"{parent}{self.construct_object(key_node)}."  # type: ignore[attr-defined]
+                self._paths[id(value_node)] = f"{prefix}{self.construct_object(key_node)}."
         return super().construct_mapping(node, deep=deep)
 
 

@@ -16,7 +16,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from ddp_train import digest  # noqa: E402
 
-from wenet_lite.train.trainer import TrainOptions, elastic_restart, train  # noqa: E402
+from wenet_lite.train.dist import elastic_restart  # noqa: E402
+from wenet_lite.train.trainer import TrainOptions, train  # noqa: E402
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ from wenet_lite.data.manifest import load_cuts
 from wenet_lite.data.tokenizer import Tokenizer
 from wenet_lite.model.subsampling import subsampling_layers
 from wenet_lite.train.dist import DistInfo
-from wenet_lite.train.trainer import build_loaders
+from wenet_lite.train.sources import build_loaders
 
 TINY = Path("conf/tiny_test.yaml")
 

@@ -208,7 +208,7 @@ def test_ranks_take_rank_0s_checkpoint_or_stop_naming_it(tmp_path, monkeypatch) 
     import torch.distributed as dist
 
     from wenet_lite.train.dist import DistInfo
-    from wenet_lite.train.trainer import _agreed_checkpoints
+    from wenet_lite.train.resume import agreed_checkpoints
 
     rank0 = [["step_2.pt", "step_4.pt"], True]  # what rank 0 sees and decides
 
@@ -219,10 +219,10 @@ def test_ranks_take_rank_0s_checkpoint_or_stop_naming_it(tmp_path, monkeypatch) 
     monkeypatch.setattr(dist, "broadcast_object_list", broadcast)
     info = DistInfo(rank=1, world_size=2, local_rank=0, device=__import__("torch").device("cpu"))
     (tmp_path / "step_4.pt").write_bytes(b"")  # shared storage: the file is there
-    found, resume = _agreed_checkpoints(tmp_path, False, info)
+    found, resume = agreed_checkpoints(tmp_path, False, info)
     assert [p.name for p in found] == ["step_2.pt", "step_4.pt"] and resume  # rank 0's choice
     (tmp_path / "step_4.pt").unlink()  # storage the nodes do not share
     with pytest.raises(FileNotFoundError, match=f"rank 1 .* cannot read {tmp_path / 'step_4.pt'}"):
-        _agreed_checkpoints(tmp_path, False, info)
+        agreed_checkpoints(tmp_path, False, info)
     rank0[1] = False  # not resuming: a missing file does not matter
-    assert _agreed_checkpoints(tmp_path, False, info)[1] is False
+    assert agreed_checkpoints(tmp_path, False, info)[1] is False

@@ -55,6 +55,7 @@ __all__ = [
     "num_frames",
     "compute_fbank",
     "OnlineFbank",
+    "window_samples",
 ]
 
 INT16_SCALE = 32768.0
@@ -85,15 +86,15 @@ def fbank_options(cfg: FeatureConfig) -> knf.FbankOptions:
     return opts
 
 
-def _window_samples(rate: int, ms: float) -> int:
+def window_samples(rate: int, ms: float) -> int:
     # knf computes int(samp_freq * 0.001f * ms) in float32; do the same so counts agree.
     return int(np.float32(rate) * np.float32(0.001) * np.float32(ms))
 
 
 def num_frames(num_samples: int, cfg: FeatureConfig) -> int:
     """Number of fbank frames for ``num_samples`` samples (Kaldi's NumFrames, flushed)."""
-    shift = _window_samples(cfg.sample_rate, cfg.frame_shift_ms)
-    length = _window_samples(cfg.sample_rate, cfg.frame_length_ms)
+    shift = window_samples(cfg.sample_rate, cfg.frame_shift_ms)
+    length = window_samples(cfg.sample_rate, cfg.frame_length_ms)
     if cfg.snip_edges:
         return 0 if num_samples < length else 1 + (num_samples - length) // shift
     return (num_samples + shift // 2) // shift

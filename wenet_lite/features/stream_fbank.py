@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from wenet_lite.config import FeatureConfig
-from wenet_lite.features.fbank import _window_samples, num_frames, scaled_samples
+from wenet_lite.features.fbank import num_frames, scaled_samples, window_samples
 from wenet_lite.features.torch_fbank import TorchFbank, reflect_index
 
 __all__ = ["FbankStream", "compute_ready", "offline_fbank"]
@@ -56,8 +56,8 @@ class FbankStream:
     def __init__(self, cfg: FeatureConfig, device: Union[str, torch.device] = "cpu") -> None:
         self.cfg = cfg
         self.extractor = _extractor(cfg, torch.device(device))
-        self._shift = _window_samples(cfg.sample_rate, cfg.frame_shift_ms)
-        self._length = _window_samples(cfg.sample_rate, cfg.frame_length_ms)
+        self._shift = window_samples(cfg.sample_rate, cfg.frame_shift_ms)
+        self._length = window_samples(cfg.sample_rate, cfg.frame_length_ms)
         # frame t covers samples [t * shift + offset, ... + length) (Kaldi's FirstSampleOfFrame)
         self._offset = 0 if cfg.snip_edges else self._shift // 2 - self._length // 2
         self._samples = np.zeros(0, np.float32)  # int16-scaled, from absolute index _start

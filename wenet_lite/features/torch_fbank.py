@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from wenet_lite.config import FeatureConfig
-from wenet_lite.features.fbank import HIGH_FREQ_HZ, INT16_SCALE, LOW_FREQ_HZ, _window_samples
+from wenet_lite.features.fbank import HIGH_FREQ_HZ, INT16_SCALE, LOW_FREQ_HZ, window_samples
 
 __all__ = ["TorchFbank", "kaldi_mel_banks", "reflect_index"]
 
@@ -70,8 +70,8 @@ class TorchFbank(nn.Module):
 
     def __init__(self, cfg: FeatureConfig) -> None:
         super().__init__()
-        self.shift = _window_samples(cfg.sample_rate, cfg.frame_shift_ms)
-        self.length = _window_samples(cfg.sample_rate, cfg.frame_length_ms)
+        self.shift = window_samples(cfg.sample_rate, cfg.frame_shift_ms)
+        self.length = window_samples(cfg.sample_rate, cfg.frame_length_ms)
         self.snip_edges = cfg.snip_edges
         self.fft_size = 1 << (self.length - 1).bit_length()  # the next power of two
         n = torch.arange(self.length, dtype=torch.float64)

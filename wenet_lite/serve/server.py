@@ -493,11 +493,10 @@ class Server:
         self._check_unsent(c)
 
     def _check_unsent(self, c: Client) -> None:
-        if isinstance(c.ws, ApiPeer):  # its request reads every message as it comes
-            return
         transport = c.ws.transport
-        buffered = transport.get_write_buffer_size() if transport is not None else 0
-        unsent = c.outbox.chars + buffered
+        if transport is None:  # no socket of its own (an API request reads each message)
+            return
+        unsent = c.outbox.chars + transport.get_write_buffer_size()
         if unsent <= self.opts.max_unsent or c.outcome.startswith("not reading"):
             return
         self.counters.unread += 1

@@ -1,7 +1,9 @@
-"""Distributed setup for torchrun: one process per device, gloo on CPU, nccl on GPU."""
+"""Distributed setup for torchrun: one process per device, gloo on CPU, nccl on GPU; and what a
+worker that torchrun may restart (``--max-restarts``) needs to know."""
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from typing import Optional
@@ -16,7 +18,12 @@ __all__ = [
     "init_distributed",
     "cleanup_distributed",
     "all_reduce_sum",
+    "check_restart_store",
+    "may_restart",
+    "elastic_restart",
 ]
+
+_log = logging.getLogger("wenet_lite.train")
 
 
 @dataclass(frozen=True)
@@ -101,3 +108,28 @@ def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
     if dist.is_initialized():
         dist.all_reduce(out, op=dist.ReduceOp.SUM)
     return out
+
+
+def elastic_restart() -> int:
+    """How often torchrun has restarted this worker (``--max-restarts``): 0 for a first start
+    (and for a node whose workers restart because another node's failed)."""
+    return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0)
+
+
+def may_restart() -> bool:
+    """Under torchrun with ``--max-restarts`` > 0: workers may be restarted, and a restarted
+    worker can only go on from the newest checkpoint, so every start resumes by itself."""
+    return int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0") or 0) > 0 or elastic_restart() > 0
+
+
+def check_restart_store() -> None:
+    """Restarted workers that meet in the store torchrun's agent keeps across restarts can read
+    the keys of the workers before them and wait in ``init_process_group`` until its timeout
+    (30 min): torchrun then needs ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` (a fresh store on
+    rank 0 each start). Said once a start, where it matters."""
+    if may_restart() and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        _log.warning(
+            "torchrun with --max-restarts shares its rendezvous store with the workers: a "
+            "restart after a lost node can hang in init_process_group. Start torchrun with "
+            "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 in its environment"
+        )

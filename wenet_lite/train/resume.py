@@ -14,21 +14,27 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List
+from typing import TYPE_CHECKING, Any, Dict, List, Tuple
 
 import torch
 import torch.distributed as dist
 
 from wenet_lite.fileio import write_text_atomic
-from wenet_lite.files.checkpoint import CheckpointError, prune_checkpoints, save_checkpoint
+from wenet_lite.files.checkpoint import (
+    CheckpointError,
+    list_checkpoints,
+    prune_checkpoints,
+    save_checkpoint,
+)
 from wenet_lite.files.model_file import model_payload
 from wenet_lite.train.dist import DistInfo
 
 if TYPE_CHECKING:
     from wenet_lite.train.loop import Progress, Trainer, TrainParts
 
-__all__ = ["restore_training_state", "save_training_checkpoint"]
+__all__ = ["agreed_checkpoints", "restore_training_state", "save_training_checkpoint"]
 
 _log = logging.getLogger("wenet_lite.train")
 
@@ -118,3 +124,22 @@ def _restore_rng(parts: TrainParts, path: Path, rng: Dict[str, Any]) -> None:
     torch.set_rng_state(ranks[info.rank]["torch"])
     if info.device.type == "cuda" and "cuda" in ranks[info.rank]:
         torch.cuda.set_rng_state(ranks[info.rank]["cuda"], info.device)
+
+
+def agreed_checkpoints(exp: Path, resume: bool, info: DistInfo) -> Tuple[List[Path], bool]:
+    """The checkpoints in ``exp`` and whether to resume, as rank 0 sees them, on every rank:
+    ranks on other nodes must read the same file (the experiment dir on storage every node
+    reads), or fail naming it rather than start from another state."""
+    found = list_checkpoints(exp)
+    if info.world_size == 1:
+        return found, resume
+    shared = [[p.name for p in found], resume]
+    dist.broadcast_object_list(shared, src=0)
+    names, resume = shared
+    missing = [n for n in names[-1:] if resume and not (exp / n).is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"rank {info.rank} ({socket.gethostname()}) cannot read {exp / missing[0]}, which "
+            "rank 0 resumes from: put the experiment dir on storage every node reads"
+        )
+    return [exp / n for n in names], resume

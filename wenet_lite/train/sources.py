@@ -22,8 +22,9 @@ import torch.distributed as dist
 from lhotse import CutSet
 
 from wenet_lite.config import ExperimentConfig
-from wenet_lite.data.dataset import ASRDataset, merge_counts
+from wenet_lite.data.dataset import ASRDataset, filter_cuts, merge_counts
 from wenet_lite.data.manifest import cut_text, load_cuts
+from wenet_lite.data.sampler import BucketingSampler, Mix
 from wenet_lite.data.shard_sampler import ShardDataset, ShardPart, ShardSampler, filter_index
 from wenet_lite.data.shards import (
     Shard,
@@ -36,13 +37,18 @@ from wenet_lite.data.shards import (
     read_shard,
 )
 from wenet_lite.data.storage import ShardError, Storage, open_location
+from wenet_lite.data.store_fbank import stored_fbank_usable
 from wenet_lite.data.tokenizer import Tokenizer
 from wenet_lite.train.dist import DistInfo
+from wenet_lite.train.precision import precision_note
 
 __all__ = [
     "TrainData",
+    "build_loaders",
+    "fbank_on_device",
     "load_parts",
     "load_train_data",
+    "train_and_dev_loaders",
     "make_loader",
     "read_cmvn_bytes",
     "shard_loader",
@@ -260,7 +266,7 @@ def make_loader(
         batch_size=None,
         collate_fn=_identity,
         num_workers=cfg.data.num_workers,
-        persistent_workers=cfg.data.num_workers > 0,  # forked once: see trainer._start_workers
+        persistent_workers=cfg.data.num_workers > 0,  # forked once: see _start_workers
         pin_memory=info.device.type == "cuda",
         # Its own generator: creating an iterator must not draw from the global RNG, whose
         # state (dropout) a resumed run restores exactly.
@@ -270,3 +276,133 @@ def make_loader(
 
 def _identity(item: Any) -> Any:
     return item  # the dataset already returns whole padded batches
+
+
+def train_and_dev_loaders(
+    cfg: ExperimentConfig,
+    tokenizer: Tokenizer,
+    layers: List[Tuple[int, int]],
+    train: TrainData,
+    dev_cuts: Optional[CutSet],
+    info: DistInfo,
+    weights: Optional[Dict[str, float]],
+) -> Dict[str, Any]:
+    """Local parts: :func:`build_loaders`; sharded ones: the shard loader, then the dev loader."""
+    if train.cuts is not None:
+        mix = Mix(weights, train.part_of) if weights is not None else None
+        return build_loaders(cfg, tokenizer, layers, train.cuts, dev_cuts, info, mix)
+    out = shard_loader(cfg, tokenizer, layers, train, info, weights,
+                       fbank_on_device(cfg, info.device))  # fmt: skip
+    dev = build_loaders(cfg, tokenizer, layers, None, dev_cuts, info)
+    return {**dev, **out}
+
+
+def build_loaders(
+    cfg: ExperimentConfig,
+    tokenizer: Tokenizer,
+    layers: List[Tuple[int, int]],
+    train_cuts: Optional[CutSet],
+    dev_cuts: Optional[CutSet],
+    info: DistInfo,
+    mix: Optional[Mix] = None,
+) -> Dict[str, Any]:
+    """The train loader of local cuts (None: only the dev loader) and the dev loader."""
+    out: Dict[str, Any] = {"train_filtered": {}, "dev_filtered": {}, "dev_loader": None}
+    if train_cuts is not None:
+        out.update(_local_train_loader(cfg, tokenizer, layers, train_cuts, info, mix))
+    line, warning = precision_note(cfg.train.precision, info.device, cfg.encoder.d_model)
+    _log.info("%s", line)
+    if warning and info.is_main:
+        _log.warning("%s", warning)
+    if dev_cuts is not None:
+        dev_kept, out["dev_filtered"] = filter_cuts(dev_cuts, tokenizer, cfg.data)
+        _log_filtered("dev", len(dev_cuts), out["dev_filtered"])
+        dev_sampler = _sampler(cfg, dev_kept, False, info)
+        out["dev_loader"] = _loader(cfg, tokenizer, layers, dev_sampler, False, info)
+        _start_workers(out["dev_loader"])
+    return out
+
+
+def _local_train_loader(
+    cfg: ExperimentConfig,
+    tokenizer: Tokenizer,
+    layers: List[Tuple[int, int]],
+    train_cuts: CutSet,
+    info: DistInfo,
+    mix: Optional[Mix],
+) -> Dict[str, Any]:
+    kept, filtered = filter_cuts(train_cuts, tokenizer, cfg.data)
+    _log_filtered("train", len(train_cuts), filtered)
+    out: Dict[str, Any] = {"train_filtered": filtered}
+    out["sampler"] = _sampler(cfg, kept, True, info, mix)
+    if mix is not None:
+        sampler = out["sampler"]
+        drawn = [f"{p} {sampler.shares[p]} of {len(sampler.parts[p])} (weight {w:g})"
+                 for p, w in mix.weights.items()]  # fmt: skip
+        _log.info("parts mixed by weight, utterances per epoch: %s", ", ".join(drawn))
+    on_device = fbank_on_device(cfg, info.device)
+    stored = not on_device and stored_fbank_usable(kept, cfg.features)
+    out["train_loader"] = _loader(
+        cfg, tokenizer, layers, out["sampler"], True, info, stored, on_device
+    )
+    _log.info("training fbank computed %s", f"on {info.device}" if on_device else "in workers")
+    return out
+
+
+def _start_workers(loader: torch.utils.data.DataLoader) -> None:
+    """Fork a loader's (persistent) workers now, before training grows this process. A fork
+    write-protects every page of the parent's heap, and the trainer's first write to each
+    page afterwards costs a copy: with workers forked anew every epoch, and the dev loader's
+    after the first epoch, a bf16 demo run on the CPU took 1.6-2x as long a step from its
+    second epoch on (``wenet-lite train`` of the demo config over three epochs). The train loader's
+    workers start with the first epoch, before the growth; the dev loader's would start after
+    it, so they start here (the batches they begin loading are dropped when the dev set is
+    first read)."""
+    if loader.num_workers > 0:
+        iter(loader)
+
+
+def _log_filtered(split: str, total: int, filtered: Dict[str, int]) -> None:
+    kept = total - sum(filtered.values())
+    if kept == 0:
+        raise ValueError(f"no usable {split} utterance: all {total} filtered out ({filtered})")
+    detail = ", ".join(f"{n} {r}" for r, n in filtered.items()) or "none"
+    _log.info("%s: %d utterances, %d kept; filtered before batching: %s", split, total, kept,
+              detail)  # fmt: skip
+
+
+def _sampler(
+    cfg: ExperimentConfig, cuts: CutSet, train: bool, info: DistInfo, mix: Optional[Mix] = None
+) -> BucketingSampler:
+    return BucketingSampler(
+        cuts,
+        max_batch_seconds=cfg.data.max_batch_seconds,
+        num_buckets=cfg.data.num_buckets,
+        shuffle=train and cfg.data.shuffle,
+        seed=cfg.train.seed,
+        sort_first_epoch=train and cfg.data.sort_first_epoch,
+        world_size=info.world_size,
+        rank=info.rank,
+        mix=mix,
+    )
+
+
+def _loader(
+    cfg: ExperimentConfig,
+    tokenizer: Tokenizer,
+    layers: List[Tuple[int, int]],
+    sampler: BucketingSampler,
+    train: bool,
+    info: DistInfo,
+    stored_fbank: bool = False,
+    on_device: bool = False,
+) -> torch.utils.data.DataLoader:
+    dataset = ASRDataset(
+        cfg.features, cfg.data, tokenizer, layers, cfg.train.seed, train, stored_fbank, on_device
+    )
+    return make_loader(dataset, sampler, cfg, info)
+
+
+def fbank_on_device(cfg: ExperimentConfig, device: torch.device) -> bool:
+    """Whether training batches carry samples whose fbank the trainer computes on ``device``."""
+    return cfg.data.fbank == "device" or (cfg.data.fbank == "auto" and device.type == "cuda")

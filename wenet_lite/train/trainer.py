@@ -28,14 +28,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
-from lhotse import CutSet
 
 from wenet_lite.config import (
     ConfigError,
@@ -46,36 +44,43 @@ from wenet_lite.config import (
     read_config_dict,
     save_config,
 )
-from wenet_lite.data.dataset import ASRDataset, Batch, filter_cuts
-from wenet_lite.data.sampler import BucketingSampler, Mix
-from wenet_lite.data.store_fbank import stored_fbank_usable
+from wenet_lite.data.dataset import Batch
 from wenet_lite.data.tokenizer import Tokenizer
 from wenet_lite.features.cmvn import load_cmvn
 from wenet_lite.features.torch_fbank import TorchFbank
 from wenet_lite.files.checkpoint import (
     MODEL_SECTIONS,
     check_same_model,
-    list_checkpoints,
     load_checkpoint,
 )
 from wenet_lite.model import ASRModel, build_model
 from wenet_lite.model.asr import compile_for_training
 from wenet_lite.model.subsampling import min_input_frames
-from wenet_lite.train.dist import DistInfo, cleanup_distributed, init_distributed
+from wenet_lite.train.dist import (
+    DistInfo,
+    check_restart_store,
+    cleanup_distributed,
+    elastic_restart,
+    init_distributed,
+    may_restart,
+)
 from wenet_lite.train.loop import Progress, Trainer, TrainParts
-from wenet_lite.train.precision import precision_note
-from wenet_lite.train.resume import restore_training_state, save_training_checkpoint
+from wenet_lite.train.resume import (
+    agreed_checkpoints,
+    restore_training_state,
+    save_training_checkpoint,
+)
 from wenet_lite.train.scheduler import WarmupLR
 from wenet_lite.train.sources import (
     TrainData,
+    fbank_on_device,
     load_parts,
     load_train_data,
-    make_loader,
     read_cmvn_bytes,
-    shard_loader,
+    train_and_dev_loaders,
 )
 
-__all__ = ["TrainOptions", "TrainResult", "build_loaders", "fbank_on_device", "load_parts", "train"]
+__all__ = ["TrainOptions", "TrainResult", "train"]
 
 _log = logging.getLogger("wenet_lite.train")
 
@@ -137,7 +142,7 @@ def train(opts: TrainOptions) -> TrainResult:
     deterministic = torch.are_deterministic_algorithms_enabled()
     try:
         if info.is_main:
-            _check_restart_store()
+            check_restart_store()
         cfg, resumed = _config_and_checkpoint(opts, info)
         if cfg.train.deterministic:
             _use_deterministic_algorithms()
@@ -179,57 +184,13 @@ def _use_deterministic_algorithms() -> None:
     torch.backends.cudnn.benchmark = False
 
 
-def elastic_restart() -> int:
-    """How often torchrun has restarted this worker (``--max-restarts``): 0 for a first start
-    (and for a node whose workers restart because another node's failed)."""
-    return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0)
-
-
-def _elastic() -> bool:
-    """Under torchrun with ``--max-restarts`` > 0: workers may be restarted, and a restarted
-    worker can only go on from the newest checkpoint, so every start resumes by itself."""
-    return int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0") or 0) > 0 or elastic_restart() > 0
-
-
-def _check_restart_store() -> None:
-    """Restarted workers that meet in the store torchrun's agent keeps across restarts can read
-    the keys of the workers before them and wait in ``init_process_group`` until its timeout
-    (30 min): torchrun then needs ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` (a fresh store on
-    rank 0 each start). Said once a start, where it matters."""
-    if _elastic() and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
-        _log.warning(
-            "torchrun with --max-restarts shares its rendezvous store with the workers: a "
-            "restart after a lost node can hang in init_process_group. Start torchrun with "
-            "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 in its environment"
-        )
-
-
-def _agreed_checkpoints(exp: Path, resume: bool, info: DistInfo) -> Tuple[List[Path], bool]:
-    """The checkpoints in ``exp`` and whether to resume, as rank 0 sees them, on every rank:
-    ranks on other nodes must read the same file (the experiment dir on storage every node
-    reads), or fail naming it rather than start from another state."""
-    found = list_checkpoints(exp)
-    if info.world_size == 1:
-        return found, resume
-    shared = [[p.name for p in found], resume]
-    dist.broadcast_object_list(shared, src=0)
-    names, resume = shared
-    missing = [n for n in names[-1:] if resume and not (exp / n).is_file()]
-    if missing:
-        raise FileNotFoundError(
-            f"rank {info.rank} ({socket.gethostname()}) cannot read {exp / missing[0]}, which "
-            "rank 0 resumes from: put the experiment dir on storage every node reads"
-        )
-    return [exp / n for n in names], resume
-
-
 def _config_and_checkpoint(
     opts: TrainOptions, info: DistInfo
 ) -> Tuple[ExperimentConfig, Optional[Tuple[Path, Dict]]]:
     """The config, and the newest checkpoint (path, payload) when resuming (``resume``, or
     under torchrun with ``--max-restarts``)."""
-    elastic = _elastic() and not opts.resume
-    found, resume = _agreed_checkpoints(opts.exp, opts.resume or elastic, info)
+    elastic = may_restart() and not opts.resume
+    found, resume = agreed_checkpoints(opts.exp, opts.resume or elastic, info)
     if found and elastic:
         _log.info(
             "torchrun with --max-restarts (restart %d): resuming from the newest checkpoint",
@@ -373,7 +334,7 @@ def _build(
     model.to(info.device).train()
     torch.manual_seed(cfg.train.seed + info.rank)  # dropout differs per rank
     layers = model.encoder.subsampling.layers
-    loaders = _loaders(cfg, tokenizer, layers, train_data, dev_cuts, info, weights)
+    loaders = train_and_dev_loaders(cfg, tokenizer, layers, train_data, dev_cuts, info, weights)
     parts = _train_parts(opts, cfg, model, tokenizer, loaders, layers, info)
     progress = Progress()
     if resumed is not None:
@@ -407,136 +368,6 @@ def _load_initial_weights(model: ASRModel, start: ASRModel, path: Optional[Path]
             "from scratch", path, model.ctc.proj.out_features, start.ctc.proj.out_features,
             ", ".join(fresh),
         )  # fmt: skip
-
-
-def _loaders(
-    cfg: ExperimentConfig,
-    tokenizer: Tokenizer,
-    layers: List[Tuple[int, int]],
-    train: TrainData,
-    dev_cuts: Optional[CutSet],
-    info: DistInfo,
-    weights: Optional[Dict[str, float]],
-) -> Dict[str, Any]:
-    """Local parts: :func:`build_loaders`; sharded ones: the shard loader, then the dev loader."""
-    if train.cuts is not None:
-        mix = Mix(weights, train.part_of) if weights is not None else None
-        return build_loaders(cfg, tokenizer, layers, train.cuts, dev_cuts, info, mix)
-    out = shard_loader(cfg, tokenizer, layers, train, info, weights,
-                       fbank_on_device(cfg, info.device))  # fmt: skip
-    dev = build_loaders(cfg, tokenizer, layers, None, dev_cuts, info)
-    return {**dev, **out}
-
-
-def build_loaders(
-    cfg: ExperimentConfig,
-    tokenizer: Tokenizer,
-    layers: List[Tuple[int, int]],
-    train_cuts: Optional[CutSet],
-    dev_cuts: Optional[CutSet],
-    info: DistInfo,
-    mix: Optional[Mix] = None,
-) -> Dict[str, Any]:
-    """The train loader of local cuts (None: only the dev loader) and the dev loader."""
-    out: Dict[str, Any] = {"train_filtered": {}, "dev_filtered": {}, "dev_loader": None}
-    if train_cuts is not None:
-        out.update(_local_train_loader(cfg, tokenizer, layers, train_cuts, info, mix))
-    line, warning = precision_note(cfg.train.precision, info.device, cfg.encoder.d_model)
-    _log.info("%s", line)
-    if warning and info.is_main:
-        _log.warning("%s", warning)
-    if dev_cuts is not None:
-        dev_kept, out["dev_filtered"] = filter_cuts(dev_cuts, tokenizer, cfg.data)
-        _log_filtered("dev", len(dev_cuts), out["dev_filtered"])
-        dev_sampler = _sampler(cfg, dev_kept, False, info)
-        out["dev_loader"] = _loader(cfg, tokenizer, layers, dev_sampler, False, info)
-        _start_workers(out["dev_loader"])
-    return out
-
-
-def _local_train_loader(
-    cfg: ExperimentConfig,
-    tokenizer: Tokenizer,
-    layers: List[Tuple[int, int]],
-    train_cuts: CutSet,
-    info: DistInfo,
-    mix: Optional[Mix],
-) -> Dict[str, Any]:
-    kept, filtered = filter_cuts(train_cuts, tokenizer, cfg.data)
-    _log_filtered("train", len(train_cuts), filtered)
-    out: Dict[str, Any] = {"train_filtered": filtered}
-    out["sampler"] = _sampler(cfg, kept, True, info, mix)
-    if mix is not None:
-        sampler = out["sampler"]
-        drawn = [f"{p} {sampler.shares[p]} of {len(sampler.parts[p])} (weight {w:g})"
-                 for p, w in mix.weights.items()]  # fmt: skip
-        _log.info("parts mixed by weight, utterances per epoch: %s", ", ".join(drawn))
-    on_device = fbank_on_device(cfg, info.device)
-    stored = not on_device and stored_fbank_usable(kept, cfg.features)
-    out["train_loader"] = _loader(
-        cfg, tokenizer, layers, out["sampler"], True, info, stored, on_device
-    )
-    _log.info("training fbank computed %s", f"on {info.device}" if on_device else "in workers")
-    return out
-
-
-def _start_workers(loader: torch.utils.data.DataLoader) -> None:
-    """Fork a loader's (persistent) workers now, before training grows this process. A fork
-    write-protects every page of the parent's heap, and the trainer's first write to each
-    page afterwards costs a copy: with workers forked anew every epoch, and the dev loader's
-    after the first epoch, a bf16 demo run on the CPU took 1.6-2x as long a step from its
-    second epoch on (``wenet-lite train`` of the demo config over three epochs). The train loader's
-    workers start with the first epoch, before the growth; the dev loader's would start after
-    it, so they start here (the batches they begin loading are dropped when the dev set is
-    first read)."""
-    if loader.num_workers > 0:
-        iter(loader)
-
-
-def _log_filtered(split: str, total: int, filtered: Dict[str, int]) -> None:
-    kept = total - sum(filtered.values())
-    if kept == 0:
-        raise ValueError(f"no usable {split} utterance: all {total} filtered out ({filtered})")
-    detail = ", ".join(f"{n} {r}" for r, n in filtered.items()) or "none"
-    _log.info("%s: %d utterances, %d kept; filtered before batching: %s", split, total, kept,
-              detail)  # fmt: skip
-
-
-def _sampler(
-    cfg: ExperimentConfig, cuts: CutSet, train: bool, info: DistInfo, mix: Optional[Mix] = None
-) -> BucketingSampler:
-    return BucketingSampler(
-        cuts,
-        max_batch_seconds=cfg.data.max_batch_seconds,
-        num_buckets=cfg.data.num_buckets,
-        shuffle=train and cfg.data.shuffle,
-        seed=cfg.train.seed,
-        sort_first_epoch=train and cfg.data.sort_first_epoch,
-        world_size=info.world_size,
-        rank=info.rank,
-        mix=mix,
-    )
-
-
-def _loader(
-    cfg: ExperimentConfig,
-    tokenizer: Tokenizer,
-    layers: List[Tuple[int, int]],
-    sampler: BucketingSampler,
-    train: bool,
-    info: DistInfo,
-    stored_fbank: bool = False,
-    on_device: bool = False,
-) -> torch.utils.data.DataLoader:
-    dataset = ASRDataset(
-        cfg.features, cfg.data, tokenizer, layers, cfg.train.seed, train, stored_fbank, on_device
-    )
-    return make_loader(dataset, sampler, cfg, info)
-
-
-def fbank_on_device(cfg: ExperimentConfig, device: torch.device) -> bool:
-    """Whether training batches carry samples whose fbank the trainer computes on ``device``."""
-    return cfg.data.fbank == "device" or (cfg.data.fbank == "auto" and device.type == "cuda")
 
 
 def _dummy_batch(cfg: ExperimentConfig, layers: List[Tuple[int, int]]) -> Batch:
