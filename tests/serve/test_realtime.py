@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from wenet_lite.data.manifest import load_cuts
-from wenet_lite.serve.realtime import decode_alaw, decode_ulaw
+from wenet_lite.features.g711 import decode_alaw, decode_ulaw
 
 openai = pytest.importorskip("openai")
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, Tuple, Union
+from typing import Dict, List, Sequence, Tuple, Union
 
 import torch
 from lhotse import CutSet
 from tqdm import tqdm
 
 from wenet_lite.config import FeatureConfig
-from wenet_lite.data.dataset import SkipUtterance, load_features
+from wenet_lite.data.dataset import SkipUtterance, as_is, load_features
 from wenet_lite.features.cmvn import CMVNStats
 
 __all__ = ["compute_cmvn", "compute_cmvn_file"]
@@ -47,17 +47,13 @@ class _StatsDataset(torch.utils.data.Dataset):
         return stats, dict(skipped), len(piece)
 
 
-def _identity(item: Any) -> Any:
-    return item  # items are already merged per slice; no tensor conversion wanted
-
-
 def compute_cmvn(
     cuts: CutSet, features: FeatureConfig, num_workers: int = 0, progress: bool = True
 ) -> Tuple[CMVNStats, Dict[str, int]]:
     """Accumulate fbank statistics over ``cuts``; returns (stats, skipped counts by reason)."""
     dataset = _StatsDataset(list(cuts), features)
     loader = torch.utils.data.DataLoader(
-        dataset, batch_size=None, num_workers=num_workers, collate_fn=_identity
+        dataset, batch_size=None, num_workers=num_workers, collate_fn=as_is
     )
     total, skipped = CMVNStats(features.num_mel_bins), Counter()
     with tqdm(total=len(dataset.cuts), unit="utt", disable=not progress, desc="cmvn") as bar:

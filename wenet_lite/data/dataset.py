@@ -45,6 +45,7 @@ __all__ = [
     "SkipUtterance",
     "ASRDataset",
     "FBANK_FIELD",
+    "as_is",
     "ctc_min_frames",
     "filter_cuts",
     "load_features",
@@ -363,3 +364,9 @@ def spec_augment_batch(
             )  # fmt: skip
         )
     return apply_masks(feats, torch.cat(masks), lens)  # (B, T_in, F)
+
+
+def as_is(item: Any) -> Any:
+    """A DataLoader's ``collate_fn`` for a dataset whose items are already whole batches (or
+    merged slices): no tensor conversion wanted."""
+    return item

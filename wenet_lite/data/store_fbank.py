@@ -27,7 +27,7 @@ import logging
 import shutil
 from collections import Counter
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
+from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -38,7 +38,13 @@ from lhotse.utils import fastcopy
 from tqdm import tqdm
 
 from wenet_lite.config import FeatureConfig
-from wenet_lite.data.dataset import FBANK_FIELD, SkipUtterance, load_features, utterance_seed
+from wenet_lite.data.dataset import (
+    FBANK_FIELD,
+    SkipUtterance,
+    as_is,
+    load_features,
+    utterance_seed,
+)
 from wenet_lite.data.manifest import CUTS_FILENAME, load_cuts, save_cuts
 from wenet_lite.fileio import write_text_atomic
 
@@ -93,10 +99,6 @@ class _Arrays(torch.utils.data.Dataset):
         return arrays, dict(skipped), len(piece)
 
 
-def _identity(item: Any) -> Any:
-    return item
-
-
 def store_fbank(
     part: Union[str, Path],
     features: FeatureConfig,
@@ -140,7 +142,7 @@ def _compute(
 ) -> Tuple[Dict[str, TemporalArray], Dict[str, int]]:
     dataset = _Arrays(cuts, features, seed, out)
     loader = torch.utils.data.DataLoader(
-        dataset, batch_size=None, num_workers=workers, collate_fn=_identity
+        dataset, batch_size=None, num_workers=workers, collate_fn=as_is
     )
     arrays, skipped = {}, Counter()
     with tqdm(total=len(cuts), unit="utt", disable=not progress, desc="fbank") as bar:

@@ -25,7 +25,14 @@ from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 import torch
 import torch.nn.functional as F
 
-__all__ = ["EncoderState", "StateBatcher", "StatePool", "stack_states", "unstack_state"]
+__all__ = [
+    "BATCH_DIM",
+    "EncoderState",
+    "StateBatcher",
+    "StatePool",
+    "stack_states",
+    "unstack_state",
+]
 
 
 class EncoderState(NamedTuple):
@@ -44,19 +51,30 @@ class EncoderState(NamedTuple):
     positions of WeNet's position term; other encoders do not read it)"""
 
 
+BATCH_DIM = {"att_cache": 1, "conv_cache": 1, "cache_len": 0, "cache_limit": -1, "offset": 0}
+"""each field's batch dimension; -1: shared by the whole batch (one value). Every function
+below goes field by field through this table."""
+
+
+def _fields(fn: Callable[[str, int], torch.Tensor]) -> EncoderState:
+    """An EncoderState whose field ``name`` is ``fn(name, its batch dim)``."""
+    return EncoderState(**{name: fn(name, dim) for name, dim in BATCH_DIM.items()})
+
+
 def stack_states(states: Sequence[EncoderState]) -> EncoderState:
-    """One batched state of several streams' states (same model, same chunking)."""
+    """One batched state of several streams' states (same model, same chunking); attention
+    caches of different lengths are left-padded to the longest."""
     if len(states) == 1:
         return states[0]
     m = max(s.att_cache.size(3) for s in states)
-    att = torch.cat([F.pad(s.att_cache, (0, 0, m - s.att_cache.size(3), 0)) for s in states], 1)
-    return EncoderState(
-        att_cache=att,  # (L, B, H, M, 2*d_k)
-        conv_cache=torch.cat([s.conv_cache for s in states], dim=1),  # (L, B, D, K-1)
-        cache_len=torch.cat([s.cache_len for s in states]),  # (B,)
-        cache_limit=states[0].cache_limit,  # shared
-        offset=torch.cat([s.offset for s in states]),  # (B,)
-    )
+    padded = [s._replace(att_cache=F.pad(s.att_cache, (0, 0, m - s.att_cache.size(3), 0)))
+              for s in states]  # fmt: skip
+
+    def field(name: str, dim: int) -> torch.Tensor:
+        parts = [getattr(s, name) for s in padded]
+        return parts[0] if dim < 0 else torch.cat(parts, dim)
+
+    return _fields(field)
 
 
 def unstack_state(state: EncoderState) -> List[EncoderState]:
@@ -66,21 +84,17 @@ def unstack_state(state: EncoderState) -> List[EncoderState]:
         return [state]
     growing = int(state.cache_limit.item()) < 0
     lens = state.cache_len.tolist()
-    parts = []
-    for i in range(batch):
-        att = state.att_cache[:, i : i + 1]  # (L, 1, H, M, 2*d_k)
-        if growing:
-            att = att[:, :, :, att.size(3) - lens[i] :]
-        parts.append(
-            EncoderState(
-                att_cache=att,
-                conv_cache=state.conv_cache[:, i : i + 1],
-                cache_len=state.cache_len[i : i + 1],
-                cache_limit=state.cache_limit,
-                offset=state.offset[i : i + 1],
-            )
-        )
+    parts = [_fields(lambda name, dim, i=i: _one(getattr(state, name), dim, i))
+             for i in range(batch)]  # fmt: skip
+    if growing:  # (L, 1, H, M, 2*d_k): only the valid frames
+        parts = [p._replace(att_cache=p.att_cache[:, :, :, p.att_cache.size(3) - n :])
+                 for p, n in zip(parts, lens)]  # fmt: skip
     return parts
+
+
+def _one(value: torch.Tensor, dim: int, i: int) -> torch.Tensor:
+    """Stream ``i``'s view of a batched field (a shared field as it is)."""
+    return value if dim < 0 else value.narrow(dim, i, 1)
 
 
 class StateBatcher:
@@ -130,13 +144,14 @@ class StatePool:
         if not self._free:
             old, n = self.state, self.capacity
             new = self._zero(2 * n)
-            self.state = EncoderState(
-                att_cache=torch.cat([old.att_cache, new.att_cache[:, n:]], 1),
-                conv_cache=torch.cat([old.conv_cache, new.conv_cache[:, n:]], 1),
-                cache_len=torch.cat([old.cache_len, new.cache_len[n:]]),
-                cache_limit=old.cache_limit,
-                offset=torch.cat([old.offset, new.offset[n:]]),
-            )
+
+            def grown(name: str, dim: int) -> torch.Tensor:
+                value = getattr(old, name)
+                if dim < 0:
+                    return value
+                return torch.cat([value, getattr(new, name).narrow(dim, n, n)], dim)
+
+            self.state = _fields(grown)
             self._free = list(range(2 * n - 1, n - 1, -1))
         slot = self._free.pop()
         self.reset(slot)
@@ -144,11 +159,9 @@ class StatePool:
 
     def reset(self, slot: int) -> None:
         """Zero a slot's state (a new segment starts from nothing)."""
-        s = self.state
-        s.att_cache[:, slot].zero_()
-        s.conv_cache[:, slot].zero_()
-        s.cache_len[slot] = 0
-        s.offset[slot] = 0
+        for name, dim in BATCH_DIM.items():
+            if dim >= 0:
+                getattr(self.state, name).select(dim, slot).zero_()
 
     def leave(self, slot: int) -> None:
         if slot in self._free:
@@ -158,18 +171,15 @@ class StatePool:
     def gather(self, slots: torch.Tensor) -> EncoderState:
         """The batched state of ``slots`` (B,), in that order."""
         s = self.state
-        return EncoderState(
-            att_cache=s.att_cache.index_select(1, slots),
-            conv_cache=s.conv_cache.index_select(1, slots),
-            cache_len=s.cache_len.index_select(0, slots),
-            cache_limit=s.cache_limit,
-            offset=s.offset.index_select(0, slots),
-        )
+
+        def field(name: str, dim: int) -> torch.Tensor:
+            value = getattr(s, name)
+            return value if dim < 0 else value.index_select(dim, slots)
+
+        return _fields(field)
 
     def scatter(self, slots: torch.Tensor, state: EncoderState) -> None:
         """Write a step's new batched state back into ``slots``."""
-        s = self.state
-        s.att_cache.index_copy_(1, slots, state.att_cache)
-        s.conv_cache.index_copy_(1, slots, state.conv_cache)
-        s.cache_len.index_copy_(0, slots, state.cache_len)
-        s.offset.index_copy_(0, slots, state.offset)
+        for name, dim in BATCH_DIM.items():
+            if dim >= 0:
+                getattr(self.state, name).index_copy_(dim, slots, getattr(state, name))

@@ -1,6 +1,6 @@
-"""The streaming runtime: engines that run the encoder chunk by chunk, the recogniser and its
-streams (features, search, endpointing, results), long audio in bounded memory, and the
-position tables the torch engine caches.
+"""The runtime: engines that run the encoder chunk by chunk, the streaming recogniser and its
+streams (features, search, endpointing, results), the offline recogniser of whole utterances,
+long audio in bounded memory, and the position tables the torch engine caches.
 
 Open a recogniser with :func:`wenet_lite.recognizer.open_recognizer`; the classes are here.
 Names are imported on first use.
@@ -15,6 +15,7 @@ __all__ = [
     "Chunking",
     "DecodeOptions",
     "EndpointConfig",
+    "OfflineRecognizer",
     "Result",
     "Stream",
     "StreamCursor",
@@ -26,6 +27,7 @@ _WHERE = {
     "Chunking": "wenet_lite.model.chunking",
     "DecodeOptions": "wenet_lite.runtime.utterance",
     "EndpointConfig": "wenet_lite.runtime.endpoint",
+    "OfflineRecognizer": "wenet_lite.runtime.offline",
     "Result": "wenet_lite.runtime.result",
     "Stream": "wenet_lite.runtime.streaming",
     "StreamCursor": "wenet_lite.runtime.streaming",
@@ -36,6 +38,7 @@ _WHERE = {
 if TYPE_CHECKING:
     from wenet_lite.model.chunking import Chunking
     from wenet_lite.runtime.endpoint import EndpointConfig
+    from wenet_lite.runtime.offline import OfflineRecognizer
     from wenet_lite.runtime.result import Result, Word
     from wenet_lite.runtime.streaming import Stream, StreamCursor, StreamingRecognizer
     from wenet_lite.runtime.utterance import DecodeOptions

@@ -34,6 +34,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
 import numpy as np
 
+from wenet_lite.features.g711 import decode_alaw, decode_ulaw
 from wenet_lite.runtime.streaming import Stream, StreamCursor
 from wenet_lite.serve.openai_api import hotword_phrase, prompt_phrases
 from wenet_lite.serve.protocols import (
@@ -47,7 +48,7 @@ from wenet_lite.serve.protocols import (
     json_depth,
 )
 
-__all__ = ["RealtimeProtocol", "decode_alaw", "decode_ulaw"]
+__all__ = ["RealtimeProtocol"]
 
 _FORMATS = {  # type -> the rates it may have
     "audio/pcm": (24000, 16000),
@@ -57,35 +58,6 @@ _FORMATS = {  # type -> the rates it may have
 _BETA_FORMATS = {"pcm16": ("audio/pcm", 24000), "g711_ulaw": ("audio/pcmu", 8000),
                  "g711_alaw": ("audio/pcma", 8000)}  # fmt: skip
 _MAX_KEYWORDS = 1000
-
-
-def _ulaw_table() -> np.ndarray:
-    u = ~np.arange(256, dtype=np.int32) & 0xFF
-    exponent, mantissa = (u >> 4) & 7, u & 0x0F
-    magnitude = (((mantissa << 3) + 0x84) << exponent) - 0x84
-    return (np.where(u & 0x80, -magnitude, magnitude) / 32768.0).astype(np.float32)
-
-
-def _alaw_table() -> np.ndarray:
-    a = np.arange(256, dtype=np.int32) ^ 0x55
-    exponent, mantissa = (a >> 4) & 7, a & 0x0F
-    magnitude = np.where(
-        exponent == 0, (mantissa << 4) + 8, ((mantissa << 4) + 0x108) << np.maximum(exponent - 1, 0)
-    )
-    return (np.where(a & 0x80, magnitude, -magnitude) / 32768.0).astype(np.float32)
-
-
-_ULAW, _ALAW = _ulaw_table(), _alaw_table()
-
-
-def decode_ulaw(data: bytes) -> np.ndarray:
-    """G.711 mu-law bytes as (N,) float32 samples in [-1, 1)."""
-    return _ULAW[np.frombuffer(data, np.uint8)]
-
-
-def decode_alaw(data: bytes) -> np.ndarray:
-    """G.711 A-law bytes as (N,) float32 samples in [-1, 1)."""
-    return _ALAW[np.frombuffer(data, np.uint8)]
 
 
 class _EventError(Exception):

@@ -22,7 +22,7 @@ import torch.distributed as dist
 from lhotse import CutSet
 
 from wenet_lite.config import ExperimentConfig
-from wenet_lite.data.dataset import ASRDataset, filter_cuts, merge_counts
+from wenet_lite.data.dataset import ASRDataset, as_is, filter_cuts, merge_counts
 from wenet_lite.data.manifest import cut_text, load_cuts
 from wenet_lite.data.sampler import BucketingSampler, Mix
 from wenet_lite.data.shard_sampler import ShardDataset, ShardPart, ShardSampler, filter_index
@@ -264,7 +264,7 @@ def make_loader(
         dataset,
         sampler=sampler,
         batch_size=None,
-        collate_fn=_identity,
+        collate_fn=as_is,
         num_workers=cfg.data.num_workers,
         persistent_workers=cfg.data.num_workers > 0,  # forked once: see _start_workers
         pin_memory=info.device.type == "cuda",
@@ -272,10 +272,6 @@ def make_loader(
         # state (dropout) a resumed run restores exactly.
         generator=torch.Generator().manual_seed(cfg.train.seed),
     )
-
-
-def _identity(item: Any) -> Any:
-    return item  # the dataset already returns whole padded batches
 
 
 def train_and_dev_loaders(
