@@ -5,10 +5,11 @@ another, then all at once, with live real-time websocket streams beside the conc
     python benchmarks/bench_openai.py --model exp/u2/avg_5.pt --data data/test-clean \\
         [--requests 16] [--seconds 10] [--live 2] [--serve-flags "--chunk-size 16 --left-chunks 4"]
 
-The requests go through the official ``openai`` client. Requests are decoded as streams of
-the server's decode loop, so concurrent ones share its batches: the table gives the wall time
-of the sequential and the concurrent round and their ratio, and the live streams' final
-latency (last audio sent to the final result) during the concurrent round.
+The requests go through the official ``openai`` client. The server decodes them in full
+context (its default; uploads waiting together in one batch) or, with ``--upload-context
+streamed`` in ``--serve-flags``, as streams of its decode loop: the table gives the wall time of
+the sequential and the concurrent round and their ratio, and the live streams' final latency
+(last audio sent to the final result) during the concurrent round.
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ SUBLAYERS: Dict[str, List[Tuple[str, ...]]] = {
         ("offline", "streaming"),
     ],
     "wenet_lite.serve": [
-        ("options", "gate", "workers", "protocols", "http_front"),
+        ("options", "gate", "workers", "protocols", "http_front", "uploads"),
         ("connection", "openai_api"),
         ("decoder", "realtime"),
         ("server",),

@@ -50,10 +50,15 @@ from wenet_lite.transcript import (  # the transcript and its formats, importabl
 )
 
 __all__ = ["FORMATS", "Cue", "Segment", "Transcriber", "Transcript", "format_transcript",
-           "split_at_pauses", "subtitle_cues", "transcribe"]  # fmt: skip
+           "split_at_pauses", "subtitle_cues", "transcribe", "full_context_transcript",
+           "DEFAULT_PAUSE_S"]  # fmt: skip
 
 _log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
+
+
+DEFAULT_PAUSE_S = 0.8
+"""full context: seconds between words that start a new segment, by default"""
 
 
 class Transcriber:
@@ -95,7 +100,7 @@ class Transcriber:
         search: Optional[SearchOptions] = None,
         endpoint: Optional[EndpointConfig] = None,
         device: Optional[str] = None,
-        pause: float = 0.8,
+        pause: float = DEFAULT_PAUSE_S,
         max_window_seconds: float = 30.0,
         engine: Optional[EngineSpec] = None,
         progress: bool = True,
@@ -204,10 +209,18 @@ class Transcriber:
         rec = self.recognizer
         assert isinstance(rec, OfflineRecognizer)
         hyps = rec.recognize(samples, rate, name)
-        if not hyps or not hyps[0].tokens:
-            return Transcript(name, "", [], duration)
-        segments = split_at_pauses(rec.result(hyps[0], pause=self.pause), self.pause)
-        return Transcript(name, " ".join(s.text for s in segments), segments, duration)
+        return full_context_transcript(rec, hyps, name, duration, self.pause)
+
+
+def full_context_transcript(
+    rec: OfflineRecognizer, hyps: List[Any], name: str, duration: float, pause: float
+) -> Transcript:
+    """The transcript of a whole file's n best (the best one's words, split into segments
+    where ``pause`` seconds pass between words): what `transcribe` writes in full context."""
+    if not hyps or not hyps[0].tokens:
+        return Transcript(name, "", [], duration)
+    segments = split_at_pauses(rec.result(hyps[0], pause=pause), pause)
+    return Transcript(name, " ".join(s.text for s in segments), segments, duration)
 
 
 _BLOCK_SECONDS = 10.0

@@ -61,7 +61,7 @@ def test_every_format_is_what_transcribe_writes(api, tiny, audio_files) -> None:
     model_id = model[0].id
     assert client.models.retrieve(model_id).id == model_id
     for path in audio_files:
-        mine = transcribe(tiny.path, path, chunk_size=4, left_chunks=-1)
+        mine = transcribe(tiny.path, path)  # full context, as uploads are decoded by default
         with open(path, "rb") as f:
             got = client.audio.transcriptions.create(model=model_id, file=f)
         assert got.text == mine.text and mine.text
@@ -134,13 +134,14 @@ def test_bad_requests_get_openais_errors_and_the_server_goes_on(api, tiny, audio
         assert _status(call) == expected
         # the server goes on: a websocket stream and a good request still work
     text = c.audio.transcriptions.create(model=model_id, file=("a.flac", good)).text
-    assert text == transcribe(tiny.path, audio_files[0], chunk_size=4, left_chunks=-1).text
+    assert text == transcribe(tiny.path, audio_files[0]).text
     import soundfile as sf
 
     samples, _ = sf.read(audio_files[0], dtype="float32")
     url = f"ws://127.0.0.1:{api.port}/?token=sekrit"
     session = asyncio.run(sherpa_session(url, samples, pace=0.0))
-    assert " ".join(sherpa_finals(session.messages)) == text
+    streamed = transcribe(tiny.path, audio_files[0], chunk_size=4, left_chunks=-1).text
+    assert " ".join(sherpa_finals(session.messages)) == streamed
 
 
 def test_a_raw_request_without_a_token_or_to_another_path(api) -> None:
@@ -193,8 +194,9 @@ def test_streamed_events_and_requests_beside_a_live_stream(api, tiny, corpus, tm
     joined = np.round(np.concatenate([a, quiet, b]) * 32768).clip(-32768, 32767) / 32768
     path = tmp_path / "two.wav"
     sf.write(path, joined, 16000, subtype="PCM_16")
-    mine = transcribe(tiny.path, str(path), chunk_size=4, left_chunks=-1)
+    mine = transcribe(tiny.path, str(path), chunk_size=4, left_chunks=-1)  # the live stream's
     assert len(mine.segments) == 2
+    whole = transcribe(tiny.path, str(path))  # an upload's: full context
     model_id = Path(tiny.path).stem
     client = _client(api.port)
 
@@ -218,16 +220,17 @@ def test_streamed_events_and_requests_beside_a_live_stream(api, tiny, corpus, tm
 
     session, streamed, *texts = asyncio.run(together())
     assert sherpa_finals(session.messages) == [s.text for s in mine.segments]  # unchanged
-    assert texts == [mine.text] * 4
+    assert texts == [whole.text] * 4
     *deltas, done = streamed
-    assert [e.type for e in deltas] == ["transcript.text.delta"] * 2
-    assert done.type == "transcript.text.done" and done.text == mine.text
-    assert "".join(e.delta for e in deltas) == mine.text
+    assert [e.type for e in deltas] == ["transcript.text.delta"] * len(whole.segments)
+    assert done.type == "transcript.text.done" and done.text == whole.text
+    assert "".join(e.delta for e in deltas) == whole.text
 
 
 def test_a_prompt_becomes_hotwords_with_the_prefix_beam(tiny, corpus, audio_files, tmp_path):
-    """The prompt's phrases are this request's hotwords (`transcribe --hotwords` with them);
-    without a prompt the request is `transcribe` without them, and the two differ."""
+    """The prompt's phrases are this request's hotwords (`transcribe --hotwords` with them, as a
+    stream at the server's chunking); without a prompt the request is `transcribe` in full
+    context."""
     from wenet_lite.data.manifest import cut_text
 
     words = sorted({w for c in load_cuts(corpus / "test-clean") for w in cut_text(c).split()})
@@ -238,6 +241,7 @@ def test_a_prompt_becomes_hotwords_with_the_prefix_beam(tiny, corpus, audio_file
     hot = [t.text for t in transcribe(tiny.path, files, hotwords=str(tmp_path / "hot.txt"), **beam)]
     cold = [t.text for t in transcribe(tiny.path, files, **beam)]
     assert hot != cold, "the phrases should change a transcript"
+    whole = [t.text for t in transcribe(tiny.path, files, mode="prefix_beam", beam=4)]
     s = start_server(tiny.path, *FLAGS, "--mode", "prefix_beam", "--beam", "4",
                      "--hotwords-score", "3")  # fmt: skip
     try:
@@ -249,7 +253,7 @@ def test_a_prompt_becomes_hotwords_with_the_prefix_beam(tiny, corpus, audio_file
                 return client.audio.transcriptions.create(model=model_id, file=f, **extra).text
 
         assert [ask(p, prompt=", ".join(phrases)) for p in files] == hot
-        assert [ask(p) for p in files] == cold
+        assert [ask(p) for p in files] == whole  # no prompt: in full context
     finally:
         assert s.stop() == 0, s.log()
 
@@ -289,8 +293,22 @@ def test_uploads_in_flight_hold_no_memory_count_as_connections_and_time_out(tiny
             assert c.recv(65536).startswith(b"HTTP/1.1 408")  # within the idle timeout
         model = Path(tiny.path).stem
         got = _client(s.port).audio.transcriptions.create(model=model, file=Path(audio_files[0]))
-        assert got.text == transcribe(tiny.path, audio_files[0], chunk_size=4, left_chunks=-1).text
+        assert got.text == transcribe(tiny.path, audio_files[0]).text
     finally:
         for c in held:
             c.close()
+        assert s.stop() == 0, s.log()
+
+
+def test_uploads_stream_when_told_and_full_context_differs(tiny, audio_files) -> None:
+    """``--upload-context streamed``: an upload is decoded as a live stream at the server's
+    chunking (`transcribe --chunk-size 4`), which on this model is other text than the full
+    context the default gives (so the equality tests above could fail)."""
+    s = start_server(tiny.path, *FLAGS, "--upload-context", "streamed")
+    try:
+        model = Path(tiny.path).stem
+        got = _client(s.port).audio.transcriptions.create(model=model, file=Path(audio_files[0]))
+        chunked = transcribe(tiny.path, audio_files[0], chunk_size=4, left_chunks=-1).text
+        assert got.text == chunked != transcribe(tiny.path, audio_files[0]).text
+    finally:
         assert s.stop() == 0, s.log()

@@ -37,7 +37,9 @@ from wenet_lite.features.audio import AudioError, check_rate, read_audio_blocks
 from wenet_lite.runtime.streaming import Stream, StreamCursor
 from wenet_lite.serve.http_front import HttpRequest, HttpResponse
 from wenet_lite.serve.protocols import Protocol
+from wenet_lite.serve.uploads import UploadDecoder
 from wenet_lite.transcript import Segment, Transcript, format_transcript
+from wenet_lite.transcription import DEFAULT_PAUSE_S, full_context_transcript
 
 __all__ = ["ApiError", "ApiPeer", "ApiProtocol", "OpenAiApi", "RESPONSE_FORMATS", "hotword_phrase",
            "prompt_phrases"]  # fmt: skip
@@ -109,6 +111,15 @@ class _Job:
         assert self.blocks is not None
         return next(self.blocks, None)
 
+    def read_all(self) -> np.ndarray:
+        """(N,) every sample of the upload: the first block and the rest."""
+        assert self.first is not None
+        blocks = [self.first[0]]
+        while (block := self.next_block()) is not None:
+            blocks.append(block[0])
+        self.samples = sum(b.size for b in blocks)
+        return np.concatenate(blocks) if len(blocks) > 1 else blocks[0]
+
     def close(self) -> None:
         if self.blocks is not None and hasattr(self.blocks, "close"):
             self.blocks.close()
@@ -135,8 +146,10 @@ class ApiProtocol(Protocol):
 
 
 class OpenAiApi:
-    """The API's routes; a request's audio is decoded as a stream of ``server``'s decode loop
-    (its ``api_open``, ``api_feed``, ``api_end``, ``api_abort`` and ``api_done``)."""
+    """The API's routes. A request's audio is decoded in full context by ``uploads`` (what
+    `transcribe FILE` gives), or, without it or for a prompt's hotwords, as a stream of
+    ``server``'s decode loop (its ``api_open``, ``api_feed``, ``api_end``, ``api_abort`` and
+    ``api_done``)."""
 
     def __init__(
         self,
@@ -147,8 +160,9 @@ class OpenAiApi:
         token: Optional[str],
         max_requests: int,
         max_body: int,
+        uploads: Optional[UploadDecoder] = None,
     ) -> None:
-        self.server, self.rec = server, recognizer
+        self.server, self.rec, self.uploads = server, recognizer, uploads
         self.model_id, self.language = model_id, language.lower()
         self.token = token
         self.max_requests = max_requests
@@ -231,6 +245,8 @@ class OpenAiApi:
             loop = asyncio.get_running_loop()
             job = await loop.run_in_executor(self.pool, self._prepare, form, options["prompt"])
             del request.body, form  # the upload is in the spooled file now
+            if self.uploads is not None and job.graph is None:
+                return await self._in_full_context(job, options)
             c = self.server.api_open(job.rate, request.peer, job.graph)
             feeder = asyncio.ensure_future(self._feed(c, job))
             if options["stream"]:
@@ -248,6 +264,33 @@ class OpenAiApi:
             return e.response()
         finally:
             self.busy -= 1
+
+    async def _in_full_context(self, job: _Job, options: Dict[str, Any]) -> HttpResponse:
+        """The upload decoded whole, as `transcribe FILE` decodes it (batched with the other
+        uploads waiting); with ``stream`` its segments as events once it is decoded."""
+        transcript = asyncio.ensure_future(self._transcribe_whole(job))
+        if options["stream"]:
+            return HttpResponse(200, _whole_events(transcript), "text/event-stream")
+        return _render(await transcript, options)
+
+    async def _transcribe_whole(self, job: _Job) -> Transcript:
+        assert self.uploads is not None
+        loop = asyncio.get_running_loop()
+        try:
+            samples = await loop.run_in_executor(self.pool, job.read_all)
+        except AudioError as e:
+            raise _audio_error(e, job) from None
+        finally:
+            job.close()
+        try:
+            hyps = await self.uploads.hypotheses(samples, job.rate, job.name, self.pool)
+        except AudioError as e:
+            raise _audio_error(e, job) from None
+        except Exception as e:  # noqa: BLE001 - logged where it failed; the client gets a 500
+            raise ApiError(500, f"the transcription failed ({type(e).__name__})",
+                           kind="server_error") from None  # fmt: skip
+        duration = samples.size / job.rate
+        return full_context_transcript(self.uploads.rec, hyps, job.name, duration, DEFAULT_PAUSE_S)
 
     async def _events(self, c: Any, job: _Job, feeder: asyncio.Future) -> AsyncIterator[bytes]:
         """Server-sent events: a delta per segment as it becomes final, then the text."""
@@ -409,6 +452,19 @@ def _audio_error(e: AudioError, job: _Job) -> ApiError:
     code = "invalid_audio" if status == 400 else "unsupported_audio"
     message = str(e).replace(job.path, job.name)
     return ApiError(status, message, param="file", code=code)
+
+
+async def _whole_events(transcript: asyncio.Future) -> AsyncIterator[bytes]:
+    """Server-sent events of a transcript decoded whole: a delta per segment, then the text."""
+    try:
+        done = await transcript
+    except ApiError as e:
+        yield _event({"type": "error", "error": e.error()})
+        return
+    for i, segment in enumerate(done.segments):
+        yield _event({"type": "transcript.text.delta",
+                      "delta": segment.text if i == 0 else " " + segment.text})  # fmt: skip
+    yield _event({"type": "transcript.text.done", "text": done.text})
 
 
 def _event(value: Dict[str, Any]) -> bytes:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Optional, Tuple
+from typing import Literal, Optional, Tuple
 
 from wenet_lite.config import flag
 
@@ -123,6 +123,16 @@ class ServerOptions:
         default=100.0,
         metadata=flag("--max-upload-mb", "MB an OpenAI API upload may have (HTTP 413 beyond)"),
     )
+    upload_context: Literal["full", "streamed"] = field(
+        default="full",
+        metadata=flag(
+            "--upload-context",
+            "how OpenAI API uploads are decoded: full (default: full context, what `transcribe "
+            "FILE` gives; the model file's fp32 model, uploads batched together) or streamed "
+            "(as a live stream, at --chunk-size; also where the model is an export directory, "
+            "and for a prompt's hotwords under the prefix beam)",
+        ),
+    )
 
     def __post_init__(self) -> None:
         for name in ("max_connections", "max_batch_size", "max_message_size", "workers",
@@ -132,6 +142,10 @@ class ServerOptions:
         for name in ("max_wait_ms", "idle_timeout", "log_interval", "max_connections_per_peer"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{_named(name)} must be >= 0, got {getattr(self, name)}")
+        if self.upload_context not in ("full", "streamed"):
+            raise ValueError(
+                f"{_named('upload_context')} must be full or streamed, got {self.upload_context!r}"
+            )
         if not self.max_upload_mb > 0:
             raise ValueError(f"{_named('max_upload_mb')} must be > 0, got {self.max_upload_mb}")
         if not self.max_queued_audio > 0:

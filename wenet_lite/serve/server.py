@@ -50,7 +50,10 @@ import numpy as np
 import torch
 from websockets.exceptions import ConnectionClosed
 
+from wenet_lite.recognizer import EngineSpec, open_recognizer
+from wenet_lite.runtime.offline import OfflineRecognizer
 from wenet_lite.runtime.streaming import StreamCursor, StreamingRecognizer
+from wenet_lite.runtime.utterance import DecodeOptions
 from wenet_lite.serve.connection import COUNTERS, Client, Counters
 from wenet_lite.serve.decoder import Decoder
 from wenet_lite.serve.gate import WEBSOCKET_PATHS, Gate, read_token, tls_context
@@ -66,6 +69,7 @@ from wenet_lite.serve.protocols import (
     close_reason,
 )
 from wenet_lite.serve.realtime import RealtimeProtocol
+from wenet_lite.serve.uploads import UploadDecoder
 from wenet_lite.serve.workers import Board, peer_host, supervise
 
 __all__ = ["Secrets", "Server", "ServerOptions", "serve"]
@@ -125,11 +129,13 @@ class Server:
                               bool(recognizer.options.beam))  # fmt: skip
         self.api: Optional[OpenAiApi] = None
         self._adapters: Dict[str, Any] = dict(PROTOCOLS)
+        self.uploads: Optional[UploadDecoder] = None
         if options.openai_api:
+            self.uploads = _upload_decoder(recognizer, options)
             self.api = OpenAiApi(
                 self, recognizer, self._served.model_id, self._served.language,
                 self._secrets.token, options.max_connections,
-                int(options.max_upload_mb * 1e6) + 64 * 1024,
+                int(options.max_upload_mb * 1e6) + 64 * 1024, self.uploads,
             )  # fmt: skip
             self._adapters[RealtimeProtocol.name] = RealtimeProtocol
         self._stopping = False
@@ -620,6 +626,26 @@ def listen(host: str, port: int) -> socket.socket:
     sock.listen(1024)
     sock.setblocking(False)
     return sock
+
+
+def _upload_decoder(rec: StreamingRecognizer, options: ServerOptions) -> Optional[UploadDecoder]:
+    """Full-context decoding of uploads over the recogniser's own fp32 model (no second copy),
+    with its search; None when uploads stream (``--upload-context streamed``, or an export
+    directory: no model to run whole files)."""
+    if options.upload_context != "full" or rec.model is None:
+        return None
+    device = next(rec.model.parameters()).device
+    spec = EngineSpec(threads=torch.get_num_threads(), device=str(device))
+    offline = open_recognizer(
+        (rec.model, rec.tokenizer, rec.cfg),
+        None,
+        rec.options,
+        None,
+        spec,
+        offline=DecodeOptions(rec.options, window_progress=False),
+    )
+    assert isinstance(offline, OfflineRecognizer)
+    return UploadDecoder(offline, options.max_batch_size)
 
 
 def serve(
