@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Tuple, Union
 
-from wenet_lite.files.export_dir import ExportDir
+from wenet_lite.files.export_dir import ExportDir, is_export_dir
 from wenet_lite.host.cpu import PRECISIONS, auto_precision, cpu_model, native_bf16
 from wenet_lite.model.chunking import Chunking
 from wenet_lite.runtime.endpoint import EndpointConfig
@@ -263,7 +263,7 @@ def open_recognizer(
     spec = engine or EngineSpec()
     if offline is None and chunking is not None and not chunking.streaming:
         offline = DecodeOptions(search or SearchOptions(), chunking)
-    if isinstance(source, (str, Path)) and Path(source).is_dir():
+    if is_export_dir(source) and not isinstance(source, ExportDir):
         from wenet_lite.files.export_dir import RECORD_FILE, read_export_dir
 
         # Offline, only an export directory's record is read (to refuse it by name); another

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from wenet_lite.features.audio import AudioError, check_rate, decode_audio_bytes, read_audio_blocks
-from wenet_lite.files.export_dir import ExportDir
+from wenet_lite.files.export_dir import ExportDir, is_export_dir
 from wenet_lite.model.chunking import Chunking
 from wenet_lite.recognizer import EngineSpec, Recognizer, Source, open_recognizer
 from wenet_lite.runtime.endpoint import EndpointConfig
@@ -109,6 +109,18 @@ class Transcriber:
         **search_options: Any,
     ) -> None:
         _check_options(model, chunk_size, pause, threads)
+        if engine is not None and (device is not None or threads != 1):
+            raise ValueError(
+                "engine= carries the device and threads: give them as EngineSpec(device=..., "
+                "threads=...), not beside it (they would be ignored)"
+            )
+        if isinstance(model, (StreamingRecognizer, OfflineRecognizer)) and (
+            engine is not None or device is not None or threads != 1
+        ):
+            raise ValueError(
+                "an opened recogniser has its engine, device and threads: engine=, device= and "
+                "threads= would be ignored"
+            )
         self.pause = pause
         self.upsample = upsample
         self.search = _search_from(search, search_options)
@@ -116,9 +128,7 @@ class Transcriber:
         if isinstance(model, (StreamingRecognizer, OfflineRecognizer)):
             self.recognizer = model
         else:
-            exported = isinstance(model, ExportDir) or (
-                isinstance(model, (str, Path)) and Path(model).is_dir()
-            )
+            exported = is_export_dir(model)
             offline = None
             if chunk_size == 0 and not exported:
                 offline = DecodeOptions(

@@ -269,6 +269,13 @@ def test_the_load_once_api(tiny, files, test_audio) -> None:
             Transcriber(tiny.path, **bad)
     with pytest.raises(ValueError, match="model must be"):
         Transcriber(None)
+    from wenet_lite.recognizer import EngineSpec
+
+    for dropped in ({"device": "cpu"}, {"threads": 2}):  # refused, not silently dropped
+        with pytest.raises(ValueError, match="engine= carries the device and threads"):
+            Transcriber(tiny.path, engine=EngineSpec(), **dropped)
+    with pytest.raises(ValueError, match="an opened recogniser has its engine"):
+        Transcriber(tr.recognizer, threads=2)
     pcm = (test_audio[0] * 32767).astype(np.int16)
     with pytest.raises(ValueError, match="divide 16-bit PCM by 32768"):
         tr.array(pcm, 16000)

@@ -348,10 +348,10 @@ def open_from(
 def _recognizer_plan(args: argparse.Namespace) -> Tuple[Any, Chunking, EngineSpec]:
     """The source (an export directory read once, or the model path), chunking and engine
     spec of `stream`'s and `serve`'s flags."""
-    from wenet_lite.files.export_dir import read_export_dir
+    from wenet_lite.files.export_dir import is_export_dir, read_export_dir
 
     spec = engine_spec(args, device_from(args.device))
-    found = read_export_dir(args.model) if Path(args.model).is_dir() else None
+    found = read_export_dir(args.model) if is_export_dir(args.model) else None
     chunking = chunking_from(args, found.chunking if found is not None else None)
     return (found or args.model), chunking, spec
 

@@ -115,16 +115,14 @@ def _run_transcribe(args: argparse.Namespace) -> int:
         raise UsageError("several inputs with stdin: give --out")
     search = flags.options_from(SearchOptions, args)
     chunking = flags.chunking_from(args)
-    device = flags.device_from(args.device)
-    spec = flags.engine_spec(args, device)
+    spec = flags.engine_spec(args, flags.device_from(args.device))
     from wenet_lite.recognizer import RuleError
 
     try:
-        transcriber = Transcriber(
+        transcriber = Transcriber(  # the device and threads travel in the engine's spec
             args.model, chunking.chunk_size, chunking.left_chunks, search,
-            flags.endpoint_from(args), device, pause=args.pause, engine=spec,
-            progress=not args.no_progress and sys.stderr.isatty(), threads=args.threads,
-            upsample=args.upsample,
+            flags.endpoint_from(args), pause=args.pause, engine=spec,
+            progress=not args.no_progress and sys.stderr.isatty(), upsample=args.upsample,
         )  # fmt: skip
     except RuleError as e:  # checked before anything is loaded
         raise flags.rule_error(e) from None

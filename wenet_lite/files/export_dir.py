@@ -25,7 +25,7 @@ from wenet_lite.data.tokenizer import Tokenizer
 from wenet_lite.fileio import atomic_open, read_json, write_text_atomic
 from wenet_lite.model.chunking import Chunking
 
-__all__ = ["RECORD_FILE", "ExportDir", "read_export_dir", "write_export_dir"]
+__all__ = ["RECORD_FILE", "ExportDir", "is_export_dir", "read_export_dir", "write_export_dir"]
 
 PathLike = Union[str, Path]
 RECORD_FILE = "wenet_lite.json"
@@ -119,6 +119,15 @@ def _inside(root: Path, path: Path, role: str, name: Any) -> Path:
             f"{path}: files.{role} must be a file name inside {root}, it is {str(name)[:80]!r}"
         )
     return root / name
+
+
+def is_export_dir(source: Any) -> bool:
+    """Whether a model source is an export directory: read (an :class:`ExportDir`) or a path to
+    a directory (whose record :func:`read_export_dir` reads, or refuses by name). The one test
+    of it: a model file is a file."""
+    return isinstance(source, ExportDir) or (
+        isinstance(source, (str, Path)) and Path(source).is_dir()
+    )
 
 
 def read_export_dir(directory: PathLike) -> ExportDir:
