@@ -3,7 +3,7 @@
 websockets answers GET and HEAD only (upgrades, the page, ``/health``). A connection's first
 bytes decide: a request of another method leaves websockets' connection for an
 :class:`HttpExchange`, which reads one request (headers up to 64 KiB, a body up to its limit,
-``Content-Length`` only), passes it to an async handler and writes its response. The websocket
+``Content-Length`` or chunked), passes it to an async handler and writes its response. The websocket
 connection left behind is closed as if its peer had gone, so websockets forgets it.
 
 A body goes to a temporary file as it arrives (uploads in flight hold no memory: 40 clients
@@ -26,10 +26,12 @@ from urllib.parse import parse_qs, urlsplit
 
 from websockets.asyncio.server import ServerConnection
 
-__all__ = ["HttpExchange", "HttpRequest", "HttpResponse", "front_connection"]
+__all__ = ["ChunkedBody", "HttpExchange", "HttpRequest", "HttpResponse", "front_connection"]
 
 _log = logging.getLogger("wenet_lite.serve")
 _MAX_HEAD = 64 * 1024
+_LINGER_S = 2.0
+"""after an early reply, how long what a client still sends is read and dropped"""
 _REASONS = {
     200: "OK",
     400: "Bad Request",
@@ -85,6 +87,7 @@ class HttpExchange(asyncio.Protocol):
         self.buffer = bytearray()  # the head, until it is complete
         self.head: Optional[Dict[str, Any]] = None
         self.spool: Any = None  # the body's temporary file
+        self.chunked: Optional[ChunkedBody] = None  # Transfer-Encoding: chunked
         self.received = 0
         self.transport: Any = None
         self.task: Optional[asyncio.Task] = None
@@ -125,17 +128,31 @@ class HttpExchange(asyncio.Protocol):
             if self.head is None:
                 return
             self.spool = tempfile.TemporaryFile(prefix="wenet-lite-upload-")
-        piece = data[: self.head["length"] - self.received]
+            if self.head["chunked"]:
+                self.chunked = ChunkedBody(self._store)
+        try:
+            if self.chunked is not None:
+                complete = self.chunked.feed(data)
+            else:
+                self._store(data[: self.head["length"] - self.received])
+                complete = self.received >= self.head["length"]
+        except _BodyError as e:
+            self._reply_now(HttpResponse(e.status, f"{e}\n".encode(), "text/plain"))
+            return
+        if complete:
+            self.transport.pause_reading()
+            self.task = asyncio.ensure_future(self._answer(self._body()))
+
+    def _store(self, piece: bytes) -> None:
+        """Body bytes to the spool file; _BodyError past the size limit or on a full disk."""
+        self.received += len(piece)
+        if self.received > self.max_body:
+            raise _BodyError(413, f"the body is over {self.max_body} bytes")
         try:
             self.spool.write(piece)
         except OSError as e:  # a full disk: this request fails, the server goes on
             _log.warning("cannot spool an upload: %s", e)
-            self._reply_now(HttpResponse(503, b"cannot store the upload now\n", "text/plain"))
-            return
-        self.received += len(piece)
-        if self.received >= self.head["length"]:
-            self.transport.pause_reading()
-            self.task = asyncio.ensure_future(self._answer(self._body()))
+            raise _BodyError(503, "cannot store the upload now") from None
 
     def _body(self) -> Union[bytes, mmap.mmap]:
         self.spool.flush()
@@ -156,11 +173,9 @@ class HttpExchange(asyncio.Protocol):
                 self._reply_now(HttpResponse(400, b"malformed header line\n", "text/plain"))
                 return None
             headers[name.strip().lower()] = value.strip()
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            self._reply_now(HttpResponse(411, b"send a Content-Length\n", "text/plain"))
-            return None
-        try:
-            length = int(headers.get("content-length", "0"))
+        chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+        try:  # a chunked body's length is known at its end (a Content-Length beside is ignored)
+            length = 0 if chunked else int(headers.get("content-length", "0"))
         except ValueError:
             length = -1
         if length < 0:
@@ -179,6 +194,7 @@ class HttpExchange(asyncio.Protocol):
             "query": parse_qs(url.query),
             "headers": headers,
             "length": length,
+            "chunked": chunked,
         }
 
     async def _answer(self, body: Union[bytes, mmap.mmap]) -> None:
@@ -213,9 +229,14 @@ class HttpExchange(asyncio.Protocol):
                 body.close()
 
     def _reply_now(self, response: HttpResponse) -> None:
-        self.task = asyncio.ensure_future(self._send(response))
+        """Answer before the request was read to its end (a refusal, a bad or too large body,
+        a timeout): the reply, then our side's end, then the connection closes after a
+        moment in which what the client still sends is read and dropped. Closed at once, the
+        unread bytes would make the kernel reset the connection, and the client could lose
+        the reply."""
+        self.task = asyncio.ensure_future(self._send(response, linger=True))
 
-    async def _send(self, response: HttpResponse) -> None:
+    async def _send(self, response: HttpResponse, linger: bool = False) -> None:
         t = self.transport
         headers = {"Content-Type": response.content_type, "Connection": "close", **response.headers}
         chunked = not isinstance(response.body, (bytes, bytearray))
@@ -239,6 +260,11 @@ class HttpExchange(asyncio.Protocol):
             t.write(b"0\r\n\r\n")
         else:
             t.write(bytes(response.body))
+        if linger and t.can_write_eof():
+            t.write_eof()
+            t.resume_reading()  # data_received drops it: a task is set
+            asyncio.get_running_loop().call_later(_LINGER_S, t.close)
+            return
         t.close()
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
@@ -252,6 +278,72 @@ class HttpExchange(asyncio.Protocol):
         if self.on_close is not None:
             self.on_close()
             self.on_close = None
+
+
+class _BodyError(Exception):
+    """A body that cannot be taken: its HTTP status and why."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ChunkedBody:
+    """A ``Transfer-Encoding: chunked`` body decoded as it arrives (RFC 9112, 7.1): each
+    chunk's data goes to ``write`` as soon as it is here, so nothing holds more than the bytes
+    of one read; :meth:`feed` says when the body (and its trailers) ended, and raises
+    _BodyError (400) for a malformed one."""
+
+    def __init__(self, write: Callable[[bytes], None]) -> None:
+        self.write = write
+        self.buffer = bytearray()
+        self.state, self.left = "size", 0
+
+    def feed(self, data: bytes) -> bool:
+        self.buffer += data
+        while True:
+            if self.state == "data":
+                n = min(self.left, len(self.buffer))
+                if n:
+                    self.write(bytes(self.buffer[:n]))
+                    del self.buffer[:n]
+                    self.left -= n
+                if self.left:
+                    return False
+                self.state = "crlf"
+            if self.state == "crlf":
+                if len(self.buffer) < 2:
+                    return False
+                if self.buffer[:2] != b"\r\n":
+                    raise _BodyError(400, "a chunk's data is not followed by CRLF")
+                del self.buffer[:2]
+                self.state = "size"
+            if self.state == "trailers":
+                return self._trailers_end()
+            if not self._size_line():
+                return False
+
+    def _size_line(self) -> bool:
+        """Read a chunk-size line; False when it has not arrived whole yet."""
+        end = self.buffer.find(b"\r\n")
+        if end < 0:
+            if len(self.buffer) > 1024:
+                raise _BodyError(400, "a chunk-size line of over 1 KB")
+            return False
+        text = bytes(self.buffer[:end]).split(b";")[0].strip()
+        del self.buffer[: end + 2]
+        if not text or not all(c in b"0123456789abcdefABCDEF" for c in text):
+            raise _BodyError(400, f"chunk size {text[:20]!r} is not hexadecimal")
+        size = int(text, 16)
+        self.state, self.left = ("data", size) if size else ("trailers", 0)
+        return True
+
+    def _trailers_end(self) -> bool:
+        if self.buffer[:2] == b"\r\n" or self.buffer.find(b"\r\n\r\n") >= 0:
+            return True
+        if len(self.buffer) > _MAX_HEAD:
+            raise _BodyError(400, "trailers of over 64 KiB")
+        return False
 
 
 class _Detached:
