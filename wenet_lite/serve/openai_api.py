@@ -28,13 +28,16 @@ import os
 import re
 import tempfile
 import time
+import typing
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Tuple
+from typing import Any, AsyncIterator, Dict, FrozenSet, Iterator, List, Optional, Tuple
 
 import numpy as np
 
 from wenet_lite.features.audio import AudioError, check_rate, read_audio_blocks
-from wenet_lite.runtime.streaming import Stream, StreamCursor
+from wenet_lite.runtime.streaming import Stream, StreamCursor, StreamingRecognizer
+from wenet_lite.search.context import ContextGraph
+from wenet_lite.serve.connection import Client
 from wenet_lite.serve.http_front import HttpRequest, HttpResponse
 from wenet_lite.serve.protocols import Protocol
 from wenet_lite.serve.uploads import UploadDecoder
@@ -95,6 +98,19 @@ class _Form:
         return values[-1] if values else default
 
 
+@dataclass(frozen=True)
+class _Asked:
+    """What a request asks for, checked."""
+
+    format: str
+    grains: FrozenSet[str]
+    """timestamp granularities: word, segment"""
+    stream: bool
+    language: str
+    """the model's language as OpenAI names it (``english``)"""
+    prompt: str
+
+
 class _Job:
     """One request's audio: its spooled file, the block reader over it, what was read."""
 
@@ -104,7 +120,7 @@ class _Job:
         self.first: Optional[Tuple[np.ndarray, int]] = None
         self.rate = 0
         self.samples = 0
-        self.graph: Any = None
+        self.graph: Optional[ContextGraph] = None
         self.error: Optional[ApiError] = None
 
     def next_block(self) -> Optional[Tuple[np.ndarray, int]]:
@@ -145,6 +161,26 @@ class ApiProtocol(Protocol):
         return [r.text for _, r in cursor.new_finals() if r.text], stream.done
 
 
+class StreamHub(typing.Protocol):
+    """What the API needs of the server: streams of its decode loop for requests' audio,
+    batched with the live streams (``Server`` is one)."""
+
+    def api_open(self, rate: int, peer: str, graph: Optional[ContextGraph] = None) -> Client:
+        """A stream for a request's audio at ``rate`` Hz."""
+
+    async def api_feed(self, c: Client, samples: np.ndarray) -> None:
+        """Queue samples, waiting while the stream has enough queued."""
+
+    def api_end(self, c: Client) -> None:
+        """All the audio is queued."""
+
+    def api_abort(self, c: Client) -> None:
+        """The audio cannot be read to its end: the stream is dropped."""
+
+    def api_done(self, c: Client, outcome: str) -> None:
+        """The request is over (answered, or its client went)."""
+
+
 class OpenAiApi:
     """The API's routes. A request's audio is decoded in full context by ``uploads`` (what
     `transcribe FILE` gives), or, without it or for a prompt's hotwords, as a stream of
@@ -153,8 +189,8 @@ class OpenAiApi:
 
     def __init__(
         self,
-        server: Any,
-        recognizer: Any,
+        server: StreamHub,
+        recognizer: StreamingRecognizer,
         model_id: str,
         language: str,
         token: Optional[str],
@@ -243,13 +279,13 @@ class OpenAiApi:
             form = _parse_form(request)
             options = self._options(form)
             loop = asyncio.get_running_loop()
-            job = await loop.run_in_executor(self.pool, self._prepare, form, options["prompt"])
+            job = await loop.run_in_executor(self.pool, self._prepare, form, options.prompt)
             del request.body, form  # the upload is in the spooled file now
             if self.uploads is not None and job.graph is None:
                 return await self._in_full_context(job, options)
             c = self.server.api_open(job.rate, request.peer, job.graph)
             feeder = asyncio.ensure_future(self._feed(c, job))
-            if options["stream"]:
+            if options.stream:
                 return HttpResponse(200, self._events(c, job, feeder), "text/event-stream")
             try:
                 async for _ in _messages(c):
@@ -265,11 +301,11 @@ class OpenAiApi:
         finally:
             self.busy -= 1
 
-    async def _in_full_context(self, job: _Job, options: Dict[str, Any]) -> HttpResponse:
+    async def _in_full_context(self, job: _Job, options: _Asked) -> HttpResponse:
         """The upload decoded whole, as `transcribe FILE` decodes it (batched with the other
         uploads waiting); with ``stream`` its segments as events once it is decoded."""
         transcript = asyncio.ensure_future(self._transcribe_whole(job))
-        if options["stream"]:
+        if options.stream:
             return HttpResponse(200, _whole_events(transcript), "text/event-stream")
         return _render(await transcript, options)
 
@@ -292,7 +328,7 @@ class OpenAiApi:
         duration = samples.size / job.rate
         return full_context_transcript(self.uploads.rec, hyps, job.name, duration, DEFAULT_PAUSE_S)
 
-    async def _events(self, c: Any, job: _Job, feeder: asyncio.Future) -> AsyncIterator[bytes]:
+    async def _events(self, c: Client, job: _Job, feeder: asyncio.Future) -> AsyncIterator[bytes]:
         """Server-sent events: a delta per segment as it becomes final, then the text."""
         first = True
         try:
@@ -334,7 +370,7 @@ class OpenAiApi:
             raise
         return job
 
-    def _graph(self, prompt: str) -> Any:
+    def _graph(self, prompt: str) -> Optional[ContextGraph]:
         """The prompt's phrases (split at commas and line ends) as this request's hotwords,
         when the server searches with the prefix beam; else None (the prompt is ignored)."""
         phrases = prompt_phrases(prompt)
@@ -345,7 +381,7 @@ class OpenAiApi:
         except ValueError as e:
             raise ApiError(400, str(e), param="prompt") from None
 
-    async def _feed(self, c: Any, job: _Job) -> None:
+    async def _feed(self, c: Client, job: _Job) -> None:
         """The spooled audio into the request's stream, a block at a time, waiting while the
         decoder has enough of it queued (memory stays bounded for an hour-long upload)."""
         loop = asyncio.get_running_loop()
@@ -369,7 +405,7 @@ class OpenAiApi:
         return ApiError(404, f"the model '{name}' does not exist; this server serves "
                         f"'{self.model_id}'", param="model", code="model_not_found")  # fmt: skip
 
-    def _options(self, form: _Form) -> Dict[str, Any]:
+    def _options(self, form: _Form) -> _Asked:
         model = form.one("model")
         if not model:
             raise ApiError(400, "you must provide a model parameter", param="model")
@@ -407,13 +443,13 @@ class OpenAiApi:
                 f"stream=true sends text events: response_format '{fmt}' cannot stream",
                 param="stream",
             )
-        return {
-            "format": fmt,
-            "grains": set(grains) or {"segment"},
-            "stream": stream,
-            "language": _LANGUAGES.get(self.language, self.language),
-            "prompt": form.one("prompt") or "",
-        }
+        return _Asked(
+            fmt,
+            frozenset(grains) or frozenset({"segment"}),
+            stream,
+            _LANGUAGES.get(self.language, self.language),
+            form.one("prompt") or "",
+        )
 
 
 def hotword_phrase(text: str) -> str:
@@ -427,13 +463,13 @@ def prompt_phrases(prompt: str) -> List[str]:
     return [p for p in (hotword_phrase(x) for x in re.split(r"[,;\n]", prompt)) if p]
 
 
-async def _messages(c: Any) -> AsyncIterator[str]:
+async def _messages(c: Client) -> AsyncIterator[str]:
     """A request stream's messages (final segments' texts) until it ends."""
     while (message := await c.outbox.get()) is not None:
         yield message
 
 
-def _transcript(c: Any, job: _Job) -> Transcript:
+def _transcript(c: Client, job: _Job) -> Transcript:
     """What `transcribe` gives for the stream's audio: its final segments."""
     if job.error is not None:
         raise job.error
@@ -507,8 +543,8 @@ def _parse_form(request: HttpRequest) -> _Form:
     return _Form(fields, file, filename)
 
 
-def _render(transcript: Transcript, options: Dict[str, Any]) -> HttpResponse:
-    fmt = options["format"]
+def _render(transcript: Transcript, options: _Asked) -> HttpResponse:
+    fmt = options.format
     if fmt == "json":
         return HttpResponse.json(200, {"text": transcript.text})
     if fmt == "text":
@@ -520,11 +556,11 @@ def _render(transcript: Transcript, options: Dict[str, Any]) -> HttpResponse:
         )
     body: Dict[str, Any] = {
         "task": "transcribe",
-        "language": options["language"],
+        "language": options.language,
         "duration": round(transcript.duration, 3),
         "text": transcript.text,
     }
-    if "segment" in options["grains"]:
+    if "segment" in options.grains:
         body["segments"] = [
             {
                 "id": i,
@@ -540,7 +576,7 @@ def _render(transcript: Transcript, options: Dict[str, Any]) -> HttpResponse:
             }
             for i, s in enumerate(transcript.segments)
         ]
-    if "word" in options["grains"]:
+    if "word" in options.grains:
         body["words"] = [
             {
                 "word": w.text,

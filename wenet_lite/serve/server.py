@@ -54,6 +54,7 @@ from wenet_lite.recognizer import EngineSpec, open_recognizer
 from wenet_lite.runtime.offline import OfflineRecognizer
 from wenet_lite.runtime.streaming import StreamCursor, StreamingRecognizer
 from wenet_lite.runtime.utterance import DecodeOptions
+from wenet_lite.search.context import ContextGraph
 from wenet_lite.serve.connection import COUNTERS, Client, Counters
 from wenet_lite.serve.decoder import Decoder
 from wenet_lite.serve.gate import WEBSOCKET_PATHS, Gate, read_token, tls_context
@@ -228,7 +229,7 @@ class Server:
                             self.opts.idle_timeout,
                             lambda: self.board.count(self.worker, peer, -1))  # fmt: skip
 
-    def api_open(self, rate: int, peer: str, graph: Any = None) -> Client:
+    def api_open(self, rate: int, peer: str, graph: Optional[ContextGraph] = None) -> Client:
         """A stream for an OpenAI API request's audio (fed by :meth:`api_feed`): decoded in
         the decode loop's batches with the live streams, a bounded share a step like any fast
         sender's."""
