@@ -43,8 +43,12 @@ __all__ = [
     "RuleError",
     "Source",
     "check_rules",
+    "as_offline",
+    "as_streaming",
     "make_engine",
+    "open_offline",
     "open_recognizer",
+    "open_streaming",
 ]
 
 _log = logging.getLogger(__name__)
@@ -297,6 +301,58 @@ def open_recognizer(
     return StreamingRecognizer(
         made, cfg, tokenizer, search, endpoint=endpoint, model=model, source=name
     )
+
+
+def open_streaming(
+    source: Source,
+    chunking: Optional[Chunking] = None,
+    search: Optional[SearchOptions] = None,
+    endpoint: Optional[EndpointConfig] = None,
+    engine: Optional[EngineSpec] = None,
+) -> StreamingRecognizer:
+    """:func:`open_recognizer` for streaming, typed: ``chunking`` (default: an export
+    directory's, else 16/4) must stream; full context is :func:`open_offline`'s."""
+    from wenet_lite.runtime.streaming import StreamingRecognizer
+
+    if chunking is not None and not chunking.streaming:
+        raise RuleError(
+            f"chunking={chunking.describe()} is full context, which does not stream: open it "
+            "with open_offline"
+        )
+    rec = open_recognizer(source, chunking, search, endpoint, engine)
+    assert isinstance(rec, StreamingRecognizer)  # chunked: a streaming recogniser
+    return rec
+
+
+def open_offline(
+    source: Source,
+    options: Optional[DecodeOptions] = None,
+    search: Optional[SearchOptions] = None,
+    engine: Optional[EngineSpec] = None,
+) -> OfflineRecognizer:
+    """:func:`open_recognizer` for whole utterances, typed: ``options`` is the mode (default:
+    full context in bounded windows, what `transcribe` and `decode` run), ``search`` its search
+    when given."""
+    from wenet_lite.runtime.offline import OfflineRecognizer
+
+    rec = open_recognizer(source, None, search, None, engine, offline=options or DecodeOptions())
+    assert isinstance(rec, OfflineRecognizer)  # offline= always gives one
+    return rec
+
+
+def as_streaming(rec: Recognizer) -> Optional[StreamingRecognizer]:
+    """``rec`` when it streams, else None: with :func:`as_offline`, the one place a caller
+    holding either kind learns which."""
+    from wenet_lite.runtime.streaming import StreamingRecognizer
+
+    return rec if isinstance(rec, StreamingRecognizer) else None
+
+
+def as_offline(rec: Recognizer) -> Optional[OfflineRecognizer]:
+    """``rec`` when it decodes whole utterances, else None."""
+    from wenet_lite.runtime.offline import OfflineRecognizer
+
+    return rec if isinstance(rec, OfflineRecognizer) else None
 
 
 def _open_offline(

@@ -33,7 +33,15 @@ import torch
 from wenet_lite.features.audio import AudioError, check_rate, decode_audio_bytes, read_audio_blocks
 from wenet_lite.files.export_dir import ExportDir, is_export_dir
 from wenet_lite.model.chunking import Chunking
-from wenet_lite.recognizer import EngineSpec, Recognizer, Source, open_recognizer
+from wenet_lite.recognizer import (
+    EngineSpec,
+    Recognizer,
+    Source,
+    as_offline,
+    as_streaming,
+    open_offline,
+    open_streaming,
+)
 from wenet_lite.runtime.endpoint import EndpointConfig
 from wenet_lite.runtime.offline import OfflineRecognizer
 from wenet_lite.runtime.streaming import StreamingRecognizer
@@ -114,9 +122,8 @@ class Transcriber:
                 "engine= carries the device and threads: give them as EngineSpec(device=..., "
                 "threads=...), not beside it (they would be ignored)"
             )
-        if isinstance(model, (StreamingRecognizer, OfflineRecognizer)) and (
-            engine is not None or device is not None or threads != 1
-        ):
+        opened = as_streaming(model) or as_offline(model)
+        if opened is not None and (engine is not None or device is not None or threads != 1):
             raise ValueError(
                 "an opened recogniser has its engine, device and threads: engine=, device= and "
                 "threads= would be ignored"
@@ -125,26 +132,29 @@ class Transcriber:
         self.upsample = upsample
         self.search = _search_from(search, search_options)
         self.recognizer: Recognizer
-        if isinstance(model, (StreamingRecognizer, OfflineRecognizer)):
-            self.recognizer = model
-        else:
-            exported = is_export_dir(model)
-            offline = None
-            if chunk_size == 0 and not exported:
-                offline = DecodeOptions(
+        spec = engine or EngineSpec(threads=threads, device=device or "cpu")
+        if opened is not None:
+            self.recognizer = opened
+        elif chunk_size == 0 and not is_export_dir(model):  # an export directory only streams
+            self.recognizer = open_offline(
+                model,
+                DecodeOptions(
                     self.search, max_window_seconds=max_window_seconds, window_progress=progress
-                )
-            chunking = Chunking(chunk_size, left_chunks) if chunk_size > 0 else None
-            spec = engine or EngineSpec(threads=threads, device=device or "cpu")
-            self.recognizer = open_recognizer(
-                model, chunking, self.search, endpoint, spec, offline=offline
+                ),
+                self.search,
+                spec,
             )
+        else:
+            chunking = Chunking(chunk_size, left_chunks) if chunk_size > 0 else None
+            self.recognizer = open_streaming(model, chunking, self.search, endpoint, spec)
+        self._streaming = as_streaming(self.recognizer)
+        self._offline = as_offline(self.recognizer)
         self.sample_rate: int = self.recognizer.cfg.features.sample_rate
 
     @property
     def streaming(self) -> bool:
         """Whether inputs stream (chunked) or are decoded whole (full context)."""
-        return isinstance(self.recognizer, StreamingRecognizer)
+        return self._streaming is not None
 
     def file(self, path: PathLike) -> Transcript:
         """Transcribe one audio file (AudioError names a bad one); ``-`` reads stdin.
@@ -198,8 +208,8 @@ class Transcriber:
 
     def _streamed(self, blocks: Iterator[Tuple[np.ndarray, int]], name: str) -> Transcript:
         """Fed and decoded block by block: memory of one block and the stream's caches."""
-        rec = self.recognizer
-        assert isinstance(rec, StreamingRecognizer)
+        rec = self._streaming
+        assert rec is not None, "a streaming recogniser decodes in blocks"
         stream = rec.create_stream()
         samples, rate = 0, 1
         for block, rate in blocks:
@@ -216,8 +226,8 @@ class Transcriber:
     def _full_context(
         self, samples: np.ndarray, rate: int, name: str, duration: float
     ) -> Transcript:
-        rec = self.recognizer
-        assert isinstance(rec, OfflineRecognizer)
+        rec = self._offline
+        assert rec is not None, "an offline recogniser decodes whole files"
         hyps = rec.recognize(samples, rate, name)
         return full_context_transcript(rec, hyps, name, duration, self.pause)
 

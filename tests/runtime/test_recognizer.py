@@ -100,3 +100,26 @@ def test_a_cursor_hands_out_each_final_segment_once(tiny, test_audio) -> None:
     assert [i for i, _ in first + rest] == list(range(stream.num_final_results))
     assert [r.text for _, r in first + rest] == [r.text for r in stream.final_results]
     assert not cursor.pending and cursor.new_finals() == [] and cursor.taken == len(first + rest)
+
+
+def test_the_typed_doors_give_their_kind_and_refuse_the_other(tiny, test_audio) -> None:
+    """open_streaming gives a StreamingRecognizer and refuses full context; open_offline an
+    OfflineRecognizer (full context by default, what `transcribe` runs); as_streaming and
+    as_offline tell the kind of either."""
+    from wenet_lite.recognizer import as_offline, as_streaming, open_offline, open_streaming
+    from wenet_lite.runtime.offline import OfflineRecognizer
+    from wenet_lite.runtime.streaming import StreamingRecognizer
+    from wenet_lite.transcription import transcribe
+
+    triple = (tiny.model, tiny.tokenizer, tiny.cfg)
+    streaming = open_streaming(triple, Chunking(4, -1))
+    assert isinstance(streaming, StreamingRecognizer)
+    assert as_streaming(streaming) is streaming and as_offline(streaming) is None
+    with pytest.raises(RuleError, match="full context, which does not stream: open it with "
+                                        "open_offline"):  # fmt: skip
+        open_streaming(triple, Chunking(0))
+    offline = open_offline(triple)
+    assert isinstance(offline, OfflineRecognizer) and not offline.chunking.streaming
+    assert as_offline(offline) is offline and as_streaming(offline) is None
+    hyp = offline.recognize(test_audio[0], 16000)[0]
+    assert offline.result(hyp).text == transcribe(tiny.path, test_audio[0], 16000).text

@@ -15,7 +15,7 @@ from wenet_lite.cli.flags import (
     add_options,
     chunking_from,
     file_in,
-    open_from,
+    offline_from,
     options_from,
     output_dir,
     rule_error,
@@ -74,7 +74,6 @@ def add_decode(sub: argparse._SubParsersAction) -> None:
 
 def _run_decode(args: argparse.Namespace) -> int:
     from wenet_lite.evaluation.recognize import DecodeOptions, decode_cuts, default_out_dir
-    from wenet_lite.runtime.offline import OfflineRecognizer
     from wenet_lite.search.options import SearchOptions
 
     try:
@@ -88,8 +87,7 @@ def _run_decode(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise rule_error(e) from None
     out = args.out or default_out_dir(args.model, args.data, options)
-    recognizer = open_from(args, offline=options)
-    assert isinstance(recognizer, OfflineRecognizer)
+    recognizer = offline_from(args, options)
     progress = not args.no_progress and sys.stderr.isatty()
     report = decode_cuts(recognizer, args.data, out, progress)
     print("\n".join(report.summary_lines()))

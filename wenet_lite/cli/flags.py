@@ -15,8 +15,9 @@ from wenet_lite.host.cpu import PRECISIONS
 
 if TYPE_CHECKING:  # imported where used: `wenet-lite --help` stays instant
     from wenet_lite.model.chunking import Chunking
-    from wenet_lite.recognizer import EngineSpec, Recognizer
+    from wenet_lite.recognizer import EngineSpec
     from wenet_lite.runtime.endpoint import EndpointConfig
+    from wenet_lite.runtime.offline import OfflineRecognizer
     from wenet_lite.runtime.streaming import StreamingRecognizer
     from wenet_lite.runtime.utterance import DecodeOptions
     from wenet_lite.search.options import SearchOptions
@@ -25,7 +26,7 @@ __all__ = [
     "UsageError", "add_set", "add_options", "options_from", "add_chunking", "chunking_from",
     "add_endpoint", "endpoint_from", "add_upsample",
     "device_from", "output_dir", "output_file", "output_path", "file_in", "in_dir", "add_engine",
-    "engine_spec", "open_from", "recognizer_from", "check_recognizer_flags", "rule_error",
+    "engine_spec", "offline_from", "recognizer_from", "check_recognizer_flags", "rule_error",
 ]  # fmt: skip
 
 
@@ -327,20 +328,14 @@ def engine_spec(args: argparse.Namespace, device: str) -> EngineSpec:
         raise rule_error(e) from None
 
 
-def open_from(
-    args: argparse.Namespace,
-    search: Optional[SearchOptions] = None,
-    endpoint: Optional[EndpointConfig] = None,
-    chunking: Optional[Chunking] = None,
-    offline: Optional[DecodeOptions] = None,
-) -> Recognizer:
-    """``open_recognizer`` over `--model`, `--device` and the engine flags; a broken rule is a
+def offline_from(args: argparse.Namespace, options: DecodeOptions) -> OfflineRecognizer:
+    """``open_offline`` over `--model`, `--device` and the engine flags; a broken rule is a
     usage error in the CLI's words."""
-    from wenet_lite.recognizer import RuleError, open_recognizer
+    from wenet_lite.recognizer import RuleError, open_offline
 
     spec = engine_spec(args, device_from(args.device))
     try:
-        return open_recognizer(args.model, chunking, search, endpoint, spec, offline=offline)
+        return open_offline(args.model, options, engine=spec)
     except RuleError as e:  # checked before anything is loaded
         raise rule_error(e) from None
 
@@ -378,8 +373,7 @@ def recognizer_from(
     or an engine export takes a minute)."""
     import logging
 
-    from wenet_lite.recognizer import RuleError, open_recognizer
-    from wenet_lite.runtime.streaming import StreamingRecognizer
+    from wenet_lite.recognizer import RuleError, open_streaming
 
     source, chunking, spec = _recognizer_plan(args)
     if announce:
@@ -387,10 +381,9 @@ def recognizer_from(
             "loading %s (%s, engine %s, precision %s)", args.model, chunking.describe(),
             spec.name_for(None if isinstance(source, str) else source), args.precision,
         )  # fmt: skip
+    if not chunking.streaming:
+        raise UsageError("--chunk-size 0 decodes whole files: use `transcribe` or `decode`")
     try:
-        rec = open_recognizer(source, chunking, options, endpoint, spec)
+        return open_streaming(source, chunking, options, endpoint, spec)
     except RuleError as e:  # checked before anything is loaded
         raise rule_error(e) from None
-    if not isinstance(rec, StreamingRecognizer):
-        raise UsageError("--chunk-size 0 decodes whole files: use `transcribe` or `decode`")
-    return rec

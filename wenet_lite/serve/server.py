@@ -50,8 +50,7 @@ import numpy as np
 import torch
 from websockets.exceptions import ConnectionClosed
 
-from wenet_lite.recognizer import EngineSpec, open_recognizer
-from wenet_lite.runtime.offline import OfflineRecognizer
+from wenet_lite.recognizer import EngineSpec, open_offline
 from wenet_lite.runtime.streaming import StreamCursor, StreamingRecognizer
 from wenet_lite.runtime.utterance import DecodeOptions
 from wenet_lite.search.context import ContextGraph
@@ -637,15 +636,12 @@ def _upload_decoder(rec: StreamingRecognizer, options: ServerOptions) -> Optiona
         return None
     device = next(rec.model.parameters()).device
     spec = EngineSpec(threads=torch.get_num_threads(), device=str(device))
-    offline = open_recognizer(
+    offline = open_offline(
         (rec.model, rec.tokenizer, rec.cfg),
-        None,
+        DecodeOptions(rec.options, window_progress=False),
         rec.options,
-        None,
         spec,
-        offline=DecodeOptions(rec.options, window_progress=False),
     )
-    assert isinstance(offline, OfflineRecognizer)
     return UploadDecoder(offline, options.max_batch_size)
 
 
@@ -674,7 +670,7 @@ def serve(
     sock = listen(options.host, options.port)
 
     def made(i: int) -> StreamingRecognizer:
-        if isinstance(recognizer, StreamingRecognizer):
+        if not callable(recognizer):  # made already (not a function that makes one)
             return recognizer
         _log.info("worker %d: making its recognizer", i)
         return recognizer()
