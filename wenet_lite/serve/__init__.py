@@ -2,8 +2,9 @@
 admission, monitoring), its decode thread (decoder.py), a connection's state (connection.py),
 its options (options.py), the HTTP side and admission (gate.py), the workers' shared counters
 and supervision (workers.py), the sherpa-onnx and WeNet protocols it speaks (protocols.py),
-plain HTTP requests on its port (http_front.py), OpenAI's transcription API (openai_api.py) and
-Realtime sessions (realtime.py), and its browser page (static/)."""
+plain HTTP requests on its port (http_front.py), OpenAI's transcription API (openai_api.py;
+uploads in full context: uploads.py) and Realtime sessions (realtime.py), and its browser page
+(static/)."""
 
 from typing import TYPE_CHECKING, Any
 
