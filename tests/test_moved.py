@@ -21,7 +21,8 @@ def test_old_module_names_import_with_a_warning(old: str, new: str) -> None:
         f"    old = importlib.import_module({old!r})\n"
         f"new = importlib.import_module({new!r})\n"
         "assert any(issubclass(x.category, DeprecationWarning) and "
-        f"{new!r} in str(x.message) for x in w), [str(x.message) for x in w]\n"
+        f"{new!r} in str(x.message) and {wenet_lite.MOVED_UNTIL!r} in str(x.message) "
+        "for x in w), [str(x.message) for x in w]\n"
         "names = getattr(new, '__all__', [])\n"
         "assert names and all(getattr(old, n) is getattr(new, n) for n in names)\n"
     )
@@ -45,3 +46,13 @@ def test_renamed_names_and_the_public_door() -> None:
 def test_an_unknown_module_is_still_missing() -> None:
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("wenet_lite.no_such_module")
+
+
+def test_the_changelog_names_each_old_module_and_its_removal() -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "CHANGELOG.md").read_text(encoding="utf-8")
+    deprecated = text[text.index("### Deprecated") :].split("\n### ")[0]
+    assert f"removed in {wenet_lite.MOVED_UNTIL}" in deprecated
+    for old in wenet_lite.MOVED:
+        assert f"`{old[len('wenet_lite'):]}`" in deprecated or f"`{old}`" in deprecated, old

@@ -78,6 +78,8 @@ MOVED: Dict[str, str] = {
     "wenet_lite.wenet_keys": "wenet_lite.wenet.keys",
 }
 """old module -> where it lives now (kept for one release; the CHANGELOG lists them)"""
+MOVED_UNTIL = "0.2.0"
+"""the release that removes the old module names"""
 RENAMED: Dict[str, str] = {
     "Bundle": "ExportDir",
     "BUNDLE_FILE": "RECORD_FILE",
@@ -99,7 +101,7 @@ class _MovedModule(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         warnings.warn(
-            f"{self.old} moved to {self.new}; the old name goes in the next release",
+            f"{self.old} moved to {self.new}; the old name goes in {MOVED_UNTIL}",
             DeprecationWarning,
             stacklevel=2,
         )
