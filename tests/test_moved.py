@@ -55,4 +55,4 @@ def test_the_changelog_names_each_old_module_and_its_removal() -> None:
     deprecated = text[text.index("### Deprecated") :].split("\n### ")[0]
     assert f"removed in {wenet_lite.MOVED_UNTIL}" in deprecated
     for old in wenet_lite.MOVED:
-        assert f"`{old[len('wenet_lite'):]}`" in deprecated or f"`{old}`" in deprecated, old
+        assert f"`{old[len('wenet_lite') :]}`" in deprecated or f"`{old}`" in deprecated, old
