@@ -249,8 +249,11 @@ _BLOCK_SECONDS = 10.0
 
 def _check_options(model: Any, chunk_size: Any, pause: Any, threads: Any) -> None:
     """ValueError naming the argument, before anything is loaded."""
-    if not isinstance(
-        model, (str, Path, tuple, list, ExportDir, StreamingRecognizer, OfflineRecognizer)
+    triple = isinstance(model, (tuple, list)) and len(model) == 3
+    if triple and not hasattr(model[0], "encoder"):
+        triple = False  # (1, 2, 3) is no (model, tokenizer, config)
+    if not triple and not isinstance(
+        model, (str, Path, ExportDir, StreamingRecognizer, OfflineRecognizer)
     ):
         raise ValueError(
             "model must be a model file, an export directory, (model, tokenizer, config) or "
@@ -325,4 +328,10 @@ def transcribe(model: Any, audio: Any, sample_rate: Optional[int] = None, **opti
         return t.array(np.asarray(audio), sample_rate)
     if isinstance(audio, (str, Path)):
         return t.file(audio)
-    return [t.file(a) for a in audio]
+    paths = list(audio)
+    if any(not isinstance(a, (str, Path)) for a in paths):
+        raise ValueError(
+            "transcribe: audio is a path, a list of paths, or samples as a numpy array (with "
+            f"sample_rate); got a {type(audio).__name__} holding {type(paths[0]).__name__}"
+        )
+    return [t.file(a) for a in paths]

@@ -269,6 +269,10 @@ def test_the_load_once_api(tiny, files, test_audio) -> None:
             Transcriber(tiny.path, **bad)
     with pytest.raises(ValueError, match="model must be"):
         Transcriber(None)
+    with pytest.raises(ValueError, match="model must be"):
+        Transcriber((1, 2, 3))  # not (model, tokenizer, config)
+    with pytest.raises(ValueError, match="audio is a path, a list of paths, or samples"):
+        transcribe(tiny.path, [0.0, 0.1, 0.2])  # samples as a list
     from wenet_lite.recognizer import EngineSpec
 
     for dropped in ({"device": "cpu"}, {"threads": 2}):  # refused, not silently dropped
