@@ -75,6 +75,10 @@ def _prepare_shards(args: argparse.Namespace) -> int:
 
     if not args.data or not args.part:
         raise UsageError("prepare shards needs --data and --part")
+    if args.shard_size < 1:
+        raise UsageError(f"--shard-size must be at least 1, got {args.shard_size}")
+    if args.shard_mb is not None and not args.shard_mb > 0:
+        raise UsageError(f"--shard-mb must be > 0, got {args.shard_mb}")
     features, seed = None, 0
     if args.fbank:
         if not args.config:
