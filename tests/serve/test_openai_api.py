@@ -271,7 +271,7 @@ def test_uploads_in_flight_hold_no_memory_count_as_connections_and_time_out(tiny
     not grow by their bodies (spooled to files as they arrive), a fourth connection is refused
     503 (they count against --max-connections), and after --idle-timeout each held request is
     answered 408; then a whole request is answered as ever."""
-    s = start_server(tiny.path, *FLAGS, "--max-connections", "3", "--idle-timeout", "2",
+    s = start_server(tiny.path, *FLAGS, "--max-connections", "3", "--idle-timeout", "5",
                      "--max-upload-mb", "100")  # fmt: skip
     held = []
     try:

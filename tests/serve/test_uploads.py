@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
 from typing import List
 
 import numpy as np
@@ -33,12 +34,23 @@ def test_uploads_arriving_together_share_a_batch_and_equal_alone(tiny, test_audi
     uploads = _decoder(tiny)
     pool = concurrent.futures.ThreadPoolExecutor(2)
 
+    gate = threading.Event()
+    uploads._pool.submit(gate.wait, 60)  # the decode thread is busy until all six wait
+
     async def all_at_once():
-        return await asyncio.gather(*(uploads.hypotheses(a, 16000, f"u{i}", pool)
-                                      for i, a in enumerate(test_audio[:6])))  # fmt: skip
+        async def open_the_gate():
+            while len(uploads._pending) < 6:
+                await asyncio.sleep(0.01)
+            gate.set()
+
+        opener = asyncio.ensure_future(open_the_gate())
+        got = await asyncio.gather(*(uploads.hypotheses(a, 16000, f"u{i}", pool)
+                                     for i, a in enumerate(test_audio[:6])))  # fmt: skip
+        await opener
+        return got
 
     together = asyncio.run(all_at_once())
-    assert uploads.decoded == 6 and uploads.batches < 6  # some were decoded together
+    assert uploads.decoded == 6 and uploads.batches == 1  # all six in one batch
     alone = [uploads.rec.recognize(a, 16000) for a in test_audio[:6]]
     assert [_tokens(h) for h in together] == [_tokens(h) for h in alone]
     assert any(_tokens(h) for h in alone)
