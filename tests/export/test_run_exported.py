@@ -1,6 +1,6 @@
 """examples/run_exported.py: transcribes with only the exported file, never importing wenet_lite.
 
-Here rather than in tests/tools/ because it uses the model fixtures of tests/export/conftest.py.
+Here rather than in tests/scripts/ because it uses the model fixtures of tests/export/conftest.py.
 """
 
 from __future__ import annotations
