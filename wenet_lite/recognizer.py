@@ -171,19 +171,10 @@ def _export_dir_rules(
         raise RuleError(f"{source} is an export directory, which streams: decode a model file")
     if spec.kind not in (None, engine):
         raise RuleError(f'{source} is for engine="{engine}", not engine="{spec.kind}"')
-    if spec.device != "cpu":
-        raise RuleError(f'engine="{engine}" runs on the CPU: drop device="{spec.device}"')
-    if spec.precision == "bf16":
-        raise RuleError(
-            f'{source} is for engine="{engine}": precision="bf16" runs on the torch engine, '
-            "so stream the model file"
-        )
-    if spec.int8 and engine == "onnxruntime":
-        raise RuleError(
-            f"{source} is for onnxruntime, whose int8 is not batch-invariant: export with "
-            "`wenet-lite export --format executorch --int8`, or stream the model file with "
-            'precision="int8"'
-        )
+    try:  # the engine rules, each stated once (EngineSpec), for the directory's engine
+        dataclasses.replace(spec, kind=engine)
+    except RuleError as e:
+        raise RuleError(f'{source} is for engine="{engine}": {e}') from None
     if spec.int8 and "model_int8" not in found.files:
         raise RuleError(f"{source} has no int8 program: export it with --int8")
     if chunking is not None and chunking != found.chunking:

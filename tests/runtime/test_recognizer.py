@@ -74,8 +74,16 @@ def test_source_rules_are_one_line(tiny, onnx_dir) -> None:
         ValueError, match=f'{onnx_dir} is for engine="onnxruntime", not engine="executorch"'
     ):
         open_recognizer(onnx_dir, engine=EngineSpec("executorch"))
-    with pytest.raises(ValueError, match="whose int8 is not batch-invariant"):
+    # the engine rules of EngineSpec, once, for the directory's engine
+    with pytest.raises(ValueError, match=f'{onnx_dir} is for engine="onnxruntime": precision='
+                       '"int8" runs on .*onnxruntime\'s int8 is not batch-invariant'):  # fmt: skip
         open_recognizer(onnx_dir, engine=EngineSpec(precision="int8"))
+    with pytest.raises(ValueError, match='is for engine="onnxruntime": precision="bf16" runs on '
+                       'engine="torch", not engine="onnxruntime"'):  # fmt: skip
+        open_recognizer(onnx_dir, engine=EngineSpec(precision="bf16"))
+    with pytest.raises(ValueError, match='is for engine="onnxruntime": engine="onnxruntime" runs '
+                       'on the CPU: drop device="cuda"'):  # fmt: skip
+        open_recognizer(onnx_dir, engine=EngineSpec(device="cuda"))
     with pytest.raises(ValueError, match="was exported for"):
         open_recognizer(onnx_dir, Chunking(8, 2))
 
