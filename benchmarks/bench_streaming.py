@@ -51,22 +51,17 @@ def _recognizer(
     from wenet_lite.config import load_config
     from wenet_lite.model import build_model
     from wenet_lite.model.chunking import Chunking
-    from wenet_lite.recognizer import EngineSpec, open_recognizer
+    from wenet_lite.recognizer import EngineSpec, open_streaming
     from wenet_lite.runtime.endpoint import EndpointConfig
-    from wenet_lite.runtime.streaming import StreamingRecognizer
 
     cfg = load_config(config)
     torch.manual_seed(0)
     model = build_model(cfg, cfg.tokenizer.vocab_size).to(device, dtype)
-    rec = open_recognizer(
+    return open_streaming(
         (model, None, cfg), Chunking(chunk, left), endpoint=EndpointConfig(enabled=False),
         engine=EngineSpec(precision=precision, threads=torch.get_num_threads(), device=device),
+        slots=slots,
     )  # fmt: skip
-    if slots is None:
-        return rec
-    return StreamingRecognizer(
-        rec.engine, cfg, None, endpoint=EndpointConfig(enabled=False), slots=slots
-    )
 
 
 def _run(rec, num_streams: int, seconds: float) -> Dict[str, float]:

@@ -229,6 +229,7 @@ def open_recognizer(
     engine: Optional[EngineSpec] = None,
     *,
     offline: Optional[DecodeOptions] = None,
+    slots: Optional[bool] = None,
 ) -> Recognizer:
     """A recogniser over any source: streaming for chunked ``chunking``, offline for full
     context (``Chunking(0)``) or when ``offline`` gives `decode`'s batch mode.
@@ -245,6 +246,8 @@ def open_recognizer(
         engine: what runs the encoder (default :class:`EngineSpec`: the source's own engine).
         offline: an offline recogniser in this mode (its chunking, batching, windows; its
             search unless ``search`` is given).
+        slots: streaming: the streams' states in one batched tensor with a slot per stream
+            (None: on a GPU with a fixed cache, see ``StreamingRecognizer``).
     Raises:
         RuleError (a ValueError) for a combination that cannot run, naming the fields to
         change, before anything is loaded; FileNotFoundError / ValueError (CheckpointError, a
@@ -270,7 +273,7 @@ def open_recognizer(
     if isinstance(source, ExportDir):
         return StreamingRecognizer(
             _export_dir_engine(source, spec), source.cfg, source.tokenizer, search,
-            endpoint=endpoint, source=str(source.directory),
+            endpoint=endpoint, source=str(source.directory), slots=slots,
         )  # fmt: skip
     if isinstance(source, (str, Path)):
         from wenet_lite.files.model_file import load_model
@@ -290,7 +293,7 @@ def open_recognizer(
         check_chunking(cfg.encoder, chunking, cached=True, source=name)
     made = make_engine(spec, model, chunking)
     return StreamingRecognizer(
-        made, cfg, tokenizer, search, endpoint=endpoint, model=model, source=name
+        made, cfg, tokenizer, search, endpoint=endpoint, model=model, source=name, slots=slots
     )
 
 
@@ -300,9 +303,12 @@ def open_streaming(
     search: Optional[SearchOptions] = None,
     endpoint: Optional[EndpointConfig] = None,
     engine: Optional[EngineSpec] = None,
+    slots: Optional[bool] = None,
 ) -> StreamingRecognizer:
     """:func:`open_recognizer` for streaming, typed: ``chunking`` (default: an export
-    directory's, else 16/4) must stream; full context is :func:`open_offline`'s."""
+    directory's, else 16/4) must stream; full context is :func:`open_offline`'s. ``slots``:
+    the streams' states in one batched tensor with a slot each (default: on a GPU with a fixed
+    cache; see ``StreamingRecognizer``)."""
     from wenet_lite.runtime.streaming import StreamingRecognizer
 
     if chunking is not None and not chunking.streaming:
@@ -310,7 +316,7 @@ def open_streaming(
             f"chunking={chunking.describe()} is full context, which does not stream: open it "
             "with open_offline"
         )
-    rec = open_recognizer(source, chunking, search, endpoint, engine)
+    rec = open_recognizer(source, chunking, search, endpoint, engine, slots=slots)
     assert isinstance(rec, StreamingRecognizer)  # chunked: a streaming recogniser
     return rec
 

@@ -121,7 +121,9 @@ def test_the_typed_doors_give_their_kind_and_refuse_the_other(tiny, test_audio) 
 
     triple = (tiny.model, tiny.tokenizer, tiny.cfg)
     streaming = open_streaming(triple, Chunking(4, -1))
-    assert isinstance(streaming, StreamingRecognizer)
+    assert isinstance(streaming, StreamingRecognizer) and streaming.pool is None
+    slotted = open_streaming(triple, Chunking(4, 2), slots=True)  # slots through the door
+    assert slotted.pool is not None and open_streaming(triple, Chunking(4, 2)).pool is None
     assert as_streaming(streaming) is streaming and as_offline(streaming) is None
     with pytest.raises(RuleError, match="full context, which does not stream: open it with "
                                         "open_offline"):  # fmt: skip
