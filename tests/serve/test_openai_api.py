@@ -145,14 +145,19 @@ def test_bad_requests_get_openais_errors_and_the_server_goes_on(api, tiny, audio
     assert " ".join(sherpa_finals(session.messages)) == streamed
 
 
+def _raw(port: int, request: bytes) -> bytes:
+    """``request``'s bytes sent as they are on a socket of their own; all the answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(request)
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+    return out
+
+
 def test_a_raw_request_without_a_token_or_to_another_path(api) -> None:
     def raw(request: bytes) -> bytes:
-        with socket.create_connection(("127.0.0.1", api.port), timeout=10) as s:
-            s.sendall(request)
-            out = b""
-            while chunk := s.recv(65536):
-                out += chunk
-        return out
+        return _raw(api.port, request)
 
     reply = raw(b"POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
     assert reply.startswith(b"HTTP/1.1 401") and b"WWW-Authenticate: Bearer" in reply
@@ -283,11 +288,7 @@ def test_uploads_in_flight_hold_no_memory_count_as_connections_and_time_out(tiny
             c.sendall(head + b"\0" * 30_000_000)
             held.append(c)
         grown = _rss_mb(s.proc.pid) - before
-        with socket.create_connection(("127.0.0.1", s.port), timeout=30) as fourth:
-            fourth.sendall(head)
-            reply = b""
-            while chunk := fourth.recv(65536):
-                reply += chunk
+        reply = _raw(s.port, head)  # a fourth connection
         assert reply.startswith(b"HTTP/1.1 503") and b"limit of 3 connections" in reply
         assert grown < 50, f"the server grew by {grown:.0f} MB with 90 MB of bodies in flight"
         for c in held:
@@ -343,12 +344,7 @@ def test_a_chunked_upload_is_taken_as_it_arrives(api, tiny, audio_files) -> None
     assert got.json()["text"] == transcribe(tiny.path, audio_files[0]).text
 
     def raw(request: bytes) -> bytes:
-        with socket.create_connection(("127.0.0.1", api.port), timeout=30) as s:
-            s.sendall(request)
-            out = b""
-            while chunk := s.recv(65536):
-                out += chunk
-        return out
+        return _raw(api.port, request)
 
     head = (b"POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sekrit"
             b"\r\nTransfer-Encoding: chunked\r\n\r\n")  # fmt: skip

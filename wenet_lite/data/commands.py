@@ -25,7 +25,6 @@ __all__ = [
     "DataCommandRefused",
     "allow_data_commands",
     "check_sources",
-    "data_commands_allowed",
     "plain_name",
     "refuse_pipe",
     "shell_word",
@@ -47,10 +46,6 @@ def allow_data_commands(allowed: bool) -> None:
     """Let data files run their commands (True) or refuse them (False, the default)."""
     global _allowed
     _allowed = bool(allowed)
-
-
-def data_commands_allowed() -> bool:
-    return _allowed
 
 
 def refuse_pipe(where: str, entry: str) -> None:

@@ -45,7 +45,7 @@ from wenet_lite.data.commands import (
     plain_name,
     refuse_pipe,
 )
-from wenet_lite.data.storage import ShardError, Storage, open_location, read_bytes
+from wenet_lite.data.storage import NotThere, ShardError, Storage, open_location, read_bytes
 from wenet_lite.data.tar_reader import next_pair, tar_members, tar_pairs
 
 __all__ = [
@@ -91,11 +91,12 @@ class Shard:
 def find_shards(storage: Storage, part: str) -> Optional[Tuple[str, List[Shard]]]:
     """The shards of ``part`` as ``(kind, shards)`` with kind ``shar`` or ``wenet``; None when
     the part holds neither (a local prepared part: ``cuts.jsonl.gz``)."""
-    why = storage.missing(f"{part}/{SHARD_LIST}")
-    if why is None:
-        return "shar", _shar_list(storage, part)
-    if storage.missing(f"{part}/{WENET_LIST}") is None:
-        shards = _wenet_list(storage, part)
+    listing, why = _read_list(storage, f"{part}/{SHARD_LIST}")
+    if listing is not None:
+        return "shar", _shar_list(storage, part, listing)
+    lines, _ = _read_list(storage, f"{part}/{WENET_LIST}")
+    if lines is not None:
+        shards = _wenet_list(storage, part, lines)
         if shards is not None:
             return "wenet", shards
     if storage.remote:  # why the shard list could not be read: a 404, a command that failed
@@ -106,10 +107,19 @@ def find_shards(storage: Storage, part: str) -> Optional[Tuple[str, List[Shard]]
     return None
 
 
-def _shar_list(storage: Storage, part: str) -> List[Shard]:
+def _read_list(storage: Storage, name: str) -> Tuple[Optional[bytes], str]:
+    """A list file's bytes, read once, or None and why it is not there (a remote one cannot
+    be asked without fetching it: a 404, a ``pipe:`` command that failed)."""
+    try:
+        return read_bytes(storage.locate(name)), ""
+    except NotThere as e:
+        return None, str(e)
+
+
+def _shar_list(storage: Storage, part: str, data: bytes) -> List[Shard]:
     where = storage.locate(f"{part}/{SHARD_LIST}")
     try:
-        listing = json.loads(read_bytes(where))
+        listing = json.loads(data)
         if listing.get("format") != SHAR_FORMAT:
             raise ValueError(f"format {listing.get('format')!r}, expected {SHAR_FORMAT!r}")
         shards = [
@@ -146,10 +156,10 @@ def fbank_features_of(storage: Storage, part: str) -> Optional[Dict[str, Any]]:
     return listing.get("fbank_features")
 
 
-def _wenet_list(storage: Storage, part: str) -> Optional[List[Shard]]:
+def _wenet_list(storage: Storage, part: str, data: bytes) -> Optional[List[Shard]]:
     """The tars of a WeNet ``data.list``; None when it is a raw list (JSON lines)."""
     where = storage.locate(f"{part}/{WENET_LIST}")
-    lines = [x.strip() for x in read_bytes(where).decode("utf-8").splitlines() if x.strip()]
+    lines = [x.strip() for x in data.decode("utf-8").splitlines() if x.strip()]
     if not lines or lines[0].startswith("{"):
         return None  # WeNet's raw format: `wenet-lite prepare list` reads it
     for lineno, line in enumerate(lines, start=1):

@@ -70,19 +70,6 @@ class Storage:
             return self.base.rstrip("/") + "/" + name
         return str(Path(self.base) / name)
 
-    def missing(self, name: str) -> Optional[str]:
-        """None when ``name`` can be opened (a remote one is opened to find out), else why not
-        (``pipe:...: the command exited with 1 (...)``, ``HTTP 404 ...``)."""
-        if not self.remote:
-            path = self.locate(name)
-            return None if Path(path).is_file() else f"{path}: no such file"
-        try:
-            with open_location(self.locate(name)) as f:
-                f.read(1)
-            return None
-        except NotThere as e:
-            return str(e)
-
 
 @contextlib.contextmanager
 def open_location(location: str) -> Iterator[IO[bytes]]:

@@ -20,8 +20,7 @@ __all__ = ["next_pair", "tar_members", "tar_pairs"]
 
 def tar_members(location: str, stack: contextlib.ExitStack) -> Iterator[Tuple[str, bytes]]:
     """(name, bytes) of each file in a tar (gzip-compressed when the name says so), read as a
-    stream. A small reader of its own: Python's ``tarfile`` spent more time parsing headers
-    than the rest of reading a shard of stored fbank."""
+    stream."""
     f = stack.enter_context(open_location(location))
     if location.endswith((".gz", ".tgz")):
         f = stack.enter_context(gzip.GzipFile(fileobj=f, mode="rb"))

@@ -15,7 +15,7 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import List
 
 import numpy as np
@@ -36,7 +36,8 @@ class _Waiting:
     name: str
     done: asyncio.Future
     loop: asyncio.AbstractEventLoop
-    long: bool = field(default=False)
+    long: bool
+    """over the window: decoded alone, in windows"""
 
 
 class UploadDecoder:
@@ -59,8 +60,8 @@ class UploadDecoder:
         """The n best of one upload's samples (its features computed in ``pool``)."""
         loop = asyncio.get_running_loop()
         feats = await loop.run_in_executor(pool, self.rec.features, samples, rate, name)
-        waiting = _Waiting(feats, name, loop.create_future(), loop)
-        waiting.long = feats.size(0) * self.frame_s > self.window_s
+        long = feats.size(0) * self.frame_s > self.window_s
+        waiting = _Waiting(feats, name, loop.create_future(), loop, long)
         with self._lock:
             self._pending.append(waiting)
             start = not self._running
@@ -106,9 +107,6 @@ class UploadDecoder:
             return
         for w, hyps in zip(batch, results):
             w.loop.call_soon_threadsafe(_finish, w.done, hyps)
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _finish(done: asyncio.Future, hyps: List[Hypothesis]) -> None:
