@@ -71,6 +71,8 @@ ROWS = [
     (["decode", "--model", "{f}", "--data", "{d}", "--out", "{t}/o"], 1,
      "{f}: not a model file"),
     (["decode", "--model", "{m}", "--data", "{t}/none", "--out", "{t}/o"], 1, "{t}/none"),
+    (["serve", "--model", "{m}", "--upload-context", "whole"], 2,
+     "argument --upload-context: invalid choice: 'whole'"),
     (["serve", "--model", "{m}", "--device", "cuda", "--jobs", "2"], 2,
      "--device cuda: CUDA is not available here"),
     (["stream", "--model", "{m}", "--sample-rate", "0", "-"], 2, "--sample-rate: '0'"),

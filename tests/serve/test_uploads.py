@@ -94,3 +94,11 @@ def test_a_failing_upload_fails_alone(tiny, test_audio, monkeypatch) -> None:
     assert calls == [1]
     monkeypatch.undo()  # the decoder goes on after a failure
     assert _tokens(asyncio.run(uploads.hypotheses(test_audio[0], 16000, "y", pool)))
+
+
+def test_a_bad_upload_context_is_named() -> None:
+    from wenet_lite.serve.options import ServerOptions
+
+    with pytest.raises(ValueError, match=r"upload_context \(--upload-context\) must be full or "
+                                         "streamed, got 'whole'"):  # fmt: skip
+        ServerOptions(upload_context="whole")  # type: ignore[arg-type]
