@@ -55,9 +55,11 @@ SUBLAYERS: Dict[str, List[Tuple[str, ...]]] = {
         ("offline", "streaming"),
     ],
     "wenet_lite.serve": [
-        ("options", "gate", "workers", "protocols", "http_front", "uploads"),
-        ("connection", "openai_api"),
-        ("decoder", "realtime"),
+        ("options", "gate", "workers", "protocols", "http_front", "upload_form", "uploads"),
+        ("connection",),
+        ("decode_thread",),
+        ("hub",),
+        ("openai_api", "realtime"),
         ("server",),
     ],
 }
@@ -248,14 +250,16 @@ def _protocol_names() -> Set[str]:
 
 def _peer_and_protocol_classes() -> Set[str]:
     """The classes of serve/ that are a protocol adapter (a subclass of ``Protocol``, at any
-    depth) or a peer (a class with a ``remote_address``, standing in for a websocket)."""
+    depth) or a peer (a class with the Peer interface's ``unsent`` and ``abort``, or a
+    ``remote_address``)."""
     bases: Dict[str, List[str]] = {}
     peers = set()
     for path in sorted((PACKAGE / "serve").glob("*.py")):
         for cls in (n for n in ast.walk(ast.parse(path.read_text("utf-8")))
                     if isinstance(n, ast.ClassDef)):  # fmt: skip
             bases[cls.name] = [ast.unparse(b) for b in cls.bases]
-            if "remote_address" in ast.unparse(cls):
+            methods = {f.name for f in cls.body if isinstance(f, ast.FunctionDef)}
+            if "remote_address" in ast.unparse(cls) or {"unsent", "abort"} <= methods:
                 peers.add(cls.name)
     adapters = {"Protocol"}
     while True:
@@ -317,7 +321,8 @@ def test_no_reaching_into_private_members() -> None:
 
 def test_the_server_does_not_branch_on_the_protocol() -> None:
     protocols, classes = _protocol_names(), _peer_and_protocol_classes()
-    assert protocols >= {"sherpa", "wenet"} and {"ApiPeer", "ApiProtocol"} <= classes
+    assert protocols >= {"sherpa", "wenet"}
+    assert {"RequestPeer", "RequestProtocol", "WebSocketPeer"} <= classes
     found = []
     for path in sorted((PACKAGE / "serve").glob("*.py")):
         if path.name != "protocols.py":
@@ -386,7 +391,7 @@ def test_planted_relative_import_fails() -> None:
 
 
 def test_planted_cycle_fails() -> None:
-    sources = _planted("wenet_lite.fileio", "import wenet_lite.config")
+    sources = _planted("wenet_lite.fileio", "import wenet_lite.config.schema")
     assert import_cycles(sources)
 
 
@@ -453,7 +458,7 @@ def test_planted_private_imports_and_uses_anywhere_fail() -> None:
 
 def test_planted_branch_on_a_peer_fails_whatever_its_name() -> None:
     protocols, classes = _protocol_names(), _peer_and_protocol_classes()
-    for text in ("if isinstance(c.ws, ApiPeer):\n    pass",
-                 "ok = isinstance(c.protocol, (str, ApiProtocol))"):  # fmt: skip
+    for text in ("if isinstance(c.peer, RequestPeer):\n    pass",
+                 "ok = isinstance(c.protocol, (str, RequestProtocol))"):  # fmt: skip
         assert protocol_branches("server.py", text, protocols, classes), text
     assert not protocol_branches("server.py", "ok = isinstance(a, Boundary)", protocols, classes)

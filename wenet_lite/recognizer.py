@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Tuple, Union
 
+from wenet_lite.config.fields import FieldError, Setting, literal
 from wenet_lite.files.export_dir import ExportDir, is_export_dir
 from wenet_lite.host.cpu import PRECISIONS, auto_precision, cpu_model, native_bf16
 from wenet_lite.model.chunking import Chunking
@@ -58,9 +59,17 @@ Source = Union[str, Path, ExportDir, Tuple["ASRModel", "Tokenizer", "ExperimentC
 Recognizer = Union["StreamingRecognizer", "OfflineRecognizer"]
 
 
-class RuleError(ValueError):
+class RuleError(FieldError):
     """A combination of source, engine, precision and chunking that cannot run; the message
-    names the fields to change (``engine="executorch"``), the CLI its flags."""
+    names the fields to change (``engine="executorch"``), the CLI its flags (fields.py)."""
+
+
+def _engine(kind: Optional[str]) -> Setting:
+    return Setting("engine", kind)
+
+
+def _precision(spec: EngineSpec) -> Setting:
+    return Setting("precision", spec.precision)
 
 
 _STREAMING_ENGINES = ("onnxruntime", "executorch")
@@ -83,22 +92,24 @@ class EngineSpec:
 
     def __post_init__(self) -> None:
         if self.kind is not None and self.kind not in ENGINES:
-            raise RuleError(f'engine="{self.kind}" is not one of {", ".join(ENGINES)}')
+            raise RuleError(f"{{e}} is not one of {', '.join(ENGINES)}", e=_engine(self.kind))
         if self.precision not in PRECISIONS:
-            raise RuleError(f'precision="{self.precision}" is not one of {", ".join(PRECISIONS)}')
+            raise RuleError(f"{{p}} is not one of {', '.join(PRECISIONS)}", p=_precision(self))
         if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1:
-            raise RuleError(f"threads={self.threads!r}: give an int >= 1")
+            raise RuleError("{t}: give an int >= 1", t=Setting("threads", self.threads))
         reduced = self.precision in ("bf16", "int8")
-        what = f'precision="{self.precision}"' if reduced else f'engine="{self.kind}"'
+        what = _precision(self) if reduced else _engine(self.kind)
         if self.device != "cpu" and (reduced or self.kind in _STREAMING_ENGINES):
-            raise RuleError(f'{what} runs on the CPU: drop device="{self.device}"')
+            raise RuleError("{what} runs on the CPU: drop {d}", what=what,
+                            d=Setting("device", self.device))  # fmt: skip
         if self.precision == "int8" and self.kind == "onnxruntime":
             raise RuleError(
-                'precision="int8" runs on engine="torch" or engine="executorch" (onnxruntime\'s '
-                "int8 is not batch-invariant)"
-            )
+                "{p} runs on {t} or {x} (onnxruntime's int8 is not batch-invariant)",
+                p=_precision(self), t=_engine("torch"), x=_engine("executorch"),
+            )  # fmt: skip
         if self.precision == "bf16" and self.kind in _STREAMING_ENGINES:
-            raise RuleError(f'precision="bf16" runs on engine="torch", not engine="{self.kind}"')
+            raise RuleError("{p} runs on {t}, not {k}", p=_precision(self), t=_engine("torch"),
+                            k=_engine(self.kind))  # fmt: skip
 
     @property
     def int8(self) -> bool:
@@ -141,24 +152,24 @@ def check_rules(
             raise RuleError(
                 f"chunking {chunking.describe()} and offline {offline.chunking.describe()} "
                 "differ: give one"
-            )
+            )  # names no setting: two values of one
         chunking = offline.chunking
     if isinstance(source, ExportDir):
         return _export_dir_rules(source, chunking, spec, offline)
     chunking = chunking if chunking is not None else Chunking(16, 4)
     cached = offline.simulate_streaming if offline is not None else chunking.streaming
     if not cached and (spec.exported or spec.precision in ("bf16", "int8")):
-        what = f'engine="{spec.kind}"' if spec.exported else f'precision="{spec.precision}"'
-        need = (
-            "simulate_streaming=True" if chunking.streaming
-            else "a chunk size (e.g. chunk_size=16)"
-        )  # fmt: skip
-        raise RuleError(f"{what} runs chunk by chunk with caches: give {need}")
+        what = _engine(spec.kind) if spec.exported else _precision(spec)
+        if chunking.streaming:
+            raise RuleError("{what} runs chunk by chunk with caches: give {s}", what=what,
+                            s=Setting("simulate_streaming", True))  # fmt: skip
+        raise RuleError("{what} runs chunk by chunk with caches: give a chunk size (e.g. {c})",
+                        what=what, c=Setting("chunk_size", 16))  # fmt: skip
     if spec.exported and chunking.left_chunks < 0:
         raise RuleError(
-            f'engine="{spec.kind}" needs a fixed cache: left_chunks >= 0 (got '
-            f"{chunking.left_chunks}); 4 is a good choice"
-        )
+            f"{{e}} needs a fixed cache: {{n}} >= 0 (got {chunking.left_chunks}); 4 is a good "
+            "choice", e=_engine(spec.kind), n=Setting("left_chunks"),
+        )  # fmt: skip
     return chunking
 
 
@@ -168,18 +179,27 @@ def _export_dir_rules(
 ) -> Chunking:  # fmt: skip
     source, engine = found.directory, found.engine
     if offline is not None:
-        raise RuleError(f"{source} is an export directory, which streams: decode a model file")
+        raise RuleError(
+            f"{literal(source)} is an export directory, which streams: decode a model file"
+        )
     if spec.kind not in (None, engine):
-        raise RuleError(f'{source} is for engine="{engine}", not engine="{spec.kind}"')
+        raise RuleError(f"{literal(source)} is for {{e}}, not {{k}}", e=_engine(engine),
+                        k=_engine(spec.kind))  # fmt: skip
     try:  # the engine rules, each stated once (EngineSpec), for the directory's engine
         dataclasses.replace(spec, kind=engine)
     except RuleError as e:
-        raise RuleError(f'{source} is for engine="{engine}": {e}') from None
+        raise RuleError(
+            f"{literal(source)} is for {{dir_engine}}: {e.says.template}",
+            dir_engine=_engine(engine),
+            **e.says.settings,
+        ) from None
     if spec.int8 and "model_int8" not in found.files:
-        raise RuleError(f"{source} has no int8 program: export it with --int8")
+        raise RuleError(
+            f"{literal(source)} has no int8 program: export it again with int8 programs"
+        )
     if chunking is not None and chunking != found.chunking:
         raise RuleError(
-            f"{source} was exported for {found.chunking.describe()}, not "
+            f"{literal(source)} was exported for {found.chunking.describe()}, not "
             f"{chunking.describe()}: export it again with those settings"
         )
     return found.chunking

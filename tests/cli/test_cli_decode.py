@@ -117,7 +117,7 @@ def test_stream_ref_scores_a_set_like_decode(mixed_rates: Path, tiny, tmp_path: 
         (["score", "--hyp", "{tmp}/alien.txt", "--data", "{data}", "--out", "{tmp}/o"], 1,
          "transcript(s) of utterances not in the references: ['alien-1']"),
         (["score", "--hyp", "{tmp}/bad.jsonl", "--data", "{data}", "--out", "{tmp}/o"], 1,
-         "{tmp}/bad.jsonl:2: not a line of `stream --json`"),
+         "{tmp}/bad.jsonl:2: not a JSON line of `wenet-lite stream`"),
         (["score", "--hyp", "{tmp}/empty.txt", "--data", "{data}", "--out", "{tmp}/o"], 1,
          "{tmp}/empty.txt: no transcripts in it"),
         (["score", "--hyp", "{tmp}/latin1.txt", "--data", "{data}", "--out", "{tmp}/o"], 1,

@@ -34,10 +34,10 @@ ROWS = [
     (["stream", "--model", "{m}", "{t}"], 1, "{t}: is a directory"),
     # serve
     (["serve", "--model", "{t}/no.pt"], 1, "model file not found: {t}/no.pt"),
-    (["serve", "--model", "{m}", "--port", "70000"], 2, "port (--port) must be in 0..65535"),
-    (["serve", "--model", "{m}", "--max-wait-ms", "-1"], 2, "(--max-wait-ms) must be >= 0"),
+    (["serve", "--model", "{m}", "--port", "70000"], 2, "error: --port must be in 0..65535"),
+    (["serve", "--model", "{m}", "--max-wait-ms", "-1"], 2, "error: --max-wait-ms must be >= 0"),
     (["serve", "--model", "{m}", "--max-connections", "0"], 2,
-     "max_connections (--max-connections) must be at least 1, got 0"),
+     "error: --max-connections must be at least 1, got 0"),
     (["serve", "--model", "{m}", "--chunk-size", "full"], 2, "--chunk-size: 'full'"),
     # score, train-lm
     (["score", "--hyp", "{f}", "--data", "{d}", "--out", "{f}/o"], 2, "{f} is a file"),

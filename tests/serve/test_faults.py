@@ -480,11 +480,11 @@ def test_default_origins_admit_localhost_pages_only(server: ServerProcess):
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (["--certfile", "nowhere.pem"], "certfile and keyfile go together"),
+        (["--certfile", "nowhere.pem"], "error: --certfile and --keyfile go together"),
         (["--certfile", "nowhere.pem", "--keyfile", "nokey.pem"], "nowhere.pem: no such file"),
         (["--token-file", "missing-token"], "missing-token: no such token file"),
-        (["--max-queued-audio", "0"], "max_queued_audio (--max-queued-audio) must be > 0"),
-        (["--max-connections-per-peer", "-1"], "(--max-connections-per-peer) must be >= 0"),
+        (["--max-queued-audio", "0"], "error: --max-queued-audio must be > 0"),
+        (["--max-connections-per-peer", "-1"], "error: --max-connections-per-peer must be >= 0"),
     ],
 )
 def test_bad_server_flags_are_one_line(tiny, capsys, flags, message):

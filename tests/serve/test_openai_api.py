@@ -283,9 +283,10 @@ def test_uploads_in_flight_hold_no_memory_count_as_connections_and_time_out(tiny
         before = _rss_mb(s.proc.pid)
         head = (b"POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x\r\nContent-Type: "
                 b"multipart/form-data; boundary=b\r\nContent-Length: 95000000\r\n\r\n")  # fmt: skip
+        part = b'--b\r\nContent-Disposition: form-data; name="file"; filename="x.wav"\r\n\r\n'
         for _ in range(3):
             c = socket.create_connection(("127.0.0.1", s.port), timeout=30)
-            c.sendall(head + b"\0" * 30_000_000)
+            c.sendall(head + part + b"\0" * 30_000_000)
             held.append(c)
         grown = _rss_mb(s.proc.pid) - before
         reply = _raw(s.port, head)  # a fourth connection
@@ -347,24 +348,60 @@ def test_a_chunked_upload_is_taken_as_it_arrives(api, tiny, audio_files) -> None
         return _raw(api.port, request)
 
     head = (b"POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sekrit"
+            b"\r\nContent-Type: multipart/form-data; boundary=b"
             b"\r\nTransfer-Encoding: chunked\r\n\r\n")  # fmt: skip
+    part = b'--b\r\nContent-Disposition: form-data; name="file"; filename="x.wav"\r\n\r\n'
     assert raw(head + b"zz\r\nabc\r\n").startswith(b"HTTP/1.1 400")  # not hexadecimal
-    assert raw(head + b"3\r\nabcXY0\r\n\r\n").startswith(b"HTTP/1.1 400")  # no CRLF after data
-    big = b"".join(b"%x\r\n" % 65536 + b"\0" * 65536 + b"\r\n" for _ in range(20))
+    bad = b"%x\r\n" % len(part) + part + b"XY0\r\n\r\n"  # no CRLF after the data
+    assert raw(head + bad).startswith(b"HTTP/1.1 400")
+    data = part + b"\0" * (20 * 65536)
+    big = b"".join(b"%x\r\n" % len(data[i : i + 65536]) + data[i : i + 65536] + b"\r\n"
+                   for i in range(0, len(data), 65536))  # fmt: skip
     assert raw(head + big).startswith(b"HTTP/1.1 413")  # 1.3 MB over the 1 MB limit
 
 
-def test_the_chunked_decoder_takes_any_split_of_the_bytes() -> None:
-    from wenet_lite.serve.http_front import ChunkedBody
+def test_the_form_takes_any_split_of_the_bytes(tmp_path) -> None:
+    """The multipart parser spools the file part as it arrives, whatever the reads' sizes: the
+    file is the bytes sent, the fields their values; a cut-off body and a second file are
+    refused; the spooled file goes with the request unless it was taken."""
+    import os
+
+    from wenet_lite.serve.http_front import BodyError
+    from wenet_lite.serve.upload_form import UploadForm
 
     rng = np.random.default_rng(0)
-    data = bytes(rng.integers(0, 256, 5000, dtype=np.uint8))
-    sizes = [1, 15, 300, 4000, 684]
-    encoded = b"".join(b"%x;ext=1\r\n" % n + data[sum(sizes[:i]) : sum(sizes[: i + 1])] + b"\r\n"
-                       for i, n in enumerate(sizes)) + b"0\r\nX-Trailer: y\r\n\r\n"  # fmt: skip
-    for _ in range(20):
-        cuts = sorted(rng.integers(0, len(encoded), 6).tolist())
-        out: list = []
-        body = ChunkedBody(out.append)
-        ends = [body.feed(encoded[a:b]) for a, b in zip([0, *cuts], [*cuts, len(encoded)])]
-        assert b"".join(out) == data and ends[-1] and not any(ends[:-1])
+    data = bytes(rng.integers(0, 256, 50000, dtype=np.uint8))
+    b = "XyZ-b0undary"
+    body = (f"--{b}\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\ntiny\r\n"
+            f"--{b}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"d/a b.wav\"\r\n"
+            "Content-Type: audio/wav\r\n\r\n").encode() + data + (
+            f"\r\n--{b}\r\nContent-Disposition: form-data; name=\"prompt\"\r\n\r\n"
+            f"caf\u00e9, tea\r\n--{b}--\r\n").encode()  # fmt: skip
+    for _ in range(10):
+        cuts = sorted(rng.integers(0, len(body), 8).tolist())
+        form = UploadForm(f"multipart/form-data; boundary={b}")
+        for x, y in zip([0, *cuts], [*cuts, len(body)]):
+            form.write(body[x:y])
+        form.finish()
+        assert form.fields == {"model": ["tiny"], "prompt": ["caf\u00e9, tea"]}
+        assert form.filename == "a b.wav" and Path(form.path).read_bytes() == data
+        form.discard()
+        assert not os.path.exists(form.path)
+    taken = UploadForm(f"multipart/form-data; boundary={b}")
+    taken.write(body)
+    taken.finish()
+    path = taken.take()
+    taken.discard()
+    assert Path(path).read_bytes() == data  # the caller's now
+    os.unlink(path)
+    cut = UploadForm(f"multipart/form-data; boundary={b}")
+    cut.write(body[:-10])
+    with pytest.raises(BodyError, match="cut off"):
+        cut.finish()
+    cut.discard()
+    twice = UploadForm(f"multipart/form-data; boundary={b}")
+    with pytest.raises(BodyError, match="more than one 'file'"):
+        twice.write(body[: body.index(data) + 10] + f"\r\n--{b}".encode() + body[58:200])
+    twice.discard()
+    with pytest.raises(BodyError, match="multipart/form-data"):
+        UploadForm("application/json")

@@ -15,7 +15,7 @@ from typing import Any, Callable, List, NoReturn, Optional
 
 from wenet_lite.cli.decode import add_decode, add_score, add_train_lm
 from wenet_lite.cli.export import add_export, add_import_wenet
-from wenet_lite.cli.flags import UsageError, in_flags
+from wenet_lite.cli.flags import UsageError, cli_words, in_cli_words
 from wenet_lite.cli.serve import add_serve
 from wenet_lite.cli.stream import add_stream
 from wenet_lite.cli.train import (
@@ -27,6 +27,7 @@ from wenet_lite.cli.train import (
 )
 from wenet_lite.cli.transcribe import add_transcribe
 from wenet_lite.config import ConfigError
+from wenet_lite.config.fields import Says
 
 __all__ = ["main"]
 
@@ -171,6 +172,13 @@ def _unknown_flags(parser: argparse.ArgumentParser, extra: List[str]) -> str:
     )
 
 
+def _in_flags(record: logging.LogRecord) -> bool:
+    """A log record whose message names settings (``Says``), rendered with the CLI's flags."""
+    if isinstance(record.msg, Says):
+        record.msg = record.msg.render(cli_words)
+    return True
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     try:
@@ -191,13 +199,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    for handler in logging.getLogger().handlers:  # warnings that name settings: as flags
+        handler.addFilter(_in_flags)
     try:
         return int(args.func(args) or 0)
     except (UsageError, ConfigError) as e:
         print(f"wenet-lite {args.command}: error: {e}", file=sys.stderr)
         return 2
     except (FileNotFoundError, ValueError) as e:  # the library names fields; here: flags
-        print(f"wenet-lite {args.command}: error: {in_flags(str(e))}", file=sys.stderr)
+        print(f"wenet-lite {args.command}: error: {in_cli_words(e)}", file=sys.stderr)
         return 1
     except OSError as e:  # an output path under a file, a full disk, no permission, ...
         print(f"wenet-lite {args.command}: error: {_os_error(e)}", file=sys.stderr)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
-import re
 import typing
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Literal, Optional, Sequence, Tuple, Union
 
+from wenet_lite.config.fields import Setting, python_words, rendered
 from wenet_lite.host.cpu import PRECISIONS
 
 if TYPE_CHECKING:  # imported where used: `wenet-lite --help` stays instant
@@ -27,6 +28,7 @@ __all__ = [
     "add_endpoint", "endpoint_from", "add_upsample",
     "device_from", "output_dir", "output_file", "output_path", "file_in", "in_dir", "add_engine",
     "engine_spec", "offline_from", "recognizer_from", "check_recognizer_flags", "rule_error",
+    "cli_words", "in_cli_words",
 ]  # fmt: skip
 
 
@@ -76,7 +78,7 @@ def options_from(cls: type, args: argparse.Namespace, **given: Any) -> Any:
     try:
         return cls(**{**values, **given})
     except ValueError as e:
-        raise UsageError(str(e)) from None
+        raise UsageError(in_cli_words(e)) from None
 
 
 def add_chunking(p: argparse.ArgumentParser, chunk: int, left: int, full: bool = False) -> None:
@@ -155,7 +157,7 @@ def chunking_from(args: argparse.Namespace, defaults: Any = None) -> Any:
     try:
         return Chunking(chunk, left)
     except ValueError as e:
-        raise UsageError(str(e)) from None
+        raise UsageError(in_cli_words(e)) from None
 
 
 def add_endpoint(p: argparse.ArgumentParser) -> None:
@@ -286,35 +288,53 @@ def add_engine(p: argparse.ArgumentParser, scope: str = "") -> None:
     )  # the older spelling of --precision int8
 
 
-_FIELD_FLAGS = {
-    "engine": "--engine",
-    "precision": "--precision",
-    "device": "--device",
-    "threads": "--threads",
-    "chunk_size": "--chunk-size",
-    "left_chunks": "--left-chunks",
-    "mode": "--mode",
-    "simulate_streaming": "--simulate-streaming",
-}
-_FIELDS = "|".join(_FIELD_FLAGS)
-_FIELD_VALUE = re.compile(rf'(?<![\w.])({_FIELDS})=(?:"([^"]*)"|([^\s,:;)]+))')
-_FIELD_BARE = re.compile(r"(?<![\w.])(chunk_size|left_chunks)\b(?!=)")
+def cli_words(s: Setting) -> str:
+    """A setting in the CLI's words, from the flags the subcommands declare: ``--chunk-size``,
+    ``--precision int8``, ``--simulate-streaming`` for True, ``--no-upsample`` for False (a
+    field no flag sets keeps its Python name)."""
+    action = _declared().get(s.name)
+    if action is None or not action.option_strings:
+        return python_words(s)
+    flag = action.option_strings[-1]
+    if not s.has_value:
+        return flag
+    if action.nargs == 0:  # a switch: the flag is the value it stores
+        const = getattr(action, "const", None)
+        return flag if s.value == const else python_words(s)
+    return f"{flag} {s.value}"
 
 
-def in_flags(message: str) -> str:
-    """A library message naming fields (``precision="int8"``, ``chunk_size > 0``) in the CLI's
-    words (``--precision int8``, ``--chunk-size > 0``)."""
+@functools.lru_cache(maxsize=1)
+def _declared() -> Dict[str, argparse.Action]:
+    """Each field (an argparse ``dest``) and the flag that sets it, over every subcommand; a
+    documented flag wins over a hidden older spelling."""
+    from wenet_lite.cli import build_parser
 
-    def flag(m: re.Match) -> str:
-        name, value = _FIELD_FLAGS[m[1]], m[2] if m[2] is not None else m[3]
-        return name if value == "True" else f"{name} {value}"
+    found: Dict[str, argparse.Action] = {}
 
-    return _FIELD_BARE.sub(lambda m: _FIELD_FLAGS[m[1]], _FIELD_VALUE.sub(flag, message))
+    def walk(parser: argparse.ArgumentParser) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    walk(sub)
+                continue
+            if not action.option_strings or action.dest in found:
+                continue
+            if action.help != argparse.SUPPRESS:
+                found[action.dest] = action
+
+    walk(build_parser())
+    return found
+
+
+def in_cli_words(e: BaseException) -> str:
+    """An exception's message in the CLI's words (the settings it names as flags)."""
+    return rendered(e, cli_words)
 
 
 def rule_error(e: ValueError) -> UsageError:
     """A library rule (``RuleError``, naming fields) as a usage error in the CLI's words."""
-    return UsageError(in_flags(str(e)))
+    return UsageError(in_cli_words(e))
 
 
 def engine_spec(args: argparse.Namespace, device: str) -> EngineSpec:

@@ -207,11 +207,15 @@ def add_train(sub: argparse._SubParsersAction) -> None:
     add_set(p)
     p.add_argument(
         "--train-part",
+        dest="train_parts",
         default="train-clean-100",
         help="comma-separated parts, joined; or PART=WEIGHT,... mixed by weight (train-clean-100)",
     )
     p.add_argument(
-        "--dev-part", default="dev-clean", help="comma-separated; '' for none (dev-clean)"
+        "--dev-part",
+        dest="dev_parts",
+        default="dev-clean",
+        help="comma-separated; '' for none (dev-clean)",
     )
     p.add_argument("--cmvn", help="CMVN JSON (default: DATA/cmvn.json)")
     p.add_argument("--tokenizer", help="use this sentencepiece model instead of training one")
@@ -240,9 +244,9 @@ def _run_train(args: argparse.Namespace) -> int:
     def parts(text: str) -> tuple:
         return tuple(p for p in text.split(",") if p)
 
-    if not parts(args.train_part):
+    if not parts(args.train_parts):
         raise UsageError("--train-part is empty")
-    train_parts, weights = _weighted_parts(parts(args.train_part))
+    train_parts, weights = _weighted_parts(parts(args.train_parts))
     opts = TrainOptions(
         config=Path(args.config),
         data=args.data
@@ -252,7 +256,7 @@ def _run_train(args: argparse.Namespace) -> int:
         overrides=tuple(args.overrides),
         train_parts=train_parts,
         train_weights=weights,
-        dev_parts=parts(args.dev_part),
+        dev_parts=parts(args.dev_parts),
         cmvn=Path(args.cmvn) if args.cmvn else None,
         tokenizer=Path(args.tokenizer) if args.tokenizer else None,
         resume=args.resume,

@@ -145,7 +145,7 @@ class ShardSampler:
         if len(self.shards) < slots:
             _log.warning(
                 "%d shard(s) for %d rank(s) x %d read stream(s): some streams read nothing and "
-                "their ranks wait; write smaller shards (`prepare shards --shard-size`)",
+                "their ranks wait; write more, smaller shards (`wenet-lite prepare shards`)",
                 len(self.shards), world_size, self.streams,
             )  # fmt: skip
         self.epoch = 1

@@ -134,7 +134,9 @@ def _read_stream_json(path: Path, audio_ids: Dict[str, str]) -> Transcripts:
                 elif kind == "summary":
                     settings = obj
             except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
-                raise ValueError(f"{path}:{number}: not a line of `stream --json` ({e})") from None
+                raise ValueError(
+                    f"{path}:{number}: not a JSON line of `wenet-lite stream` ({e})"
+                ) from None
     texts = {
         uid: " ".join(text for _, text in sorted(parts) if text) for uid, parts in segments.items()
     }

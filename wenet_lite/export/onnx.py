@@ -133,7 +133,7 @@ def check_sherpa_compatible(cfg: ExperimentConfig, chunk_size: int, left_chunks:
     if chunk_size <= 0:
         raise ValueError(
             f"ONNX export is for streaming: chunk_size must be > 0, got {chunk_size} "
-            "(export a full-context model with --format torchscript --chunk-size full)"
+            "(a full-context model exports to TorchScript)"
         )
     if left_chunks < 0:
         raise ValueError(

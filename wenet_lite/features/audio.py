@@ -23,6 +23,8 @@ import numpy as np
 import soundfile as sf
 import soxr
 
+from wenet_lite.config.fields import Says, Setting
+
 __all__ = [
     "AUDIO_FORMATS",
     "AudioError",
@@ -262,11 +264,12 @@ def check_rate(name: PathLike, rate: float, model_rate: int, upsample: bool = Tr
     if not upsample:
         raise AudioError(
             name, "rate", f"{rate:g} Hz audio is below the model's {model_rate} Hz "
-            "(refused by --no-upsample)"
+            "(upsampling is off)"
         )  # fmt: skip
     _log.warning(
-        "%s: %g Hz audio upsampled to the model's %d Hz: it has nothing above %g Hz and may "
-        "decode worse (--no-upsample refuses it)", name, rate, model_rate, rate / 2,
+        Says("%s: %g Hz audio upsampled to the model's %d Hz: it has nothing above %g Hz and may "
+             "decode worse ({off} refuses it)", off=Setting("upsample", False)),
+        name, rate, model_rate, rate / 2,
     )  # fmt: skip
 
 

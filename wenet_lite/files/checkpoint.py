@@ -74,7 +74,7 @@ def save_checkpoint(payload: Dict[str, Any], path: PathLike) -> None:
         raise CheckpointError(
             path,
             f"could not be written ({reason}{disk}); the files written before it are "
-            "intact (training continues from them with --resume)",
+            "intact (training resumes from them)",
         ) from None
 
 

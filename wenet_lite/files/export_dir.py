@@ -138,13 +138,13 @@ def read_export_dir(directory: PathLike) -> ExportDir:
     path = root / RECORD_FILE
     if not path.is_file() and (root / "final.pt").is_file():
         raise ValueError(
-            f"{root} is a WeNet model directory, not a model file: import it first, "
-            f"wenet-lite import-wenet {root} --out model.pt"
+            f"{root} is a WeNet model directory, not a model file: import it first "
+            "(`wenet-lite import-wenet`)"
         )
     if not path.is_file():
         raise ValueError(
             f"{root} is not a wenet_lite export directory: it has no {RECORD_FILE} "
-            "(write one with wenet-lite export --format executorch or --format onnx)"
+            "(`wenet-lite export` writes one for executorch or onnxruntime)"
         )
     record = read_json(path)
     if not isinstance(record, dict):

@@ -39,6 +39,7 @@ import soxr
 import torch
 
 from wenet_lite.config import ExperimentConfig
+from wenet_lite.config.fields import Says, Setting
 from wenet_lite.data.tokenizer import BLANK_ID, Tokenizer
 from wenet_lite.features.stream_fbank import FbankStream, compute_ready
 from wenet_lite.host.malloc import keep_freed_memory
@@ -550,9 +551,10 @@ class StreamingRecognizer:
         if not self._warned_growth and new_state.att_cache.size(3) > self._growth_warning:
             self._warned_growth = True
             _log.warning(
-                "a stream holds %d s of history in its attention cache (--left-chunks -1, no "
-                "endpoint yet): time and memory per chunk grow with it; --left-chunks 4 or "
-                "endpointing keep them flat", round(self._growth_warning * self._frame_seconds),
+                Says("a stream holds %d s of history in its attention cache ({all}, no endpoint "
+                     "yet): time and memory per chunk grow with it; {four} or endpointing keep "
+                     "them flat", all=Setting("left_chunks", -1), four=Setting("left_chunks", 4)),
+                round(self._growth_warning * self._frame_seconds),
             )  # fmt: skip
         searches = [s.greedy for s in ready]  # None: the prefix beam
         last_ids = torch.tensor([g.last_id if g else BLANK_ID for g in searches])

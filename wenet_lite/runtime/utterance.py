@@ -17,6 +17,7 @@ from typing import List, Optional
 import torch
 
 from wenet_lite.config import ExperimentConfig
+from wenet_lite.config.fields import FieldError, Says, Setting
 from wenet_lite.model import ASRModel
 from wenet_lite.model.chunking import Chunking
 from wenet_lite.runtime.engines import Engine, stream_log_probs
@@ -56,7 +57,8 @@ class DecodeOptions:
 
     def __post_init__(self) -> None:
         if self.simulate_streaming and not self.chunking.streaming:
-            raise ValueError("simulate_streaming=True needs chunk_size > 0")
+            raise FieldError("{sim} needs {chunk} > 0", sim=Setting("simulate_streaming", True),
+                             chunk=Setting("chunk_size"))  # fmt: skip
         if self.batch_seconds <= 0:
             raise ValueError(f"batch seconds must be positive, got {self.batch_seconds}")
         if not 0 <= self.window_overlap_seconds < self.max_window_seconds:
@@ -148,14 +150,16 @@ def decode_long(
     c, n = options.chunking.chunk_size, options.chunking.left_chunks
     if c > 0 and n < 0:
         _log.warning(
-            "%s: %.1f min chunk by chunk with all history (--left-chunks -1): time grows with "
-            "the square of its length and memory with it; --left-chunks 4 keeps both flat",
+            Says("%s: %.1f min chunk by chunk with all history ({all}): time grows with the "
+                 "square of its length and memory with it; {four} keeps both flat",
+                 all=Setting("left_chunks", -1), four=Setting("left_chunks", 4)),
             name, feats.size(0) * cfg.features.frame_shift_ms / 60000,
         )  # fmt: skip
     if options.search.rescoring:
         _log.warning(
-            "%s: longer than --max-window-seconds (%.0f s): its n-best is not rescored (the "
-            "decoder would attend over all of it); its CTC prefix beam result is kept",
+            Says("%s: longer than {window} (%.0f s): its n-best is not rescored (the decoder "
+                 "would attend over all of it); its CTC prefix beam result is kept",
+                 window=Setting("max_window_seconds")),
             name, options.max_window_seconds,
         )  # fmt: skip
     label = name if options.window_progress else None

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, NamedTuple, Optional
 
 from wenet_lite.config import DecodeConfig, flag
+from wenet_lite.config.fields import FieldError, Setting
 from wenet_lite.search.context import HOTWORDS_SCORE, ContextGraph, load_context
 from wenet_lite.search.lm import LM_WEIGHT, OOV_PENALTY, WORD_BONUS, LMScorer
 from wenet_lite.search.rescore import RESCORE_CTC_WEIGHT, RESCORE_REVERSE_WEIGHT
@@ -23,6 +24,10 @@ __all__ = ["SearchMode", "SearchModels", "SearchOptions"]
 
 SearchMode = Literal["greedy", "prefix_beam", "attention_rescoring"]
 SEARCH_MODES = ("greedy", "prefix_beam", "attention_rescoring")
+_BEAM_MODES = {
+    "beam": Setting("mode", "prefix_beam"),
+    "rescore": Setting("mode", "attention_rescoring"),
+}
 
 
 @dataclass(frozen=True)
@@ -113,18 +118,15 @@ class SearchOptions:
         if self.nbest is not None and not 1 <= self.nbest <= (self.beam_size or self.nbest):
             raise ValueError(f"nbest must be in 1..beam size ({self.beam_size}), got {self.nbest}")
         if self.lm is not None and not self.beam:
-            raise ValueError(
-                "a word LM (--lm) needs the prefix beam (--mode prefix_beam or attention_rescoring)"
-            )
+            raise FieldError("a word LM ({lm}) needs the prefix beam ({beam} or {rescore})",
+                             lm=Setting("lm"), **_BEAM_MODES)  # fmt: skip
         if self.lm_weight < 0:
             raise ValueError(f"lm weight must be >= 0, got {self.lm_weight}")
         if self.oov_penalty < 0:
             raise ValueError(f"oov penalty must be >= 0, got {self.oov_penalty}")
         if self.hotwords is not None and not self.beam:
-            raise ValueError(
-                "hotwords (--hotwords) need the prefix beam (--mode prefix_beam or "
-                "attention_rescoring)"
-            )
+            raise FieldError("hotwords ({hot}) need the prefix beam ({beam} or {rescore})",
+                             hot=Setting("hotwords"), **_BEAM_MODES)  # fmt: skip
         if self.ctc_weight < 0:
             raise ValueError(f"ctc weight must be >= 0, got {self.ctc_weight}")
         if not 0.0 <= self.reverse_weight <= 1.0:

@@ -1,5 +1,6 @@
-"""A server connection's state, shared by the event loop and the decode thread: its stream
-and inbox (:class:`Client`), its outgoing messages (:class:`Outbox`), and the server's counters.
+"""A stream's state, shared by the event loop and the decode thread: its stream and inbox
+(:class:`Client`), its outgoing messages (:class:`Outbox`), the far end it serves
+(:class:`Peer`: a websocket, or an HTTP request), and the server's counters.
 """
 
 from __future__ import annotations
@@ -8,8 +9,9 @@ import asyncio
 import collections
 import dataclasses
 import time
+import typing
 from dataclasses import dataclass
-from typing import Any, Deque, Optional, Union
+from typing import Any, Deque, Optional, Tuple, Union
 
 import numpy as np
 
@@ -17,7 +19,21 @@ from wenet_lite.runtime.streaming import Stream, StreamCursor
 from wenet_lite.serve.protocols import Boundary, Partial, Protocol
 from wenet_lite.serve.workers import peer_host
 
-__all__ = ["COUNTERS", "Client", "Counters", "Outbox"]
+__all__ = ["COUNTERS", "Client", "Counters", "Outbox", "Peer"]
+
+
+class Peer(typing.Protocol):
+    """The far end of a stream as the hub sees it, whatever carries it."""
+
+    @property
+    def address(self) -> Optional[Tuple[str, int]]:
+        """(host, port) of the client, when known."""
+
+    def unsent(self) -> int:
+        """Bytes written to the peer's socket and not yet sent (0 where nothing is buffered)."""
+
+    def abort(self, code: int, reason: str) -> None:
+        """Drop the peer (close with ``code`` where it can take a close, then the socket)."""
 
 
 class Outbox:
@@ -55,9 +71,9 @@ class Client:
     thread (the loop writes ``inbox``, ``received``, ``finished`` and ``gone``; the thread owns
     ``stream`` and writes ``taken``, ``failure`` and ``eof``)."""
 
-    def __init__(self, cid: str, protocol: Protocol, ws: Any, stream: Stream) -> None:
-        self.id, self.protocol, self.ws, self.stream = cid, protocol, ws, stream
-        self.peer = peer_host(ws.remote_address)
+    def __init__(self, cid: str, protocol: Protocol, peer: Peer, stream: Stream) -> None:
+        self.id, self.protocol, self.peer, self.stream = cid, protocol, peer, stream
+        self.host = peer_host(peer.address)
         self.inbox: Deque[Union[np.ndarray, Boundary]] = collections.deque()
         self.received = 0  # samples received
         self.taken = 0  # samples moved into the stream
@@ -78,8 +94,8 @@ class Client:
 
     @property
     def name(self) -> str:
-        peer = self.ws.remote_address
-        where = f"{peer[0]}:{peer[1]}" if peer else "?"
+        address = self.peer.address
+        where = f"{address[0]}:{address[1]}" if address else "?"
         return f"connection {self.id} ({self.protocol.name}, {where})"
 
     @property

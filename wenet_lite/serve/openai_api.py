@@ -26,11 +26,9 @@ import json
 import logging
 import os
 import re
-import tempfile
 import time
-import typing
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Dict, FrozenSet, Iterator, List, Optional, Tuple
+from typing import AsyncIterator, Dict, FrozenSet, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -38,16 +36,20 @@ from wenet_lite.features.audio import AudioError, check_rate, read_audio_blocks
 from wenet_lite.runtime.streaming import Stream, StreamCursor, StreamingRecognizer
 from wenet_lite.search.context import ContextGraph
 from wenet_lite.serve.connection import Client
-from wenet_lite.serve.http_front import HttpRequest, HttpResponse
+from wenet_lite.serve.http_front import BodyError, HttpRequest, HttpResponse
+from wenet_lite.serve.hub import StreamHub
 from wenet_lite.serve.protocols import Protocol
+from wenet_lite.serve.upload_form import UploadForm
 from wenet_lite.serve.uploads import UploadDecoder
 from wenet_lite.transcript import Segment, Transcript, format_transcript
 from wenet_lite.transcription import DEFAULT_PAUSE_S, full_context_transcript
 
-__all__ = ["ApiError", "ApiPeer", "ApiProtocol", "OpenAiApi", "RESPONSE_FORMATS", "hotword_phrase",
-           "prompt_phrases"]  # fmt: skip
+__all__ = ["ApiError", "RESPONSE_FORMATS", "RequestPeer", "RequestProtocol", "TranscriptionApi",
+           "hotword_phrase", "prompt_phrases"]  # fmt: skip
 
 _log = logging.getLogger("wenet_lite.serve")
+Json = Dict[str, object]
+"""a JSON object as the API sends it"""
 RESPONSE_FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
 _BLOCK_S = 10.0
 """seconds of an upload read at a time (as `transcribe` reads a file it streams)"""
@@ -77,7 +79,7 @@ class ApiError(Exception):
         super().__init__(message)
         self.status, self.kind, self.param, self.code = status, kind, param, code
 
-    def error(self) -> Dict[str, Any]:
+    def error(self) -> Json:
         """OpenAI's error object: message, type, param, code."""
         return {"message": str(self), "type": self.kind, "param": self.param, "code": self.code}
 
@@ -85,17 +87,6 @@ class ApiError(Exception):
         body = {"error": self.error()}
         extra = {"WWW-Authenticate": "Bearer"} if self.status == 401 else {}
         return HttpResponse.json(self.status, body, **extra)
-
-
-@dataclass(frozen=True)
-class _Form:
-    fields: Dict[str, List[str]]
-    file: memoryview
-    filename: str
-
-    def one(self, name: str, default: Optional[str] = None) -> Optional[str]:
-        values = self.fields.get(name)
-        return values[-1] if values else default
 
 
 @dataclass(frozen=True)
@@ -143,16 +134,22 @@ class _Job:
             os.unlink(self.path)
 
 
-class ApiPeer:
-    """What an API request's stream has in place of a websocket."""
+class RequestPeer:
+    """An HTTP request as a stream's :class:`~wenet_lite.serve.connection.Peer`: its handler
+    reads each result from the outbox, so nothing is buffered beyond it; dropping it ends the
+    request's stream (its handler answers with what it has, or an error)."""
 
-    transport = None
+    def __init__(self, host: str) -> None:
+        self.address: Optional[Tuple[str, int]] = (host, 0)
 
-    def __init__(self, peer: str) -> None:
-        self.remote_address = (peer, 0)
+    def unsent(self) -> int:
+        return 0
+
+    def abort(self, code: int, reason: str) -> None:
+        pass  # the hub closed the stream's outbox: the handler sees the end
 
 
-class ApiProtocol(Protocol):
+class RequestProtocol(Protocol):
     """An API request's stream: each final segment's text as it comes, no partials."""
 
     name = "openai"
@@ -161,35 +158,14 @@ class ApiProtocol(Protocol):
         return [r.text for _, r in cursor.new_finals() if r.text], stream.done
 
 
-class StreamHub(typing.Protocol):
-    """What the API needs of the server: streams of its decode loop for requests' audio,
-    batched with the live streams (``Server`` is one)."""
-
-    def api_open(self, rate: int, peer: str, graph: Optional[ContextGraph] = None) -> Client:
-        """A stream for a request's audio at ``rate`` Hz."""
-
-    async def api_feed(self, c: Client, samples: np.ndarray) -> None:
-        """Queue samples, waiting while the stream has enough queued."""
-
-    def api_end(self, c: Client) -> None:
-        """All the audio is queued."""
-
-    def api_abort(self, c: Client) -> None:
-        """The audio cannot be read to its end: the stream is dropped."""
-
-    def api_done(self, c: Client, outcome: str) -> None:
-        """The request is over (answered, or its client went)."""
-
-
-class OpenAiApi:
+class TranscriptionApi:
     """The API's routes. A request's audio is decoded in full context by ``uploads`` (what
-    `transcribe FILE` gives), or, without it or for a prompt's hotwords, as a stream of
-    ``server``'s decode loop (its ``api_open``, ``api_feed``, ``api_end``, ``api_abort`` and
-    ``api_done``)."""
+    `transcribe FILE` gives), or, without it or for a prompt's hotwords, as a stream of the
+    ``hub``, batched with the live streams."""
 
     def __init__(
         self,
-        server: StreamHub,
+        hub: StreamHub,
         recognizer: StreamingRecognizer,
         model_id: str,
         language: str,
@@ -198,7 +174,7 @@ class OpenAiApi:
         max_body: int,
         uploads: Optional[UploadDecoder] = None,
     ) -> None:
-        self.server, self.rec, self.uploads = server, recognizer, uploads
+        self.hub, self.rec, self.uploads = hub, recognizer, uploads
         self.model_id, self.language = model_id, language.lower()
         self.token = token
         self.max_requests = max_requests
@@ -238,7 +214,7 @@ class OpenAiApi:
                 raise ApiError(
                     413,
                     f"the upload has {length / 1e6:.1f} MB, over this server's "
-                    f"limit of {self.max_body / 1e6:.1f} MB (--max-upload-mb)",
+                    f"limit of {self.max_body / 1e6:.1f} MB",
                 )
             if self.busy >= self.max_requests:
                 raise ApiError(
@@ -253,7 +229,7 @@ class OpenAiApi:
 
     # --- routes -----------------------------------------------------------------------------
 
-    def models(self, path: str, headers: Dict[str, str]) -> Tuple[int, Dict[str, Any]]:
+    def models(self, path: str, headers: Dict[str, str]) -> Tuple[int, Json]:
         """GET /v1/models and /v1/models/{id}: (status, JSON)."""
         try:
             self.check_token(headers)
@@ -272,18 +248,28 @@ class OpenAiApi:
         except ApiError as e:
             return e.status, {"error": e.error()}
 
-    async def handle(self, request: HttpRequest) -> HttpResponse:
+    def open_body(self, headers: Dict[str, str]) -> UploadForm:
+        """Where a request's body goes as it arrives: its form, the file spooled."""
+        return UploadForm(headers.get("content-type", ""))
+
+    def body_error(self, e: BodyError) -> HttpResponse:
+        """A body refused while it arrived, as OpenAI reports errors."""
+        return ApiError(e.status, str(e), kind="server_error" if e.status >= 500 else
+                        "invalid_request_error").response()  # fmt: skip
+
+    async def handle(self, request: HttpRequest[UploadForm]) -> HttpResponse:
         """POST /v1/audio/transcriptions."""
         self.busy += 1
         try:
-            form = _parse_form(request)
+            form = request.body
             options = self._options(form)
+            if form.path is None:
+                raise ApiError(400, "you must provide a 'file' field with the audio", param="file")
             loop = asyncio.get_running_loop()
             job = await loop.run_in_executor(self.pool, self._prepare, form, options.prompt)
-            del request.body, form  # the upload is in the spooled file now
             if self.uploads is not None and job.graph is None:
                 return await self._in_full_context(job, options)
-            c = self.server.api_open(job.rate, request.peer, job.graph)
+            c = self.hub.open(RequestProtocol(), RequestPeer(request.peer), job.rate, job.graph)
             feeder = asyncio.ensure_future(self._feed(c, job))
             if options.stream:
                 return HttpResponse(200, self._events(c, job, feeder), "text/event-stream")
@@ -294,7 +280,7 @@ class OpenAiApi:
                 transcript = _transcript(c, job)
             finally:
                 feeder.cancel()
-                self.server.api_done(c, "answered" if c.eof else "its client left")
+                self._done(c, job)
             return _render(transcript, options)
         except ApiError as e:
             return e.response()
@@ -345,20 +331,17 @@ class OpenAiApi:
             yield _event({"type": "transcript.text.done", "text": transcript.text})
         finally:
             feeder.cancel()
-            self.server.api_done(c, "answered" if c.eof else "its client left")
+            self._done(c, job)
 
-    def _prepare(self, form: _Form, prompt: str) -> _Job:
-        """The upload spooled to a temporary file and its first block read (the reader of
-        `transcribe FILE`), and the prompt's hotword graph."""
-        spool = tempfile.NamedTemporaryFile(prefix="wenet-lite-upload-", delete=False)
-        with spool:
-            spool.write(form.file)
-        job = _Job(spool.name, form.filename)
+    def _prepare(self, form: UploadForm, prompt: str) -> _Job:
+        """The spooled upload's first block read (the reader of `transcribe FILE`), and the
+        prompt's hotword graph."""
+        job = _Job(form.take(), form.filename)
         try:
-            job.blocks = read_audio_blocks(spool.name, _BLOCK_S)
+            job.blocks = read_audio_blocks(job.path, _BLOCK_S)
             job.first = job.next_block()
             if job.first is None:
-                raise AudioError(spool.name, "empty", "audio file contains no samples")
+                raise AudioError(job.path, "empty", "audio file contains no samples")
             job.rate = job.first[1]
             check_rate(form.filename, job.rate, self.model_rate)
             job.graph = self._graph(prompt)
@@ -389,23 +372,27 @@ class OpenAiApi:
             block = job.first
             while block is not None:
                 job.samples += block[0].size
-                await self.server.api_feed(c, block[0])
+                await self.hub.feed_when_room(c, block[0])
                 try:
                     block = await loop.run_in_executor(self.pool, job.next_block)
                 except AudioError as e:
                     job.error = _audio_error(e, job)
                     c.failure = str(job.error)
-                    self.server.api_abort(c)
+                    self.hub.abort(c)
                     return
-            self.server.api_end(c)
+            self.hub.end(c)
         finally:
             job.close()
+
+    def _done(self, c: Client, job: _Job) -> None:
+        c.gone = True  # the decode thread forgets it whatever happened
+        self.hub.done(c, "answered" if c.eof else "its client left", job.samples / max(job.rate, 1))
 
     def _no_model(self, name: str) -> ApiError:
         return ApiError(404, f"the model '{name}' does not exist; this server serves "
                         f"'{self.model_id}'", param="model", code="model_not_found")  # fmt: skip
 
-    def _options(self, form: _Form) -> _Asked:
+    def _options(self, form: UploadForm) -> _Asked:
         model = form.one("model")
         if not model:
             raise ApiError(400, "you must provide a model parameter", param="model")
@@ -503,44 +490,8 @@ async def _whole_events(transcript: asyncio.Future) -> AsyncIterator[bytes]:
     yield _event({"type": "transcript.text.done", "text": done.text})
 
 
-def _event(value: Dict[str, Any]) -> bytes:
+def _event(value: Json) -> bytes:
     return b"data: " + json.dumps(value, ensure_ascii=False).encode() + b"\n\n"
-
-
-def _parse_form(request: HttpRequest) -> _Form:
-    """The fields of a multipart/form-data body; the file stays a view into the body (an
-    hour of FLAC is not copied: ``email``'s parser took 10 times the upload's size)."""
-    kind = request.headers.get("content-type", "")
-    found = re.search(r'boundary="?([^";]+)"?', kind)
-    if not kind.lower().startswith("multipart/form-data") or found is None:
-        raise ApiError(400, "send multipart/form-data with a 'file' field (as the openai "
-                       "clients and `curl -F file=@audio.wav` do)")  # fmt: skip
-    body, delimiter = request.body, b"--" + found.group(1).strip().encode("latin-1")
-    fields: Dict[str, List[str]] = {}
-    file, filename = None, "upload"
-    at = body.find(delimiter)
-    while at >= 0:
-        start = at + len(delimiter)
-        if body[start : start + 2] == b"--":
-            break  # the closing delimiter
-        head_end = body.find(b"\r\n\r\n", start)
-        end = body.find(b"\r\n" + delimiter, head_end + 4) if head_end >= 0 else -1
-        if end < 0:
-            raise ApiError(400, "the multipart body is cut off (no closing boundary)")
-        head = bytes(body[start:head_end]).decode("utf-8", errors="replace")
-        name = re.search(r'[; ]name="([^"]*)"', head)
-        given = re.search(r'filename="([^"]*)"', head)
-        content = memoryview(body)[head_end + 4 : end]
-        if name is not None and name.group(1) == "file":
-            file, filename = content, (given.group(1) if given else "") or "upload"
-        elif name is not None:
-            fields.setdefault(name.group(1), []).append(
-                bytes(content).decode("utf-8", errors="replace")
-            )
-        at = end + 2
-    if file is None:
-        raise ApiError(400, "you must provide a 'file' field with the audio", param="file")
-    return _Form(fields, file, filename)
 
 
 def _render(transcript: Transcript, options: _Asked) -> HttpResponse:
@@ -554,7 +505,7 @@ def _render(transcript: Transcript, options: _Asked) -> HttpResponse:
         return HttpResponse(
             200, format_transcript(transcript, fmt).encode(), f"{kind}; charset=utf-8"
         )
-    body: Dict[str, Any] = {
+    body: Json = {
         "task": "transcribe",
         "language": options.language,
         "duration": round(transcript.duration, 3),

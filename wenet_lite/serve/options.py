@@ -3,11 +3,11 @@ CLI fills (each field declares its flag) and :class:`~wenet_lite.serve.server.Se
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal, Optional, Tuple
 
 from wenet_lite.config import flag
+from wenet_lite.config.fields import FieldError, Setting, literal
 
 __all__ = ["ServerOptions"]
 
@@ -138,25 +138,21 @@ class ServerOptions:
         for name in ("max_connections", "max_batch_size", "max_message_size", "workers",
                      "max_unsent"):  # fmt: skip
             if getattr(self, name) < 1:
-                raise ValueError(f"{_named(name)} must be at least 1, got {getattr(self, name)}")
+                raise _wrong(self, name, "must be at least 1")
         for name in ("max_wait_ms", "idle_timeout", "log_interval", "max_connections_per_peer"):
             if not getattr(self, name) >= 0:
-                raise ValueError(f"{_named(name)} must be >= 0, got {getattr(self, name)}")
+                raise _wrong(self, name, "must be >= 0")
         if self.upload_context not in ("full", "streamed"):
-            raise ValueError(
-                f"{_named('upload_context')} must be full or streamed, got {self.upload_context!r}"
-            )
+            raise _wrong(self, "upload_context", "must be full or streamed")
         if not self.max_upload_mb > 0:
-            raise ValueError(f"{_named('max_upload_mb')} must be > 0, got {self.max_upload_mb}")
+            raise _wrong(self, "max_upload_mb", "must be > 0")
         if not self.max_queued_audio > 0:
-            raise ValueError(
-                f"{_named('max_queued_audio')} must be > 0 s, got {self.max_queued_audio}"
-            )
+            raise _wrong(self, "max_queued_audio", "must be > 0 s")
         if not 0 <= self.port <= 65535:
-            raise ValueError(f"{_named('port')} must be in 0..65535, got {self.port}")
+            raise _wrong(self, "port", "must be in 0..65535")
         if (self.certfile is None) != (self.keyfile is None):
-            raise ValueError("certfile and keyfile go together (--certfile, --keyfile): give "
-                             "both or neither")  # fmt: skip
+            raise FieldError("{cert} and {key} go together: give both or neither",
+                             cert=Setting("certfile"), key=Setting("keyfile"))  # fmt: skip
 
     @property
     def origins(self) -> Tuple[str, ...]:
@@ -167,7 +163,8 @@ class ServerOptions:
         return "s" if self.certfile else ""
 
 
-def _named(name: str) -> str:
-    """A field as errors name it: ``max_connections (--max-connections)``."""
-    found = next(f for f in dataclasses.fields(ServerOptions) if f.name == name)
-    return f"{name} ({found.metadata['flag']})"
+def _wrong(options: ServerOptions, name: str, rule: str) -> FieldError:
+    """A field of :class:`ServerOptions` out of its range, named in the reader's words."""
+    value = getattr(options, name)
+    shown = repr(value) if isinstance(value, str) else str(value)
+    return FieldError(f"{{field}} {rule}, got {literal(shown)}", field=Setting(name))

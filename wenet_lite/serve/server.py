@@ -34,7 +34,6 @@ results, then close 1001), one log line per connection and one every ``log_inter
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import dataclasses
 import http
 import json
@@ -44,21 +43,19 @@ import signal
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
-import numpy as np
 import torch
 from websockets.exceptions import ConnectionClosed
 
 from wenet_lite.recognizer import EngineSpec, open_offline
 from wenet_lite.runtime.streaming import StreamCursor, StreamingRecognizer
 from wenet_lite.runtime.utterance import DecodeOptions
-from wenet_lite.search.context import ContextGraph
 from wenet_lite.serve.connection import COUNTERS, Client, Counters
-from wenet_lite.serve.decoder import Decoder
 from wenet_lite.serve.gate import WEBSOCKET_PATHS, Gate, read_token, tls_context
 from wenet_lite.serve.http_front import HttpExchange, front_connection
-from wenet_lite.serve.openai_api import ApiError, ApiPeer, ApiProtocol, OpenAiApi
+from wenet_lite.serve.hub import StreamHub
+from wenet_lite.serve.openai_api import ApiError, TranscriptionApi
 from wenet_lite.serve.options import ServerOptions
 from wenet_lite.serve.protocols import (
     PROTOCOLS,
@@ -100,8 +97,28 @@ class Secrets:
         return cls(tls, token)
 
 
+class WebSocketPeer:
+    """A websocket connection as a stream's :class:`~wenet_lite.serve.connection.Peer`."""
+
+    def __init__(self, ws: Any) -> None:
+        self.ws = ws
+
+    @property
+    def address(self) -> Optional[Tuple[str, int]]:
+        return self.ws.remote_address
+
+    def unsent(self) -> int:
+        transport = self.ws.transport
+        return transport.get_write_buffer_size() if transport is not None else 0
+
+    def abort(self, code: int, reason: str) -> None:
+        asyncio.get_running_loop().create_task(_abort(self.ws, code, reason))
+
+
 class Server:
-    """The server over one :class:`StreamingRecognizer`; :meth:`run` serves until stopped."""
+    """The server over one :class:`StreamingRecognizer`; :meth:`run` serves until stopped.
+    It keeps the transport (websockets, and HTTP exchanges on the same port), admission and
+    monitoring; the streams are its :class:`StreamHub`'s."""
 
     def __init__(
         self,
@@ -118,28 +135,24 @@ class Server:
         self._secrets = secrets if secrets is not None else Secrets.load(options)
         self.gate = Gate(options.origins, self._secrets.token, worker, options.workers)
         self.sample_rate = recognizer.cfg.features.sample_rate
-        self._queue_limit = max(1, int(options.max_queued_audio * self.sample_rate))
         self.counters = Counters()
-        self._clients: Dict[str, Client] = {}
-        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="decode")
-        self._hotwords = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="hotwords")
-        self.decoder = Decoder(recognizer, options.max_batch_size, self.counters, self.board,
-                               worker, self._who)  # fmt: skip
+        self.hub = StreamHub(
+            recognizer, self.counters, self.board, worker, self._who, options.max_batch_size,
+            max(1, int(options.max_queued_audio * self.sample_rate)), options.max_unsent,
+            options.max_wait_ms, f"{worker}." if options.workers > 1 else "",
+        )  # fmt: skip
         self._served = Served(options.model_id or "wenet-lite", options.language.lower(),
                               bool(recognizer.options.beam))  # fmt: skip
-        self.api: Optional[OpenAiApi] = None
+        self.api: Optional[TranscriptionApi] = None
         self._adapters: Dict[str, Any] = dict(PROTOCOLS)
-        self.uploads: Optional[UploadDecoder] = None
         if options.openai_api:
-            self.uploads = _upload_decoder(recognizer, options)
-            self.api = OpenAiApi(
-                self, recognizer, self._served.model_id, self._served.language,
+            self.api = TranscriptionApi(
+                self.hub, recognizer, self._served.model_id, self._served.language,
                 self._secrets.token, options.max_connections,
-                int(options.max_upload_mb * 1e6) + 64 * 1024, self.uploads,
+                int(options.max_upload_mb * 1e6) + 64 * 1024, _upload_decoder(recognizer, options),
             )  # fmt: skip
             self._adapters[RealtimeProtocol.name] = RealtimeProtocol
         self._stopping = False
-        self._wake: Optional[asyncio.Event] = None
         self._stop: Optional[asyncio.Event] = None
         self.port: Optional[int] = None
 
@@ -150,15 +163,15 @@ class Server:
         from websockets.asyncio.server import serve as ws_serve
 
         loop = asyncio.get_running_loop()
-        self._wake, self._stop = asyncio.Event(), asyncio.Event()
+        self._stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
                 loop.add_signal_handler(sig, self.stop)
             except (NotImplementedError, RuntimeError):  # not the main thread, or Windows
                 pass
         self._publish(alive=1)
-        await loop.run_in_executor(self._pool, self.decoder.warm_up)
-        tasks = [asyncio.create_task(t) for t in (self._decode_loop(), self._log_loop(),
+        await self.hub.warm_up()
+        tasks = [asyncio.create_task(t) for t in (self.hub.decode_loop(), self._log_loop(),
                                                   self._watch_loop())]  # fmt: skip
         sock = self._sock if self._sock is not None else listen(self.opts.host, self.opts.port)
         async with ws_serve(
@@ -176,29 +189,17 @@ class Server:
             if ready is not None:
                 ready.set()
             await self._stop.wait()
-            _log.info("%sshutting down: finishing %d open stream(s)", self._who, len(self._clients))
+            _log.info("%sshutting down: finishing %d open stream(s)", self._who,
+                      self.hub.open_count)  # fmt: skip
             server.close(close_connections=False)  # no new connections
-            await self._finish_streams()
+            await self.hub.finish(_SHUTDOWN_GRACE_S)
         for t in tasks:
             t.cancel()
-        self._pool.shutdown(wait=True)
-        self._hotwords.shutdown(wait=False, cancel_futures=True)
+        self.hub.shutdown()
         if self.api is not None:
             self.api.pool.shutdown(wait=False, cancel_futures=True)
         _ignore_late_sigterm(loop)
         _log.info("%sstopped: %s", self._who, self._totals())
-
-    async def _finish_streams(self) -> None:
-        for c in list(self._clients.values()):
-            self._end_input(c, 1001, "server shutting down")
-        deadline = time.monotonic() + _SHUTDOWN_GRACE_S
-        while self._clients and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        for c in list(self._clients.values()):  # past the grace: drop what is left
-            _log.warning("%s: not finished %g s after shutdown began: dropped", c.name,
-                         _SHUTDOWN_GRACE_S)  # fmt: skip
-            if c.ws.transport is not None:
-                c.ws.transport.abort()
 
     @property
     def _who(self) -> str:
@@ -222,52 +223,13 @@ class Server:
             self.counters.refused += 1
             _log.info("%srefused an HTTP request from %s: %s", self._who, peer, full)
             busy = ApiError(503, f"{full}; retry later", kind="server_error").response()
-            return HttpExchange(self.api.handle, lambda *_: busy, self.api.max_body)
+            return HttpExchange(self.api.handle, lambda *_: busy, self.api.open_body,
+                                self.api.max_body)  # fmt: skip
         self.board.count(self.worker, peer, 1)
-        return HttpExchange(self.api.handle, self.api.refuse, self.api.max_body,
-                            self.opts.idle_timeout,
-                            lambda: self.board.count(self.worker, peer, -1))  # fmt: skip
-
-    def api_open(self, rate: int, peer: str, graph: Optional[ContextGraph] = None) -> Client:
-        """A stream for an OpenAI API request's audio (fed by :meth:`api_feed`): decoded in
-        the decode loop's batches with the live streams, a bounded share a step like any fast
-        sender's."""
-        self.counters.connections += 1
-        n = self.counters.connections
-        cid = f"{self.worker}.{n}" if self.opts.workers > 1 else str(n)
-        c = Client(cid, ApiProtocol(), ApiPeer(peer), self.rec.create_stream(graph))
-        c.rate = rate
-        self._clients[c.id] = c
-        return c
-
-    async def api_feed(self, c: Client, samples: np.ndarray) -> None:
-        """Queue a request's samples, first waiting while its stream has enough queued."""
-        while c.queued >= self._queue_limit and not c.gone:
-            c.room.clear()
-            await c.room.wait()
-        if samples.size and not c.gone:
-            c.inbox.append(samples)
-            c.received += samples.size
-            assert self._wake is not None
-            self._wake.set()
-
-    def api_end(self, c: Client) -> None:
-        """A request's audio is all queued."""
-        self._end_input(c)
-
-    def api_abort(self, c: Client) -> None:
-        """A request's audio cannot be read to its end: its stream is dropped."""
-        c.gone = True
-        c.outbox.put(None)
-
-    def api_done(self, c: Client, outcome: str) -> None:
-        """An API request's stream is over (answered, or its client went)."""
-        c.gone = True
-        c.outcome = outcome
-        self._clients.pop(c.id, None)
-        _log.info("%s: %.2f s, %.2f s of audio, %d segment(s), %s", c.name,
-                  time.monotonic() - c.opened, c.received / (c.rate or self.sample_rate),
-                  c.cursor.taken, outcome)  # fmt: skip
+        return HttpExchange(self.api.handle, self.api.refuse, self.api.open_body,
+                            self.api.max_body, self.opts.idle_timeout,
+                            lambda: self.board.count(self.worker, peer, -1),
+                            self.api.body_error)  # fmt: skip
 
     def _http(self, connection: Any, request: Any) -> Any:
         """Plain HTTP (the page, /health, /v1/models) and the admission of websocket clients."""
@@ -320,32 +282,27 @@ class Server:
         return self.board.health(self.worker, self._stopping)
 
     def _publish(self, **values: float) -> None:
-        row = {"pid": os.getpid(), "heartbeat": time.time(), "open_streams": len(self._clients)}
+        row = {"pid": os.getpid(), "heartbeat": time.time(), "open_streams": self.hub.open_count}
         self.board.publish(self.worker, {**row, **dataclasses.asdict(self.counters), **values})
 
     async def _handle(self, ws: Any) -> None:
-        self.counters.connections += 1
         kind = self._adapters[WEBSOCKET_PATHS[ws.request.path.split("?", 1)[0]]]
         protocol = kind.open(self._served)
-        n = self.counters.connections
-        cid = f"{self.worker}.{n}" if self.opts.workers > 1 else str(n)
-        c = Client(cid, protocol, ws, self.rec.create_stream())
-        c.rate = protocol.input_rate
-        self._clients[c.id] = c
-        self.board.count(self.worker, c.peer, 1)
-        sender = asyncio.create_task(self._send_loop(c))
+        c = self.hub.open(protocol, WebSocketPeer(ws), protocol.input_rate)
+        self.board.count(self.worker, c.host, 1)
+        sender = asyncio.create_task(self._send_loop(c, ws))
         greeting = protocol.greeting()
         if greeting is not None:
-            self._send(c, greeting)
+            self.hub.send(c, greeting)
         try:
-            await self._receive(c)
+            await self._receive(c, ws)
             await sender  # ends after the last result (or when the client goes)
             if c.outcome == "open":
                 c.outcome = "done"
         except ProtocolError as e:
             self.counters.errors += 1
             c.outcome = f"error: {e}"
-            self._close(c, e.code, str(e))
+            self.hub.close(c, e.code, str(e))
             await asyncio.wait([sender], timeout=5)
         except ConnectionClosed as e:
             if c.outcome == "open" and c.protocol.ends_by_closing:
@@ -357,28 +314,21 @@ class Server:
             self.counters.failed += 1
             c.outcome = f"server error while handling it: {type(e).__name__}"
             _log.exception("%s: %s; closing it", c.name, c.outcome)
-            self._close(c, 1011, c.outcome)
+            self.hub.close(c, 1011, c.outcome)
             await asyncio.wait([sender], timeout=5)
         finally:
-            c.gone = True
-            c.room.set()
             sender.cancel()
-            self._clients.pop(c.id, None)
-            self.board.count(self.worker, c.peer, -1)
-            _log.info(
-                "%s: %.2f s open, %.2f s of audio, %d segment(s), %s", c.name,
-                time.monotonic() - c.opened, c.received / self.sample_rate, c.cursor.taken,
-                c.outcome,
-            )  # fmt: skip
+            self.hub.done(c, c.outcome)
+            self.board.count(self.worker, c.host, -1)
 
-    async def _receive(self, c: Client) -> None:
+    async def _receive(self, c: Client, ws: Any) -> None:
         """Read messages until the input ends (or the client goes: ConnectionClosed). The idle
         clock: a client may fall ``idle_timeout`` s behind real time in the audio it sends;
         credit for audio sent ahead is capped at that, and paused reading does not count."""
         idle = self.opts.idle_timeout
         deadline = time.monotonic() + idle
         while not c.finished:
-            if c.queued >= self._queue_limit:  # backpressure: stop reading this socket
+            if c.queued >= self.hub.queue_limit:  # backpressure: stop reading this socket
                 self.counters.throttled += 1
                 c.room.clear()
                 paused = time.monotonic()
@@ -387,18 +337,18 @@ class Server:
                 continue
             timeout = max(0.0, deadline - time.monotonic()) if idle else None
             try:
-                message = await asyncio.wait_for(c.ws.recv(), timeout)
+                message = await asyncio.wait_for(ws.recv(), timeout)
             except asyncio.TimeoutError:
                 self.counters.idle += 1
                 if c.started:
                     c.outcome = f"idle for {idle:g} s: input ended"
-                    self._end_input(c, 1000, c.outcome)
+                    self.hub.end(c, 1000, c.outcome)
                 else:
                     c.outcome = f"no start signal within {idle:g} s"
-                    self._end_input(c, 1008, c.outcome)
+                    self.hub.end(c, 1008, c.outcome)
                 return
             if isinstance(message, bytes):
-                n = self._queue_audio(c, c.protocol.on_binary(message))
+                n = self.hub.feed(c, c.protocol.on_binary(message))
                 deadline = min(deadline + n / self.sample_rate, time.monotonic() + idle)
                 continue
             action = c.protocol.on_text(message)
@@ -409,159 +359,50 @@ class Server:
             elif isinstance(action, Start):
                 await self._start(c, action)
             else:
-                self._end_input(c)
+                self.hub.end(c)
 
     async def _start(self, c: Client, start: Start) -> None:
-        if start.hotwords:  # built off the event loop: a long list takes a while
-            loop = asyncio.get_running_loop()
-            build = self.rec.hotwords_graph
+        if start.hotwords:
             try:
-                graph = await loop.run_in_executor(
-                    self._hotwords, build, start.hotwords, f"{c.name}: hotwords"
-                )
+                graph = await self.hub.graph_now(start.hotwords, f"{c.name}: hotwords")
             except ValueError as e:
                 raise ProtocolError(str(e)) from None
             c.stream = self.rec.create_stream(graph)  # it has had no audio yet
             c.cursor = StreamCursor(c.stream)
-        self._send(c, start.reply)
+        self.hub.send(c, start.reply)
 
     def _act(self, c: Client, action: Actions) -> int:
         """A segmented protocol's actions: replies, audio, a boundary (with the hotword graph
-        it brings, built off the loop; the decoder waits for it there)."""
+        it brings, built off the loop; the decoder waits for it there; a bad line is an error
+        event, the session keeps its graph)."""
         for reply in action.replies:
-            self._send(c, reply)
-        n = self._queue_audio(c, action.audio) if action.audio is not None else 0
+            self.hub.send(c, reply)
+        n = self.hub.feed(c, action.audio) if action.audio is not None else 0
         boundary = action.boundary
         if boundary is not None:
             if action.hotwords is not None:
-                boundary = dataclasses.replace(boundary, graph=self._build(c, action.hotwords))
-            c.inbox.append(boundary)
-            assert self._wake is not None
-            self._wake.set()
+
+                def refused(why: str) -> None:
+                    self.hub.send(c, c.protocol.error(why, "invalid_value", "keywords"))
+
+                graph = self.hub.graph_later(c, action.hotwords, f"{c.name}: keywords", refused)
+                boundary = dataclasses.replace(boundary, graph=graph)
+            self.hub.mark(c, boundary)
         return n
 
-    def _build(self, c: Client, lines: Tuple[str, ...]) -> concurrent.futures.Future:
-        """A session's hotword graph (None for no lines), built in the hotwords thread; a bad
-        line is an error event, the session keeps its graph."""
-        if not lines:
-            done: concurrent.futures.Future = concurrent.futures.Future()
-            done.set_result(None)
-            return done
-        loop = asyncio.get_running_loop()
-        future = self._hotwords.submit(self.rec.hotwords_graph, lines, f"{c.name}: keywords")
-
-        def built(f: concurrent.futures.Future) -> None:
-            error = f.exception()
-            if error is not None and not c.gone:
-                message = c.protocol.error(str(error), "invalid_value", "keywords")
-                loop.call_soon_threadsafe(self._send, c, message)
-            assert self._wake is not None
-            loop.call_soon_threadsafe(self._wake.set)
-
-        future.add_done_callback(built)
-        return future
-
-    def _queue_audio(self, c: Client, samples: np.ndarray) -> int:
-        if samples.size:
-            c.inbox.append(samples)
-            c.received += samples.size
-            assert self._wake is not None
-            self._wake.set()
-        return samples.size
-
-    def _end_input(self, c: Client, code: int = 1000, reason: str = "") -> None:
-        if c.finished:
-            return
-        c.finished = True
-        c.room.set()
-        if not c.started:  # nothing to decode: close at once
-            if c.outcome == "open":
-                c.outcome = "ended before the start signal"
-            c.eof = True
-            self._close(c, code, reason)
-            return
-        c.close_code, c.close_reason = code, close_reason(reason)
-        assert self._wake is not None
-        self._wake.set()
-
-    def _close(self, c: Client, code: int, reason: str) -> None:
-        """Close ``c`` after what it was sent (WeNet's clients get the reason as a message)."""
-        failed = c.protocol.failed(reason) if code not in (1000, 1001) else None
-        if failed is not None:
-            self._send(c, failed)
-        c.close_code, c.close_reason = code, close_reason(reason)
-        c.outbox.put(None)
-        c.gone = True
-        c.room.set()
-
-    def _send(self, c: Client, message: str, result: bool = False) -> None:
-        c.outbox.put(message, result)
-        self._check_unsent(c)
-
-    def _check_unsent(self, c: Client) -> None:
-        transport = c.ws.transport
-        if transport is None:  # no socket of its own (an API request reads each message)
-            return
-        unsent = c.outbox.chars + transport.get_write_buffer_size()
-        if unsent <= self.opts.max_unsent or c.outcome.startswith("not reading"):
-            return
-        self.counters.unread += 1
-        c.outcome = f"not reading: {unsent} bytes unsent"
-        c.gone = True
-        c.room.set()
-        asyncio.get_running_loop().create_task(_abort(c.ws, 1008, c.outcome))
-
-    async def _send_loop(self, c: Client) -> None:
+    async def _send_loop(self, c: Client, ws: Any) -> None:
         while True:
             message = await c.outbox.get()
             if message is None:
                 break
-            await c.ws.send(message)
-        await c.ws.close(c.close_code, c.close_reason)
-
-    async def _decode_loop(self) -> None:
-        assert self._wake is not None
-        loop = asyncio.get_running_loop()
-        more = False
-        while True:
-            if not more:
-                await self._wake.wait()
-                if self.opts.max_wait_ms > 0:
-                    await asyncio.sleep(self.opts.max_wait_ms / 1000)
-            self._wake.clear()
-            clients = list(self._clients.values())
-            try:
-                results, more = await loop.run_in_executor(self._pool, self.decoder.step, clients)
-            except Exception:  # a bug outside any one stream: keep serving
-                _log.exception("%sdecode step failed", self._who)
-                results, more = [], False
-            for c in clients:
-                if not c.room.is_set() and c.queued < self._queue_limit:
-                    c.room.set()
-            for c, messages, eof in results:
-                self._deliver(c, messages, eof)
-
-    def _deliver(self, c: Client, messages: List[str], eof: bool) -> None:
-        if c.gone:
-            return
-        if c.failure is not None:
-            self.counters.failed += 1
-            c.outcome = c.failure
-            self._close(c, 1011, c.failure)
-            return
-        for m in messages:
-            self._send(c, m, result=True)
-        if eof and not c.gone:
-            c.outbox.put(None)
+            await ws.send(message)
+        await ws.close(c.close_code, c.close_reason)
 
     async def _watch_loop(self) -> None:
-        """Publish this worker's counters; close clients that let unsent bytes pile up
-        (pongs to a client that never reads are written without our knowing)."""
+        """Publish this worker's counters; close clients that let unsent bytes pile up."""
         while True:
             self._publish(alive=1)
-            for c in list(self._clients.values()):
-                if not c.gone:
-                    self._check_unsent(c)
+            self.hub.watch()
             await asyncio.sleep(_WATCH_S)
 
     async def _log_loop(self) -> None:
@@ -572,10 +413,10 @@ class Server:
             await asyncio.sleep(self.opts.log_interval)
             now = self.counters
             steps = now.steps - last.steps
-            if steps or self._clients:
+            if steps or self.hub.open_count:
                 _log.info(
                     "%s%d open stream(s); %d steps, mean batch %.1f, %.1f ms of decoding a step, "
-                    "decode thread busy %.0f %%; %s", self._who, len(self._clients), steps,
+                    "decode thread busy %.0f %%; %s", self._who, self.hub.open_count, steps,
                     (now.batched - last.batched) / max(steps, 1),
                     1000 * (now.decode_s - last.decode_s) / max(steps, 1),
                     100 * (now.decode_s - last.decode_s) / self.opts.log_interval, self._totals(),

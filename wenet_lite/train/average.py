@@ -13,6 +13,7 @@ import logging
 from pathlib import Path
 from typing import List, Optional, Tuple, Union
 
+from wenet_lite.config.fields import FieldError, Setting
 from wenet_lite.files.checkpoint import (
     average_state_dicts,
     check_same_model,
@@ -30,7 +31,7 @@ Pathlike = Union[str, Path]
 def choose_checkpoints(exp_dir: Pathlike, num: int, best: bool = False) -> List[Path]:
     """The checkpoints to average, oldest first; ValueError when fewer than ``num`` qualify."""
     if num < 1:
-        raise ValueError(f"--num must be >= 1, got {num}")
+        raise FieldError(f"{{num}} must be >= 1, got {num}", num=Setting("num"))
     found = list_checkpoints(exp_dir)
     if not found:
         raise FileNotFoundError(f"{exp_dir}: no step_N.pt checkpoints to average")

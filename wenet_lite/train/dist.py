@@ -11,6 +11,8 @@ from typing import Optional
 import torch
 import torch.distributed as dist
 
+from wenet_lite.config.fields import FieldError, Setting
+
 __all__ = [
     "DeviceError",
     "DistInfo",
@@ -39,7 +41,7 @@ class DistInfo:
         return self.rank == 0
 
 
-class DeviceError(ValueError):
+class DeviceError(FieldError):
     """The asked-for device does not fit this machine or job; the message is one line."""
 
 
@@ -53,32 +55,34 @@ def choose_device(name: Optional[str], world: int, local: int) -> torch.device:
     try:
         device = torch.device(name)
     except (RuntimeError, ValueError):
-        raise DeviceError(f"--device {name!r} is not a device (cpu, cuda, cuda:N)") from None
+        raise DeviceError(
+            "{d} is not a device (cpu, cuda, cuda:N)", d=Setting("device", name)
+        ) from None
     if device.type == "cpu":
         return torch.device("cpu")
     if device.type != "cuda":
-        raise DeviceError(f"--device {name}: training runs on cpu or cuda")
+        raise DeviceError("{d}: training runs on cpu or cuda", d=Setting("device", name))
     if not torch.cuda.is_available():
         raise DeviceError(
-            f"--device {name}: CUDA is not available here (a CPU build of torch, or no GPU "
-            "visible); use --device cpu"
-        )
+            "{d}: CUDA is not available here (a CPU build of torch, or no GPU visible); use "
+            "{cpu}", d=Setting("device", name), cpu=Setting("device", "cpu"),
+        )  # fmt: skip
     gpus = torch.cuda.device_count()
     if device.index is not None:
         if world > 1:
             raise DeviceError(
-                f"--device {name} under torchrun ({world} ranks): give --device cuda, each "
-                "rank then takes cuda:LOCAL_RANK"
-            )
+                f"{{d}} under torchrun ({world} ranks): give {{cuda}}, each rank then takes "
+                "cuda:LOCAL_RANK", d=Setting("device", name), cuda=Setting("device", "cuda"),
+            )  # fmt: skip
         if device.index >= gpus:
-            raise DeviceError(f"--device {name}: this machine has {gpus} GPU(s)")
+            raise DeviceError(f"{{d}}: this machine has {gpus} GPU(s)", d=Setting("device", name))
         return device
     if local >= gpus:
         raise DeviceError(
             f"rank with LOCAL_RANK {local} has no GPU: this node has {gpus} GPU(s) for at least "
-            f"{local + 1} ranks; start at most {gpus} (--nproc_per_node {gpus}), or train the "
-            "ranks on CPU with --device cpu (gloo)"
-        )
+            f"{local + 1} ranks; start at most {gpus} a node (torchrun's nproc_per_node), or "
+            "train the ranks on CPU with {cpu} (gloo)", cpu=Setting("device", "cpu"),
+        )  # fmt: skip
     return torch.device("cuda", local)
 
 
@@ -129,7 +133,7 @@ def check_restart_store() -> None:
     rank 0 each start). Said once a start, where it matters."""
     if may_restart() and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
         _log.warning(
-            "torchrun with --max-restarts shares its rendezvous store with the workers: a "
+            "torchrun with restarts (max_restarts) shares its rendezvous store with workers: a "
             "restart after a lost node can hang in init_process_group. Start torchrun with "
             "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 in its environment"
         )

@@ -22,6 +22,7 @@ import torch.distributed as dist
 from lhotse import CutSet
 
 from wenet_lite.config import ExperimentConfig
+from wenet_lite.config.fields import Setting, literal, raised
 from wenet_lite.data.dataset import ASRDataset, as_is, filter_cuts, merge_counts
 from wenet_lite.data.manifest import cut_text, load_cuts
 from wenet_lite.data.sampler import BucketingSampler, Mix
@@ -108,10 +109,12 @@ def _part_cuts(storage: Storage, part: str) -> List:
         return [cut for shard in sharded[1] for cut in read_shard(shard)]
     folder = Path(storage.base) / part
     if not folder.is_dir():
-        raise FileNotFoundError(
-            f"{folder}: no prepared part '{part}' (run `wenet-lite prepare` first, or "
-            "choose parts with --train-part/--dev-part)"
-        )
+        raise raised(
+            FileNotFoundError,
+            f"{literal(folder)}: no prepared part '{literal(part)}' (run `wenet-lite prepare` "
+            "first, or choose parts with {train}/{dev})",
+            train=Setting("train_parts"), dev=Setting("dev_parts"),
+        )  # fmt: skip
     return list(load_cuts(folder))
 
 

@@ -44,6 +44,7 @@ from wenet_lite.config import (
     read_config_dict,
     save_config,
 )
+from wenet_lite.config.fields import FieldError, Says, Setting, literal, raised
 from wenet_lite.data.dataset import Batch
 from wenet_lite.data.tokenizer import Tokenizer
 from wenet_lite.features.cmvn import load_cmvn
@@ -193,22 +194,24 @@ def _config_and_checkpoint(
     found, resume = agreed_checkpoints(opts.exp, opts.resume or elastic, info)
     if found and elastic:
         _log.info(
-            "torchrun with --max-restarts (restart %d): resuming from the newest checkpoint",
+            "torchrun restarted the workers (restart %d): resuming from the newest checkpoint",
             elastic_restart(),
         )  # fmt: skip
     opts = dataclasses.replace(opts, resume=resume)
     if found and not opts.resume:
-        raise ValueError(
-            f"{opts.exp} already holds checkpoints ({found[-1].name}, ...): pass --resume to "
-            "continue, or choose another --exp"
-        )
+        raise FieldError(
+            f"{literal(opts.exp)} already holds checkpoints ({literal(found[-1].name)}, ...): "
+            "give {resume} to continue, or another {exp}",
+            resume=Setting("resume", True), exp=Setting("exp"),
+        )  # fmt: skip
     if opts.init is not None:  # the architecture of the model it starts from
         cfg = _config_of_init(opts)
     else:
         cfg = load_config(opts.config, opts.overrides)
     if not found:
         if opts.resume and not elastic:
-            _log.info("--resume: no checkpoint in %s, starting from scratch", opts.exp)
+            _log.info(Says("{resume}: no checkpoint in %s, starting from scratch",
+                           resume=Setting("resume", True)), opts.exp)  # fmt: skip
         return cfg, None
     payload = load_checkpoint(found[-1])
     check_same_model(payload["config"], config_to_dict(cfg), str(found[-1]))
@@ -283,11 +286,11 @@ def _tokenizer(
 
 def _read_cmvn(path: Path, cfg: ExperimentConfig) -> Tuple[torch.Tensor, torch.Tensor]:
     if not path.is_file():
-        raise FileNotFoundError(
-            f"CMVN statistics not found: {path}; compute them first with `wenet-lite "
-            f"compute-cmvn --config CONFIG --data {path.parent}/<train-part> --out {path}` or "
-            "pass --cmvn"
-        )
+        raise raised(
+            FileNotFoundError,
+            f"CMVN statistics not found: {literal(path)}; compute them first (`wenet-lite "
+            "compute-cmvn`), or give their file with {cmvn}", cmvn=Setting("cmvn"),
+        )  # fmt: skip
     mean, istd = load_cmvn(path)  # (F,), (F,)
     if mean.numel() != cfg.features.num_mel_bins:
         raise ValueError(

@@ -22,7 +22,8 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 import torch
 import yaml
 
-from wenet_lite.config import config_from_dict, short_repr
+from wenet_lite.config.fields import Says, Setting, literal, raised
+from wenet_lite.config.schema import config_from_dict, short_repr
 from wenet_lite.data.tokenizer import WORD_START
 from wenet_lite.fileio import read_json, read_text
 from wenet_lite.files.model_file import check_finite, save_model
@@ -76,10 +77,12 @@ def find_files(model_dir: PathLike, bpe: Optional[PathLike] = None) -> WenetFile
         if bpe_path is None and len(models) == 1:
             bpe_path = models[0]
         elif bpe_path is None and len(models) > 1:
-            raise WenetImportError(
-                f"{root}: several sentencepiece models "
-                f"({', '.join(m.name for m in models)}); name one with --bpe"
-            )
+            raise raised(
+                WenetImportError,
+                f"{literal(root)}: several sentencepiece models "
+                f"({literal(', '.join(m.name for m in models))}); name one with {{bpe}}",
+                bpe=Setting("bpe"),
+            )  # fmt: skip
     cmvn = root / "global_cmvn"
     return WenetFiles(root / "final.pt", root / "train.yaml", root / "units.txt", bpe_path,
                       cmvn if cmvn.is_file() else None)  # fmt: skip
@@ -117,9 +120,10 @@ def wenet_model(
     elif bpe_path is None:
         pieces_only = True
         log.warning(
-            "%s: BPE units without bpe.model: imported for decoding (exact); hotwords, LM "
-            "words and train --init cut text into the longest matching units, not WeNet's "
-            "pieces: give the BPE model with --bpe for those", Path(model_dir),
+            Says("%s: BPE units without bpe.model: imported for decoding (exact); hotwords, LM "
+                 "words and training from it cut text into the longest matching units, not "
+                 "WeNet's pieces: give the BPE model with {bpe} for those", bpe=Setting("bpe")),
+            Path(model_dir),
         )  # fmt: skip
     tokenizer = wenet_tokenizer(files.units, bpe_path, pieces_only)
     bpe = bpe_path is not None or pieces_only
@@ -158,8 +162,9 @@ def _chosen_eps(model_dir: PathLike, train: Dict[str, Any]) -> float:
         log.info("%s: LayerNorm epsilon %g (%s)", model_dir, eps, why)
     else:
         log.warning(
-            "%s: LayerNorm epsilon %g is a guess (%s); a model trained before 2022-01 needs "
-            "--norm-eps 1e-12, and a wrong value is silent (outputs drift a little)",
+            Says("%s: LayerNorm epsilon %g is a guess (%s); a model trained before 2022-01 "
+                 "needs {eps}, and a wrong value is silent (outputs drift a little)",
+                 eps=Setting("norm_eps", "1e-12")),
             model_dir, eps, why,
         )  # fmt: skip
     return eps

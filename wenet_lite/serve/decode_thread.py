@@ -2,7 +2,7 @@
 most ``FEED_S`` seconds each), decodes one chunk of up to ``max_batch_size`` ready streams in ONE
 batched call, the longest-waiting first, and renders each touched stream's results as its
 protocol's messages. A failure in one stream marks that connection only; a failed batch is
-retried stream by stream. It owns every stream; the event loop (server.py) only queues audio
+retried stream by stream. It owns every stream; the event loop (hub.py) only queues audio
 and sends what a step returns.
 """
 
@@ -19,7 +19,7 @@ from wenet_lite.serve.connection import Client, Counters
 from wenet_lite.serve.protocols import Boundary
 from wenet_lite.serve.workers import Board
 
-__all__ = ["FEED_S", "Decoder"]
+__all__ = ["DecodeThread", "FEED_S"]
 
 _log = logging.getLogger("wenet_lite.serve.server")
 
@@ -27,7 +27,7 @@ FEED_S = 1.0
 """seconds of a connection's queued audio moved into its stream per step, at most"""
 
 
-class Decoder:
+class DecodeThread:
     """The decode thread's work for one server (one worker)."""
 
     def __init__(

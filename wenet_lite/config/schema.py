@@ -669,7 +669,7 @@ def load_config(path: str | Path, overrides: Iterable[str] = ()) -> ExperimentCo
         raise ConfigError(e.path, f"{e.message} (in {path})") from None
 
 
-SHIPPED_CONFIGS = Path(__file__).resolve().parent / "conf"
+SHIPPED_CONFIGS = Path(__file__).resolve().parents[1] / "conf"
 """the configs that come with the package (``conformer_u2``, ``synthetic_small``, ...)"""
 
 
