@@ -15,7 +15,9 @@ used where there is some):
 - ``shards audio``: Lhotse Shar shards (`prepare shards`), FLAC decoded, fbank computed;
 - ``shards stored fbank``: shards written with ``--fbank``: the fbank read from the shard;
 - ``shards audio, fbank on the device``: ``data.fbank: device`` (the default on CUDA): the
-  worker only decodes (and dithers), the trainer computes the batch's fbank on its GPU.
+  worker only decodes (and dithers), the trainer computes the batch's fbank on its GPU;
+- ``... (tarfile)``: the two shard readers with Python's ``tarfile`` (streaming mode ``r|*``)
+  in place of the toolkit's tar reader (``data/tar_reader.py``), the reason it has its own.
 
 The readers run interleaved, ``--rounds`` times each, and the table gives the best round.
 Everything is written under a temporary folder and removed.
@@ -24,10 +26,13 @@ Everything is written under a temporary folder and removed.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import tarfile
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Callable, Dict, Iterator, List, Tuple
+from unittest import mock
 
 import torch
 
@@ -41,6 +46,25 @@ def _repeat(cuts: List, times: int) -> List:
             sup = fastcopy(cut.supervisions[0], id=f"{cut.id}_r{r}")
             out.append(fastcopy(cut, id=f"{cut.id}_r{r}", supervisions=[sup]))
     return out
+
+
+def _tarfile_members(location: str, stack: contextlib.ExitStack) -> Iterator[Tuple[str, bytes]]:
+    """``tar_members`` with Python's tarfile, for the comparison rows."""
+    f = stack.enter_context(open(location, "rb"))
+    tar = stack.enter_context(tarfile.open(fileobj=f, mode="r|*"))
+    for member in tar:
+        if member.isfile():
+            data = tar.extractfile(member)
+            assert data is not None
+            yield member.name, data.read()
+
+
+def _with_tarfile(run: Callable[[], float]) -> Callable[[], float]:
+    def patched() -> float:
+        with mock.patch("wenet_lite.data.tar_reader.tar_members", _tarfile_members):
+            return run()
+
+    return patched
 
 
 def main() -> None:
@@ -110,6 +134,8 @@ def main() -> None:
             "shards audio": shards("shards", False),
             "shards stored fbank": shards("shards_fbank", True),
             "shards audio, fbank on the device": shards("shards", False, True),
+            "shards audio (tarfile)": _with_tarfile(shards("shards", False)),
+            "shards stored fbank (tarfile)": _with_tarfile(shards("shards_fbank", True)),
         }
         best: Dict[str, float] = {}
         for _ in range(args.rounds):

@@ -16,6 +16,7 @@ from wenet_lite.config.schema import (  # noqa: F401 - the package's names
     SpecAugConfig,
     TokenizerConfig,
     TrainConfig,
+    TransducerConfig,
     apply_overrides,
     config_from_dict,
     config_to_dict,

@@ -31,6 +31,7 @@ __all__ = [
     "EncoderConfig",
     "DecoderConfig",
     "ModelConfig",
+    "TransducerConfig",
     "TokenizerConfig",
     "DataConfig",
     "TrainConfig",
@@ -292,9 +293,10 @@ class DecoderConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """How the training loss joins CTC and the attention decoder (used when there is one):
-    ``ctc_weight * CTC + (1 - ctc_weight) * ((1 - reverse_weight) * L2R + reverse_weight *
-    R2L)``, each summed over tokens and divided by the batch size."""
+    """How the training loss joins the heads: ``transducer_weight * transducer + (1 -
+    transducer_weight) * (ctc_weight * CTC + (1 - ctc_weight) * ((1 - reverse_weight) * L2R +
+    reverse_weight * R2L)) + cr_ctc_weight * consistency``, each summed over tokens (frames for
+    the consistency) and divided by the batch size; a head the model lacks drops out."""
 
     ctc_weight: float = 0.3
     """weight of the CTC loss against the attention decoder's (1.0 when the model has no decoder)"""
@@ -302,11 +304,54 @@ class ModelConfig:
     """share of the right-to-left decoder in the attention loss"""
     lsm_weight: float = 0.1
     """label smoothing of the decoder's targets"""
+    transducer_weight: float = 0.0
+    """the transducer head's share of the loss (0: no transducer head; see ``transducer``)"""
+    cr_ctc_weight: float = 0.0
+    """consistency-regularised CTC: two SpecAugment views of each utterance in one batch and
+    this weight on the divergence between their CTC posteriors (0: off; 0.2 as icefall)"""
+    cr_time_mask_ratio: float = 2.5
+    """with CR-CTC, time masks are this many times ``specaug.num_time_masks`` (as the paper)"""
 
     def __post_init__(self) -> None:
+        _require(0.0 <= self.transducer_weight <= 1.0, "transducer_weight", "must be in [0, 1]")
+        _require(self.cr_ctc_weight >= 0.0, "cr_ctc_weight", "must be >= 0")
+        _require(self.cr_time_mask_ratio >= 1.0, "cr_time_mask_ratio", "must be >= 1")
         _require(0.0 <= self.ctc_weight <= 1.0, "ctc_weight", "must be in [0, 1]")
         _require(0.0 <= self.reverse_weight <= 1.0, "reverse_weight", "must be in [0, 1]")
         _require(0.0 <= self.lsm_weight < 1.0, "lsm_weight", "must be in [0, 1)")
+
+
+@dataclass(frozen=True)
+class TransducerConfig:
+    """The transducer head (built when ``model.transducer_weight`` > 0): a stateless predictor
+    over the last ``context`` tokens and a joiner, trained with the pruned RNN-T loss."""
+
+    predictor_dim: int = 0
+    """the predictor's width (0: the encoder's d_model)"""
+    joiner_dim: int = 0
+    """the joiner's width (0: the encoder's d_model)"""
+    context: int = 2
+    """tokens the predictor sees (icefall's stateless decoder: 2)"""
+    prune_range: int = 5
+    """symbol positions a frame keeps in the pruned loss (k2's s_range)"""
+    simple_loss_scale: float = 0.5
+    """weight of the simple joiner's loss beside the pruned loss (after the warm-up)"""
+    warmup_steps: int = 2000
+    """steps over which the simple loss falls from 1 to its scale and the pruned loss rises
+    from 0.1 to 1 (icefall's warm_step)"""
+    delay_penalty: float = 0.0
+    """k2's delay penalty: emitting late costs more, pulling emissions earlier (e.g. 0.1)"""
+
+    def __post_init__(self) -> None:
+        for name in ("predictor_dim", "joiner_dim"):
+            value = getattr(self, name)
+            _require(0 <= value <= SIZE_LIMITS["d_model"], name,
+                     f"must be in 0..{SIZE_LIMITS['d_model']}, got {value}")  # fmt: skip
+        _require(1 <= self.context <= 16, "context", f"must be in 1..16, got {self.context}")
+        _require(self.prune_range >= 2, "prune_range", f"must be >= 2, got {self.prune_range}")
+        _require(self.simple_loss_scale >= 0.0, "simple_loss_scale", "must be >= 0")
+        _require(self.warmup_steps >= 0, "warmup_steps", "must be >= 0")
+        _require(self.delay_penalty >= 0.0, "delay_penalty", "must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -477,12 +522,19 @@ class ExperimentConfig:
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
     decoder: DecoderConfig = field(default_factory=DecoderConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
+    transducer: TransducerConfig = field(default_factory=TransducerConfig)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
     def __post_init__(self) -> None:
+        _require(
+            self.model.cr_ctc_weight == 0.0 or self.specaug.enabled,
+            "model.cr_ctc_weight",
+            f"is {self.model.cr_ctc_weight}: CR-CTC compares two SpecAugment views of each "
+            "utterance, and specaug.enabled is false",
+        )
         dec = self.decoder
         if dec.type == "none":
             return

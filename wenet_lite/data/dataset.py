@@ -345,12 +345,14 @@ def spec_augment_batch(
     cfg: SpecAugConfig,
     seed: int,
     epoch: int,
+    view: str = "specaug",
 ) -> torch.Tensor:
     """SpecAugment each utterance of (B, T_in, F) ``feats`` (any device; (B,) valid ``lens``)
-    with masks drawn on the CPU from ``(seed, epoch, cut id)``, applied in one operation."""
+    with masks drawn on the CPU from ``(seed, epoch, cut id, view)``, applied in one operation
+    (another ``view``: other masks for the same utterances, as CR-CTC's second view)."""
     masks = []
     for cut_id, n in zip(ids, lens.tolist()):
-        gen = torch.Generator().manual_seed(utterance_seed(seed, epoch, cut_id, "specaug"))
+        gen = torch.Generator().manual_seed(utterance_seed(seed, epoch, cut_id, view))
         masks.append(
             draw_masks(
                 torch.tensor([n]),

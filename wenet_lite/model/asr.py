@@ -1,28 +1,39 @@
-"""The ASR model (encoder + CTC head, and optionally U2++'s attention decoder) and the one
-function that maps config to modules."""
+"""The ASR model (encoder + CTC head, and optionally U2++'s attention decoder and a
+transducer head) and the one function that maps config to modules."""
 
 from __future__ import annotations
 
 from typing import Optional, Tuple
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from wenet_lite.config import ExperimentConfig
+from wenet_lite.config import ExperimentConfig, TransducerConfig
 from wenet_lite.model.conformer import ConformerEncoder
-from wenet_lite.model.ctc import CTCHead
+from wenet_lite.model.ctc import CTCHead, ctc_loss_sum
 from wenet_lite.model.decoder import AttentionDecoder
+from wenet_lite.model.mask import valid_mask
+from wenet_lite.model.transducer import TransducerHead
 
-__all__ = ["ASRModel", "build_model", "describe_model"]
+__all__ = ["ASRModel", "PARTS", "build_model", "consistency_loss", "describe_model"]
+
+
+PARTS = ("ctc", "attention", "transducer", "consistency")
+"""the loss's parts, as :meth:`ASRModel.forward` returns them for logs"""
 
 
 class ASRModel(nn.Module):
-    """Conformer encoder with a CTC head and an optional attention decoder. Chunking is
-    chosen per call, so one model trained with dynamic chunks serves full-context and every
-    chunk size; the decoder sees the same (chunk-masked) encoder output as CTC.
+    """Conformer encoder with a CTC head, an optional attention decoder and an optional
+    transducer head. Chunking is chosen per call, so one model trained with dynamic chunks
+    serves full-context and every chunk size; the heads see the same (chunk-masked) encoder
+    output.
 
-    With a decoder the loss is ``ctc_weight * CTC + (1 - ctc_weight) * ((1 - reverse_weight)
-    * L2R + reverse_weight * R2L)`` (``config.ModelConfig``); without one, CTC alone."""
+    The loss (``config.ModelConfig``): ``transducer_weight * transducer + (1 -
+    transducer_weight) * (ctc_weight * CTC + (1 - ctc_weight) * attention) + cr_ctc_weight *
+    consistency``, a missing head's term dropped. The transducer term is icefall's mix of the
+    simple and the pruned loss (``transducer`` config, warm-up by step); the consistency term
+    compares the CTC posteriors of two views of each utterance (the batch's two halves)."""
 
     def __init__(
         self,
@@ -33,6 +44,10 @@ class ASRModel(nn.Module):
         reverse_weight: float = 0.0,
         lsm_weight: float = 0.0,
         detach_decoder_input: bool = False,
+        transducer: Optional[TransducerHead] = None,
+        transducer_weight: float = 0.0,
+        transducer_cfg: Optional[TransducerConfig] = None,
+        cr_ctc_weight: float = 0.0,
     ) -> None:
         super().__init__()
         self.encoder = encoder
@@ -42,6 +57,10 @@ class ASRModel(nn.Module):
         self.reverse_weight = reverse_weight
         self.lsm_weight = lsm_weight
         self.detach_decoder_input = detach_decoder_input
+        self.transducer = transducer
+        self.transducer_weight = transducer_weight if transducer is not None else 0.0
+        self.transducer_cfg = transducer_cfg if transducer_cfg is not None else TransducerConfig()
+        self.cr_ctc_weight = cr_ctc_weight
 
     def forward(
         self,
@@ -51,20 +70,50 @@ class ASRModel(nn.Module):
         target_lens: torch.Tensor,
         chunk_size: int = 0,
         num_left_chunks: int = -1,
+        step: Optional[int] = None,
+        views: int = 1,
     ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Args: feats (B, T_in, F), feats_lens (B,), targets (B, U), target_lens (B,).
+        """Args: feats (B, T_in, F), feats_lens (B,), targets (B, U), target_lens (B,);
+        ``step`` the optimizer step (the transducer's warm-up; None: past it); ``views`` 2
+        when the batch is two views of the same B/2 utterances (CR-CTC: the first half and the
+        second, in the same order).
         Returns: the training loss per utterance (scalar), encoder lengths (B,), and its parts
-        for logs (2,), detached: CTC's and the attention decoder's (0 without one)."""
+        for logs (4,), detached: CTC, attention, transducer, consistency (0 for a head or term
+        the model does not have)."""
         out, lens = self.encoder(feats, feats_lens, chunk_size, num_left_chunks)
-        ctc = self.ctc.loss(out, lens, targets, target_lens)
-        loss, att = ctc, torch.zeros_like(ctc)
+        log_probs = self.ctc(out)  # (B, T, V)
+        ctc = ctc_loss_sum(log_probs, lens, targets, target_lens) / out.size(0)
+        zero = torch.zeros_like(ctc)
+        loss, att, trans, cr = ctc, zero, zero, zero
         if self.decoder is not None and self.ctc_weight < 1.0:
             memory = out.detach() if self.detach_decoder_input else out
             att = self.decoder.loss(
                 memory, lens, targets, target_lens, self.reverse_weight, self.lsm_weight
             )
             loss = self.ctc_weight * ctc + (1.0 - self.ctc_weight) * att
-        return loss, lens, torch.stack([ctc, att]).detach()
+        if self.transducer is not None and self.transducer_weight > 0.0:
+            trans = self._transducer_loss(out, lens, targets, target_lens, step)
+            loss = self.transducer_weight * trans + (1.0 - self.transducer_weight) * loss
+        if views == 2 and self.cr_ctc_weight > 0.0:
+            cr = consistency_loss(log_probs, lens)
+            loss = loss + self.cr_ctc_weight * cr
+        return loss, lens, torch.stack([ctc, att, trans, cr]).detach()
+
+    def _transducer_loss(
+        self, out: torch.Tensor, lens: torch.Tensor, targets: torch.Tensor,
+        target_lens: torch.Tensor, step: Optional[int],
+    ) -> torch.Tensor:  # fmt: skip
+        """icefall's mix, per utterance: ``s * simple + p * pruned``, where over the warm-up
+        s falls from 1 to ``simple_loss_scale`` and p rises from 0.1 to 1."""
+        assert self.transducer is not None
+        c = self.transducer_cfg
+        simple, pruned = self.transducer.losses(
+            out, lens, targets, target_lens, c.prune_range, c.delay_penalty
+        )
+        done = 1.0 if step is None or step >= c.warmup_steps else step / max(c.warmup_steps, 1)
+        s = 1.0 - done * (1.0 - c.simple_loss_scale)
+        p = 0.1 + 0.9 * done
+        return (s * simple + p * pruned) / out.size(0)
 
     def ctc_log_probs(
         self,
@@ -76,6 +125,20 @@ class ASRModel(nn.Module):
         """Returns: log-probabilities (B, T, V) and lengths (B,)."""
         out, lens = self.encoder(feats, feats_lens, chunk_size, num_left_chunks)
         return self.ctc(out), lens
+
+
+def consistency_loss(log_probs: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
+    """CR-CTC's consistency term per utterance of a two-view batch: the symmetric KL divergence
+    between the two views' CTC posteriors, frame by frame over valid frames, each direction
+    against the other view's posteriors detached (Yao et al. 2024).
+
+    Args: log_probs (B, T, V), the first B/2 one view and the rest the other; lens (B,)."""
+    half = log_probs.size(0) // 2
+    a, b = log_probs[:half].float(), log_probs[half:].float()
+    mask = valid_mask(lens[:half], log_probs.size(1)).unsqueeze(2)  # (B/2, T, 1)
+    kl_ab = F.kl_div(a, b.detach(), reduction="none", log_target=True)  # KL(b || a), grad to a
+    kl_ba = F.kl_div(b, a.detach(), reduction="none", log_target=True)
+    return ((kl_ab + kl_ba) * mask).sum() / log_probs.size(0)
 
 
 def compile_for_training(model: ASRModel) -> None:
@@ -135,6 +198,11 @@ def build_model(cfg: ExperimentConfig, vocab_size: int) -> ASRModel:
         norm_eps=enc.norm_eps,
         conv_pad=enc.conv_pad,
     )
+    transducer = None
+    if cfg.model.transducer_weight > 0.0:
+        t = cfg.transducer
+        transducer = TransducerHead(enc.d_model, vocab_size, t.predictor_dim or enc.d_model,
+                                    t.joiner_dim or enc.d_model, t.context)  # fmt: skip
     decoder = None
     dec = cfg.decoder
     if dec.type == "bitransformer":
@@ -160,6 +228,10 @@ def build_model(cfg: ExperimentConfig, vocab_size: int) -> ASRModel:
         loss.reverse_weight,
         loss.lsm_weight,
         dec.detach_encoder,
+        transducer,
+        loss.transducer_weight,
+        cfg.transducer,
+        loss.cr_ctc_weight,
     )
 
 
@@ -170,6 +242,8 @@ def describe_model(cfg: ExperimentConfig) -> str:
     decoder = ""
     if dec.type != "none":
         decoder = f" + decoder {dec.num_blocks}+{dec.r2l_num_blocks} blocks"
+    if cfg.model.transducer_weight > 0.0:
+        decoder += " + transducer"
     return (
         f"Conformer {enc.num_blocks} x {enc.d_model} ({enc.num_heads} heads, FFN {enc.ffn_dim}, "
         f"{enc.chunk.mode} chunks){decoder}, {cfg.tokenizer.vocab_size} "

@@ -19,14 +19,14 @@ Shapes: the legend in ``wenet_lite``.
 
 from __future__ import annotations
 
-from typing import Iterator, List, Optional, Tuple
+from typing import Any, Iterator, List, Optional, Tuple
 
 import torch
 
 from wenet_lite.model import ASRModel
 from wenet_lite.model.subsampling import output_length
 
-__all__ = ["full_context_windows", "long_log_probs"]
+__all__ = ["full_context_windows", "long_encoder_output", "long_log_probs"]
 
 
 def full_context_windows(total: int, window: int, overlap: int) -> List[Tuple[int, int, int]]:
@@ -48,7 +48,7 @@ def full_context_windows(total: int, window: int, overlap: int) -> List[Tuple[in
 
 
 @torch.inference_mode()
-def long_log_probs(
+def long_encoder_output(
     model: ASRModel,
     feats: torch.Tensor,
     chunk_size: int,
@@ -57,15 +57,14 @@ def long_log_probs(
     overlap: int,
     progress: Optional[str] = None,
 ) -> torch.Tensor:
-    """Log-probabilities (T, V) of one long utterance's features (T_in, F) on the model's
+    """The encoder output (T, D) of one long utterance's features (T_in, F) on the model's
     device: chunk by chunk when ``chunk_size`` > 0, else in overlapping full-context windows of
     ``window`` encoder frames. ``progress``: a label for a progress bar (None: none)."""
     encoder = model.encoder
     device = encoder.cmvn.mean.device
     x = feats.to(device)[None]  # (1, T_in, F)
     if chunk_size > 0:
-        out = encoder.forward_chunk_by_chunk(x, chunk_size, left_chunks)  # (1, T, D)
-        return model.ctc(out)[0]  # (T, V)
+        return encoder.forward_chunk_by_chunk(x, chunk_size, left_chunks)[0]  # (T, D)
     sub = encoder.subsampling
     total = output_length(feats.size(0), sub.layers)
     pieces = []
@@ -73,11 +72,17 @@ def long_log_probs(
         first = start * sub.rate
         frames = x[:, first : first + sub.window_size(window)]  # (1, W_in, F)
         lens = torch.tensor([frames.size(1)], device=device)
-        log_probs, _ = model.ctc_log_probs(frames, lens)  # (1, T_w, V)
-        pieces.append(log_probs[0, keep_from:keep_to])
-    out = torch.cat(pieces)  # (T, V)
+        encoded, _ = encoder(frames, lens)  # (1, T_w, D)
+        pieces.append(encoded[0, keep_from:keep_to])
+    out = torch.cat(pieces)  # (T, D)
     assert out.size(0) == total, (out.size(0), total)
     return out
+
+
+@torch.inference_mode()
+def long_log_probs(model: ASRModel, feats: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+    """Log-probabilities (T, V): the CTC head over :func:`long_encoder_output` (same arguments)."""
+    return model.ctc(long_encoder_output(model, feats, *args, **kwargs)[None])[0]
 
 
 def _bar(

@@ -30,6 +30,7 @@ from wenet_lite.runtime.result import Result, make_result
 from wenet_lite.runtime.utterance import DecodeOptions, decode_batch, decode_long
 from wenet_lite.search.ctc_search import Hypothesis
 from wenet_lite.search.rescore import check_decoder
+from wenet_lite.search.transducer_search import check_transducer
 
 __all__ = ["OfflineRecognizer"]
 
@@ -69,6 +70,8 @@ class OfflineRecognizer:
         search = options.search.resolved(cfg.decode)
         if search.rescoring:
             check_decoder(model, source)
+        if search.transducer:
+            check_transducer(model, source, search.mode)
         self.model, self.tokenizer, self.cfg = model, tokenizer, cfg
         self.options: DecodeOptions = dataclasses.replace(options, search=search)
         self.engine = engine

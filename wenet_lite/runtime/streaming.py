@@ -39,7 +39,7 @@ import soxr
 import torch
 
 from wenet_lite.config import ExperimentConfig
-from wenet_lite.config.fields import Says, Setting
+from wenet_lite.config.fields import FieldError, Says, Setting
 from wenet_lite.data.tokenizer import BLANK_ID, Tokenizer
 from wenet_lite.features.stream_fbank import FbankStream, compute_ready
 from wenet_lite.host.malloc import keep_freed_memory
@@ -469,6 +469,12 @@ class StreamingRecognizer:
         self._growth_warning = int(HISTORY_WARNING_SECONDS / self._frame_seconds)
         self._warned_growth = chunking.left_chunks >= 0  # a fixed cache never grows
         self.models = self.options.load(tokenizer)  # the word LM and hotwords, if any
+        if self.options.transducer:
+            raise FieldError(
+                "{mode}: the streaming recogniser searches the CTC head; the transducer modes "
+                "decode whole utterances (decode, transcribe without a chunk size)",
+                mode=Setting("mode", self.options.mode),
+            )  # fmt: skip
         if self.options.rescoring:
             if self.model is None:
                 raise ValueError(

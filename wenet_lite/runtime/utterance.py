@@ -21,7 +21,7 @@ from wenet_lite.config.fields import FieldError, Says, Setting
 from wenet_lite.model import ASRModel
 from wenet_lite.model.chunking import Chunking
 from wenet_lite.runtime.engines import Engine, stream_log_probs
-from wenet_lite.runtime.long_audio import long_log_probs
+from wenet_lite.runtime.long_audio import long_encoder_output, long_log_probs
 from wenet_lite.search.ctc_search import (
     Hypothesis,
     ctc_greedy_search,
@@ -30,6 +30,7 @@ from wenet_lite.search.ctc_search import (
 )
 from wenet_lite.search.options import SearchModels, SearchOptions
 from wenet_lite.search.rescore import Segment, rescore
+from wenet_lite.search.transducer_search import transducer_search
 
 __all__ = ["DecodeOptions", "decode_batch", "decode_long"]
 
@@ -92,10 +93,10 @@ def decode_batch(
         batch[i, : f.size(0)] = f
     batch, lens = batch.to(device), lens.to(device)
     c, n = options.chunking.chunk_size, options.chunking.left_chunks
-    rescoring = options.search.rescoring
-    out: Optional[torch.Tensor] = None  # (B, T, D), for attention rescoring
+    rescoring, transducer = options.search.rescoring, options.search.transducer
+    out: Optional[torch.Tensor] = None  # (B, T, D), for attention rescoring and the transducer
     if engine is not None:  # one utterance of any length streams in bounded memory too
-        log_probs, out = stream_log_probs(engine, model, batch, lens, rescoring)  # (B, T, V)
+        log_probs, out = stream_log_probs(engine, model, batch, lens, rescoring or transducer)
         out_lens = encoder.subsampling.output_lengths(lens)
     elif options.simulate_streaming:
         out = encoder.forward_chunk_by_chunk(batch, c, n, lens)  # (B, T, D)
@@ -103,6 +104,9 @@ def decode_batch(
     else:
         out, out_lens = encoder(batch, lens, c, n)  # (B, T, D)
         log_probs = model.ctc(out)  # (B, T, V)
+    if transducer:
+        assert out is not None
+        return transducer_search(model, out, out_lens, options.search)
     found = _search(log_probs.float().cpu(), out_lens.cpu(), options, models)
     if not rescoring:
         return found
@@ -163,6 +167,10 @@ def decode_long(
             name, options.max_window_seconds,
         )  # fmt: skip
     label = name if options.window_progress else None
+    if options.search.transducer:
+        out = long_encoder_output(model, feats, c, n, window, overlap, progress=label)  # (T, D)
+        lens = torch.tensor([out.size(0)])
+        return transducer_search(model, out[None], lens, options.search)[0]
     log_probs = long_log_probs(model, feats, c, n, window, overlap, progress=label)  # (T, V)
     return _search(
         log_probs[None].float().cpu(), torch.tensor([log_probs.size(0)]), options, models

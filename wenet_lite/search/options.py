@@ -20,10 +20,16 @@ from wenet_lite.search.rescore import RESCORE_CTC_WEIGHT, RESCORE_REVERSE_WEIGHT
 if TYPE_CHECKING:
     from wenet_lite.data.tokenizer import Tokenizer
 
-__all__ = ["SearchMode", "SearchModels", "SearchOptions"]
+__all__ = ["SEARCH_MODES", "SearchMode", "SearchModels", "SearchOptions", "TRANSDUCER_MODES"]
 
-SearchMode = Literal["greedy", "prefix_beam", "attention_rescoring"]
-SEARCH_MODES = ("greedy", "prefix_beam", "attention_rescoring")
+SearchMode = Literal[
+    "greedy", "prefix_beam", "attention_rescoring", "transducer_greedy", "transducer_beam"
+]
+SEARCH_MODES = (
+    "greedy", "prefix_beam", "attention_rescoring", "transducer_greedy", "transducer_beam"
+)  # fmt: skip
+TRANSDUCER_MODES = ("transducer_greedy", "transducer_beam")
+"""the modes of the transducer head (the others search the CTC head's log-probabilities)"""
 _BEAM_MODES = {
     "beam": Setting("mode", "prefix_beam"),
     "rescore": Setting("mode", "attention_rescoring"),
@@ -38,8 +44,9 @@ class SearchOptions:
         default="greedy",
         metadata=flag(
             "--mode",
-            "CTC search; attention_rescoring: prefix beam, then the model's attention decoder "
-            "re-ranks each final segment's n-best",
+            "greedy, prefix_beam: CTC search; attention_rescoring: prefix beam, then the "
+            "model's attention decoder re-ranks each final segment's n-best; transducer_greedy, "
+            "transducer_beam (modified beam search, --beam): the transducer head's",
         ),
     )
     beam_size: Optional[int] = field(
@@ -134,8 +141,13 @@ class SearchOptions:
 
     @property
     def beam(self) -> bool:
-        """Whether the search is the prefix beam (alone or under attention rescoring)."""
-        return self.mode != "greedy"
+        """Whether the search is the CTC prefix beam (alone or under attention rescoring)."""
+        return self.mode in ("prefix_beam", "attention_rescoring")
+
+    @property
+    def transducer(self) -> bool:
+        """Whether the transducer head searches (``TRANSDUCER_MODES``)."""
+        return self.mode in TRANSDUCER_MODES
 
     @property
     def rescoring(self) -> bool:
@@ -143,7 +155,10 @@ class SearchOptions:
 
     def resolved(self, defaults: DecodeConfig) -> SearchOptions:
         """A copy whose beam size and nbest default to a model config's ``decode`` section."""
-        beam = defaults.beam_size if self.beam_size is None else self.beam_size
+        beam = self.beam_size
+        if beam is None:  # a transducer's beam is small (icefall, sherpa-onnx: 4)
+            beam = min(defaults.beam_size, 4) if self.mode == "transducer_beam" else \
+                defaults.beam_size  # fmt: skip
         nbest = self.nbest
         if nbest is None:
             nbest = beam if self.rescoring else min(defaults.nbest, beam)
@@ -152,6 +167,10 @@ class SearchOptions:
     def describe(self) -> str:
         """One line for summaries, e.g. ``prefix_beam (beam 20, token min log-prob -5) + LM``."""
         text = "greedy"
+        if self.mode == "transducer_greedy":
+            text = "transducer greedy"
+        elif self.mode == "transducer_beam":
+            text = f"transducer modified beam (beam {self.beam_size})"
         if self.beam:
             prune = (
                 "" if self.token_min_logp is None else f", token min log-prob {self.token_min_logp}"

@@ -18,6 +18,7 @@ Shapes: the legend in ``wenet_lite``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import time
@@ -35,6 +36,7 @@ from wenet_lite.data.sampler import BucketingSampler
 from wenet_lite.data.shard_sampler import ShardSampler
 from wenet_lite.data.tokenizer import Tokenizer
 from wenet_lite.model import ASRModel
+from wenet_lite.model.asr import PARTS
 from wenet_lite.model.mask import sample_chunk
 from wenet_lite.train.dist import DistInfo, all_reduce_sum
 from wenet_lite.train.evaluate import DevResult, eval_settings, evaluate
@@ -103,8 +105,9 @@ class _Window:
     checkpoint): reading a CUDA tensor makes the host wait for the GPU."""
 
     sums: torch.Tensor
-    """(5,) float64 on the device: loss of the steps with a finite loss, those steps, CTC and
-    attention loss of the forward passes with finite parts, those passes"""
+    """(7,) float64 on the device: loss of the steps with a finite loss, those steps, the
+    loss's parts (``model.asr.PARTS``: CTC, attention, transducer, consistency) of the forward
+    passes with finite parts, those passes"""
     audio_seconds: float = 0.0
     start: float = field(default_factory=time.time)
     pending: List[Tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]] = field(
@@ -131,7 +134,7 @@ class Trainer:
         self._nonfinite_run = 0  # skipped steps in a row (the same on every rank)
 
     def _new_window(self) -> _Window:
-        return _Window(torch.zeros(5, dtype=torch.float64, device=self.p.dist.device))
+        return _Window(torch.zeros(3 + len(PARTS), dtype=torch.float64, device=self.p.dist.device))
 
     def run(self) -> Progress:
         """Train until ``train.max_epochs`` or ``train.max_steps``; returns the progress."""
@@ -216,10 +219,13 @@ class Trainer:
             st.empty_batches += 1
             batch = p.dummy
         feats, feats_lens = self._features(batch)  # (B, T_in, F), (B,) on the device
+        targets, target_lens = batch.targets, batch.target_lens
+        views = 1
         if not empty and self.cfg.specaug.enabled and st.step >= self.cfg.specaug.start_step:
-            feats = spec_augment_batch(
-                feats, batch.feats_lens, batch.ids, self.cfg.specaug, self.cfg.train.seed, st.epoch
-            )
+            feats, views = self._augment(feats, batch, st.epoch)
+            if views == 2:  # the same utterances again, other masks
+                feats_lens, targets = feats_lens.repeat(2), targets.repeat(2, 1)
+                target_lens = target_lens.repeat(2)
         dev = p.dist.device
         no_sync = getattr(p.wrapped, "no_sync", None)
         ctx = no_sync() if (no_sync is not None and not sync) else contextlib.nullcontext()
@@ -228,10 +234,12 @@ class Trainer:
                 loss, _, parts = p.wrapped(
                     feats,
                     feats_lens,
-                    batch.targets.to(dev, non_blocking=True),
-                    batch.target_lens.to(dev, non_blocking=True),
+                    targets.to(dev, non_blocking=True),
+                    target_lens.to(dev, non_blocking=True),
                     chunk_size,
                     left,
+                    step=st.step,
+                    views=views,
                 )
             if empty:
                 loss = loss * 0.0  # keeps DDP's all-reduce in step, contributes nothing
@@ -239,11 +247,24 @@ class Trainer:
             (p.scaler.scale(scaled) if p.scaler is not None else scaled).backward()
         if empty:
             return torch.full((), math.nan, dtype=torch.float64, device=dev)
-        parts = parts.detach().double()  # (2,) CTC, attention
+        parts = parts.detach().double()  # (4,) PARTS
         finite = torch.isfinite(parts).all()
-        self._window.sums[2:4] += torch.where(finite, parts, 0.0)
-        self._window.sums[4] += finite
+        self._window.sums[2 : 2 + len(PARTS)] += torch.where(finite, parts, 0.0)
+        self._window.sums[2 + len(PARTS)] += finite
         return loss.detach().double()
+
+    def _augment(self, feats: torch.Tensor, batch: Batch, epoch: int) -> Tuple[torch.Tensor, int]:
+        """SpecAugment of the batch, and how many views it holds: with CR-CTC two (the
+        utterances twice, each with its own masks; time masks widened), else one."""
+        cfg, seed = self.cfg, self.cfg.train.seed
+        if cfg.model.cr_ctc_weight <= 0.0:
+            return spec_augment_batch(feats, batch.feats_lens, batch.ids, cfg.specaug, seed,
+                                      epoch), 1  # fmt: skip
+        wide = dataclasses.replace(cfg.specaug, num_time_masks=round(
+            cfg.specaug.num_time_masks * cfg.model.cr_time_mask_ratio))  # fmt: skip
+        views = [spec_augment_batch(feats, batch.feats_lens, batch.ids, wide, seed, epoch, view)
+                 for view in ("specaug", "specaug-2")]  # fmt: skip
+        return torch.cat(views), 2
 
     def _features(self, batch: Batch) -> Tuple[torch.Tensor, torch.Tensor]:
         """(B, T_in, F) fbank and (B,) lengths on the device: copied from the workers' batch,
@@ -316,33 +337,41 @@ class Trainer:
         w = self._window
         seconds_now = torch.tensor([w.audio_seconds], dtype=torch.float64, device=w.sums.device)
         totals = all_reduce_sum(torch.cat([w.sums, seconds_now]))
-        loss_sum, steps, ctc_sum, att_sum, parts, seconds = totals.tolist()
+        loss_sum, steps, *part_sums, parts, seconds = totals.tolist()
         # Audio seconds of all ranks per wall second; NaN loss when every step was non-finite.
         speed = seconds / max(time.time() - w.start, 1e-9)
         loss = loss_sum / steps if steps else float("nan")
         self._window = self._new_window()
         st = self.state
         bar.set_postfix(loss=f"{loss:.3g}", audio_s_per_s=f"{speed:.1f}")
-        joint = self.p.model.decoder is not None and parts > 0
-        ctc, attention = (ctc_sum / parts, att_sum / parts) if parts else (math.nan, math.nan)
+        means = {name: (total / parts if parts else math.nan)
+                 for name, total in zip(PARTS, part_sums)}  # fmt: skip
+        shown = self._parts_shown() if parts else []
+        detail = ", ".join(f"{name} {means[name]:.4f}" for name in shown)
         _log.info(
             "epoch %d step %d: loss %.4f%s lr %.3g grad_norm %.3g audio %.1f s/s (%.1f s) "
             "nonfinite %d",
-            st.epoch, st.step, loss, f" (ctc {ctc:.4f}, attention {attention:.4f})" if joint
-            else "", lr, norm, speed, seconds, st.nonfinite_steps,
+            st.epoch, st.step, loss, f" ({detail})" if detail else "", lr, norm, speed,
+            seconds, st.nonfinite_steps,
         )  # fmt: skip
         tb = self.p.writer
         if tb is not None:
             tb.add_scalar("train/loss", loss, st.step)
-            if joint:
-                tb.add_scalar("train/ctc_loss", ctc, st.step)
-                tb.add_scalar("train/attention_loss", attention, st.step)
+            for name in shown:
+                tb.add_scalar(f"train/{name}_loss", means[name], st.step)
             tb.add_scalar("train/lr", lr, st.step)
             tb.add_scalar("train/grad_norm", norm, st.step)
             tb.add_scalar("train/audio_seconds_per_second", speed, st.step)
             frames = speed * 1000 / self.cfg.features.frame_shift_ms
             tb.add_scalar("train/frames_per_second", frames, st.step)
             tb.add_scalar("train/nonfinite_steps", st.nonfinite_steps, st.step)
+
+    def _parts_shown(self) -> List[str]:
+        """The loss's parts the model has, when it has more than CTC's."""
+        m = self.p.model
+        has = [True, m.decoder is not None, m.transducer is not None, m.cr_ctc_weight > 0]
+        shown = [name for name, present in zip(PARTS, has) if present]
+        return shown if len(shown) > 1 else []
 
     def _validate(self) -> DevResult:
         p, st = self.p, self.state

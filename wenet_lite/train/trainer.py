@@ -356,12 +356,19 @@ def _initial_model(opts: TrainOptions) -> Tuple[ASRModel, Tokenizer]:
 
 def _load_initial_weights(model: ASRModel, start: ASRModel, path: Optional[Path]) -> None:
     """``start``'s weights into ``model``; layers whose shape differs (the output layers, for
-    a tokenizer of another size) keep their fresh initialisation and are named."""
+    a tokenizer of another size) keep their fresh initialisation and are named. A model
+    without a transducer head gets one, with new weights (a CTC model becomes a hybrid)."""
     own = model.state_dict()
     given = start.state_dict()
     fresh = sorted(k for k, v in given.items() if k in own and own[k].shape != v.shape)
     kept = {k: v for k, v in given.items() if k not in fresh}
     missing, unexpected = model.load_state_dict(kept, strict=False)
+    added = [k for k in missing if k.startswith("transducer.")]
+    if added and start.transducer is None:
+        missing = [k for k in missing if k not in added]
+        _log.info("%s has no transducer head: one is added with new weights (%d tensors, %s "
+                  "parameters)", path, len(added),
+                  f"{sum(own[k].numel() for k in added):,}")  # fmt: skip
     if unexpected or set(missing) != set(fresh):
         odd = (missing or unexpected)[:3]
         raise ValueError(f"{path}: its weights do not fit this model: {odd}")

@@ -1,0 +1,77 @@
+"""Training the hybrid heads: a transducer beside CTC (and CR-CTC's two views) learns a few
+utterances, and both transducer searches transcribe them; a CTC model becomes a hybrid with
+``--init``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from lhotse import CutSet
+
+from wenet_lite import load_model
+from wenet_lite.data.manifest import load_cuts
+from wenet_lite.evaluation.recognize import DecodeOptions, decode_model
+from wenet_lite.evaluation.wer import sum_counts
+from wenet_lite.model.chunking import Chunking
+from wenet_lite.search.options import SearchOptions
+from wenet_lite.train.trainer import TrainOptions, train
+
+TINY = Path("conf/tiny_test.yaml")
+FAST = ("train.max_epochs=250", "data.num_buckets=1", "train.lr=0.01", "train.warmup_steps=5",
+        "transducer.warmup_steps=20")  # fmt: skip
+
+
+def _few(synthetic_corpus):
+    cuts = load_cuts(synthetic_corpus.data / "train-clean-100")
+    return CutSet.from_cuts(sorted(cuts, key=lambda c: c.duration)[:6])
+
+
+@pytest.mark.slow
+def test_a_hybrid_with_cr_ctc_learns_and_both_transducer_searches_transcribe(
+    synthetic_corpus, make_data, tmp_path
+) -> None:
+    few = _few(synthetic_corpus)
+    data, exp = make_data({"few": few}), tmp_path / "exp"
+    result = train(TrainOptions(
+        TINY, data, exp, (*FAST, "model.transducer_weight=0.75", "model.cr_ctc_weight=0.2",
+                          "specaug.enabled=true", "specaug.max_time_width=5"),
+        train_parts=("few",), dev_parts=(), tokenizer=synthetic_corpus.tokenizer,
+        progress_bar=False, device="cpu",
+    ))  # fmt: skip
+    losses = [result.losses[s] for s in sorted(result.losses)]
+    assert result.nonfinite_steps == 0 and sum(losses[-5:]) < 0.3 * sum(losses[:5]), losses
+    logged = re.findall(r"\(ctc ([\d.]+), transducer ([\d.]+), consistency ([\d.]+)\)",
+                        (exp / "train.log").read_text())  # fmt: skip
+    assert logged and all(float(c) > 0 for _, _, c in logged)  # two views, other masks
+    model, tokenizer, cfg = load_model(exp / "step_250.pt")
+    assert model.transducer is not None
+    for mode, beam in (("transducer_greedy", None), ("transducer_beam", 4)):
+        for chunking in (Chunking(0), Chunking(4, -1)):
+            search = SearchOptions(mode=mode, beam_size=beam)
+            report = decode_model(model, tokenizer, cfg, list(few), DecodeOptions(search, chunking))
+            errors = sum_counts(r.score.words for r in report.results)
+            assert errors.rate <= 0.2, (mode, chunking, [r.text for r in report.results])
+
+
+def test_a_ctc_model_without_the_head_refuses_transducer_modes(tiny) -> None:
+    model, tokenizer, cfg = load_model(tiny.path)
+    with pytest.raises(ValueError, match='has no transducer head.*mode="transducer_greedy"'):
+        decode_model(model, tokenizer, cfg, [], DecodeOptions(SearchOptions(
+            mode="transducer_greedy")))  # fmt: skip
+
+
+def test_init_from_a_ctc_model_adds_the_head(synthetic_corpus, make_data, tiny, tmp_path) -> None:
+    few = _few(synthetic_corpus)
+    data, exp = make_data({"few": few}), tmp_path / "exp"
+    train(TrainOptions(
+        TINY, data, exp, ("train.max_steps=2", "model.transducer_weight=0.75"),
+        train_parts=("few",), dev_parts=(), init=Path(tiny.path), progress_bar=False,
+        device="cpu",
+    ))  # fmt: skip
+    log = (exp / "train.log").read_text()
+    assert re.search(r"has no transducer head: one is added with new weights", log), log
+    model = load_model(exp / "step_2.pt")[0]
+    start = load_model(tiny.path)[0]
+    assert model.transducer is not None and start.transducer is None

@@ -1,0 +1,205 @@
+"""Transducer search over encoder frames: greedy (up to ``max_symbols`` a frame) and modified
+beam search (one symbol a frame, icefall's and sherpa-onnx's), one-shot and streaming.
+
+A search's state is a stream's: its hypotheses, each with the predictor's last ``context``
+tokens (the stateless predictor needs nothing else). :meth:`TransducerSearch.step` takes a
+batch of streams' next encoder frames and advances each stream's state; the one-shot functions
+are one step over the whole utterance, so chunking never changes a result and a batch gives
+each stream what it gets alone (the joiner and predictor run per row).
+
+Shapes: the legend in ``wenet_lite``; J the joiner's width.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+from wenet_lite.config.fields import FieldError, Setting, literal
+from wenet_lite.model.asr import ASRModel
+from wenet_lite.model.transducer import TransducerHead
+from wenet_lite.search.ctc_search import Hypothesis
+from wenet_lite.search.options import SearchOptions
+
+__all__ = [
+    "TransducerSearch",
+    "check_transducer",
+    "transducer_search",
+    "TransducerState",
+    "transducer_beam_search",
+    "transducer_greedy_search",
+]
+
+
+@dataclass
+class _Path:
+    """One hypothesis of a stream: its tokens, their frames and probabilities, its score."""
+
+    tokens: Tuple[int, ...] = ()
+    times: Tuple[int, ...] = ()
+    probs: Tuple[float, ...] = ()
+    score: float = 0.0
+
+    def context(self, n: int) -> Tuple[int, ...]:
+        """The last ``n`` tokens, blanks (0) before the first."""
+        last = self.tokens[-n:] if n else ()
+        return (0,) * (n - len(last)) + tuple(last)
+
+
+@dataclass
+class TransducerState:
+    """A stream's search: its hypotheses (one for greedy), best first, and frames seen."""
+
+    paths: List[_Path] = field(default_factory=lambda: [_Path()])
+    frames: int = 0
+
+    def hypotheses(self, nbest: int = 1) -> List[Hypothesis]:
+        return [_hypothesis(p, self.frames) for p in self.paths[:nbest]]
+
+
+def _hypothesis(p: _Path, frames: int) -> Hypothesis:
+    if p.tokens:
+        confidence = sum(p.probs) / len(p.probs)
+    else:
+        confidence = math.exp(p.score / frames) if frames else 1.0
+    return Hypothesis(p.tokens, p.score, p.times, confidence)
+
+
+class TransducerSearch:
+    """Greedy (``beam`` None) or modified beam search of ``head`` over streams' frames."""
+
+    def __init__(
+        self, head: TransducerHead, beam: Optional[int] = None, max_symbols: int = 4
+    ) -> None:
+        self.head, self.beam, self.max_symbols = head, beam, max_symbols
+        self.context = head.predictor.context
+
+    def new_state(self) -> TransducerState:
+        return TransducerState()
+
+    @torch.no_grad()
+    def step(
+        self, enc: torch.Tensor, lens: Sequence[int], states: Sequence[TransducerState]
+    ) -> None:
+        """Advance each stream by its frames: enc (B, C, D) with (B,) valid counts ``lens``."""
+        enc_j = self.head.joiner.enc_proj(enc).float()  # (B, C, J)
+        for t in range(enc.size(1)):
+            rows = [b for b, n in enumerate(lens) if t < n]
+            if not rows:
+                break
+            if self.beam is None:
+                self._greedy_frame(enc_j[rows, t], [states[b] for b in rows])
+            else:
+                for b in rows:
+                    self._beam_frame(enc_j[b, t], states[b])
+            for b in rows:
+                states[b].frames += 1
+
+    def _predictions(self, contexts: List[Tuple[int, ...]]) -> torch.Tensor:
+        """(N, J) the projected predictions after each context."""
+        ids = torch.tensor(contexts, dtype=torch.long, device=self.head.simple_am.weight.device)
+        pred = self.head.predictor(ids)[:, -1]  # (N, D')
+        return self.head.joiner.pred_proj(pred).float()
+
+    def _log_probs(self, enc_j: torch.Tensor, pred_j: torch.Tensor) -> torch.Tensor:
+        return self.head.joiner.out(torch.tanh(enc_j + pred_j)).float().log_softmax(-1)
+
+    def _greedy_frame(self, enc_j: torch.Tensor, states: List[TransducerState]) -> None:
+        """Up to ``max_symbols`` tokens a stream at this frame, then its blank."""
+        live = list(range(len(states)))
+        for _ in range(self.max_symbols):
+            if not live:
+                return
+            paths = [states[i].paths[0] for i in live]
+            pred_j = self._predictions([p.context(self.context) for p in paths])
+            logp = self._log_probs(enc_j[live], pred_j)  # (N, V)
+            best_logp, best = logp.max(-1)
+            still = []
+            for k, i in enumerate(live):
+                p, token, lp = paths[k], int(best[k]), float(best_logp[k])
+                t = states[i].frames
+                if token == 0:
+                    states[i].paths[0] = _Path(p.tokens, p.times, p.probs, p.score + lp)
+                    continue
+                states[i].paths[0] = _Path(p.tokens + (token,), p.times + (t,),
+                                           p.probs + (math.exp(lp),), p.score + lp)  # fmt: skip
+                still.append(i)
+            live = still
+        for i in live:  # the symbol limit: the frame ends with its blank
+            p = states[i].paths[0]
+            logp = self._log_probs(enc_j[i : i + 1], self._predictions([p.context(self.context)]))
+            states[i].paths[0] = _Path(p.tokens, p.times, p.probs, p.score + float(logp[0, 0]))
+
+    def _beam_frame(self, enc_j: torch.Tensor, state: TransducerState) -> None:
+        """Modified beam search: each hypothesis takes a blank or one token at this frame;
+        the ``beam`` best of the expansions (equal token sequences merged) go on."""
+        assert self.beam is not None
+        paths, t = state.paths, state.frames
+        pred_j = self._predictions([p.context(self.context) for p in paths])
+        logp = self._log_probs(enc_j.unsqueeze(0), pred_j)  # (N, V)
+        scores = logp + torch.tensor([p.score for p in paths]).unsqueeze(1)
+        top = scores.view(-1).topk(min(self.beam, scores.numel()))
+        merged: Dict[Tuple[int, ...], _Path] = {}
+        V = logp.size(1)
+        for value, index in zip(top.values.tolist(), top.indices.tolist()):
+            k, token = divmod(index, V)
+            p = paths[k]
+            if token == 0:
+                new = _Path(p.tokens, p.times, p.probs, value)
+            else:
+                prob = math.exp(float(logp[k, token]))
+                new = _Path(p.tokens + (token,), p.times + (t,), p.probs + (prob,), value)
+            old = merged.get(new.tokens)
+            if old is None:
+                merged[new.tokens] = new
+            else:  # the same tokens by two paths: their probabilities add
+                keep = old if old.score >= new.score else new
+                total = float(torch.logaddexp(torch.tensor(old.score), torch.tensor(new.score)))
+                merged[new.tokens] = _Path(keep.tokens, keep.times, keep.probs, total)
+        state.paths = sorted(merged.values(), key=lambda p: -p.score)
+
+
+def transducer_greedy_search(
+    head: TransducerHead, enc: torch.Tensor, lens: torch.Tensor, max_symbols: int = 4
+) -> List[Hypothesis]:
+    """The greedy hypothesis of each utterance: enc (B, T, D), lens (B,)."""
+    search = TransducerSearch(head, None, max_symbols)
+    states = [search.new_state() for _ in range(enc.size(0))]
+    search.step(enc, lens.tolist(), states)
+    return [s.hypotheses()[0] for s in states]
+
+
+def transducer_beam_search(
+    head: TransducerHead, enc: torch.Tensor, lens: torch.Tensor, beam: int, nbest: int = 1
+) -> List[List[Hypothesis]]:
+    """The ``nbest`` best hypotheses of each utterance by modified beam search."""
+    search = TransducerSearch(head, beam)
+    states = [search.new_state() for _ in range(enc.size(0))]
+    search.step(enc, lens.tolist(), states)
+    return [s.hypotheses(nbest) for s in states]
+
+
+def check_transducer(model: ASRModel, source: str, mode: str) -> None:
+    """A FieldError naming ``source`` and the mode when the model has no transducer head."""
+    if model.transducer is None:
+        raise FieldError(
+            f"{literal(source)} has no transducer head (its config's model.transducer_weight is "
+            "0): {mode} needs a model trained with one (e.g. model.transducer_weight=0.75, or "
+            "train --init from this model with it); the CTC modes are greedy, prefix_beam",
+            mode=Setting("mode", mode),
+        )  # fmt: skip
+
+
+def transducer_search(
+    model: ASRModel, out: torch.Tensor, lens: torch.Tensor, search: SearchOptions
+) -> List[List[Hypothesis]]:
+    """The n best of each utterance's encoder output (B, T, D) by the transducer mode of
+    ``search`` (the model's head; checked by the recognisers)."""
+    assert model.transducer is not None, "the recognisers check the head"
+    if search.mode == "transducer_greedy":
+        return [[h] for h in transducer_greedy_search(model.transducer, out, lens)]
+    assert search.beam_size is not None and search.nbest is not None, "resolved"
+    return transducer_beam_search(model.transducer, out, lens, search.beam_size, search.nbest)
