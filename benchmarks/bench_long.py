@@ -136,7 +136,7 @@ def stream_worker(args: argparse.Namespace) -> Dict[str, Any]:
 def decode_worker(args: argparse.Namespace) -> Dict[str, Any]:
     import torch
 
-    from wenet_lite.evaluation.recognize import DecodeOptions, decode_cuts
+    from wenet_lite.evaluation.decode_set import DecodeOptions, decode_cuts
     from wenet_lite.model.chunking import Chunking
     from wenet_lite.recognizer import open_recognizer
 

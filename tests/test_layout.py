@@ -359,7 +359,7 @@ def _planted(module: str, text: str) -> Dict[str, str]:
 
 def test_planted_evaluation_importing_the_recogniser_fails() -> None:
     sources = _planted(
-        "wenet_lite.evaluation.recognize",
+        "wenet_lite.evaluation.decode_set",
         "def f():\n    from wenet_lite.recognizer import open_recognizer",
     )
     assert any("imports wenet_lite.recognizer" in v for v in layer_violations(sources))

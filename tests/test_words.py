@@ -31,7 +31,11 @@ def _banned(line: str) -> bool:
 def _files():
     listed = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True)
     for name in listed.stdout.split():
-        if name == "CHANGELOG.md" or name.startswith("tests/data/") or name == Path(__file__).name:
+        if (
+            name == "CHANGELOG.md"
+            or name.startswith("tests/fixtures/")
+            or name == Path(__file__).name
+        ):
             continue
         if name.endswith((".py", ".md", ".sh", ".yaml", ".toml", ".html", ".js", ".txt")) or \
                 name == "Makefile":  # fmt: skip

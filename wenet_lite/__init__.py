@@ -70,6 +70,7 @@ MOVED: Dict[str, str] = {
     "wenet_lite.checkpoint": "wenet_lite.files.checkpoint",
     "wenet_lite.cpu": "wenet_lite.host.cpu",
     "wenet_lite.data.wenet_units": "wenet_lite.wenet.units",
+    "wenet_lite.evaluation.recognize": "wenet_lite.evaluation.decode_set",
     "wenet_lite.extras": "wenet_lite.cli.extras",
     "wenet_lite.malloc": "wenet_lite.host.malloc",
     "wenet_lite.model_io": "wenet_lite.files.model_file",

@@ -19,7 +19,7 @@ import soundfile as sf
 from wenet_lite import Transcript, transcribe
 from wenet_lite.cli import main
 from wenet_lite.data.manifest import load_cuts
-from wenet_lite.evaluation.recognize import DecodeOptions, decode_model
+from wenet_lite.evaluation.decode_set import DecodeOptions, decode_model
 from wenet_lite.runtime.result import Result, Word
 from wenet_lite.search.options import SearchOptions
 from wenet_lite.transcription import format_transcript, split_at_pauses, subtitle_cues

@@ -1,6 +1,6 @@
 """Files written by earlier wenet_lite versions keep working, and a newer format is refused.
 
-``tests/data/legacy/`` holds a one-block model file (before model files had a
+``tests/fixtures/legacy/`` holds a one-block model file (before model files had a
 ``format_version``) and its TorchScript export (chunk 4, left 2; state as a plain tuple), both
 written by commit c163eb2, with that export's CTC log-probs for fixed random features.
 """
@@ -13,7 +13,7 @@ import torch
 from wenet_lite import load_model
 from wenet_lite.files.checkpoint import FORMAT_VERSION, CheckpointError, load_checkpoint
 
-LEGACY = Path(__file__).parents[1] / "data" / "legacy"
+LEGACY = Path(__file__).parents[1] / "fixtures" / "legacy"
 
 
 def test_old_model_file_loads_and_streams_as_its_old_export() -> None:

@@ -232,7 +232,7 @@ def test_decode_simulate_streaming_with_an_engine_equals_its_streams(
     corpus, test_audio, tiny, graph, kind
 ) -> None:
     from wenet_lite.data.manifest import load_cuts
-    from wenet_lite.evaluation.recognize import DecodeOptions, decode_model
+    from wenet_lite.evaluation.decode_set import DecodeOptions, decode_model
 
     engines = {
         "torch": lambda: TorchEngine(tiny.model, CHUNKING),

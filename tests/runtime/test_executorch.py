@@ -146,7 +146,7 @@ def test_decode_simulate_streaming_equals_the_engines_streams(
     corpus, test_audio, tiny, programs, quantize
 ) -> None:
     from wenet_lite.data.manifest import load_cuts
-    from wenet_lite.evaluation.recognize import DecodeOptions, decode_model
+    from wenet_lite.evaluation.decode_set import DecodeOptions, decode_model
 
     cuts = list(load_cuts(corpus / "test-clean"))
     opts = DecodeOptions(SearchOptions(), CHUNKING, simulate_streaming=True, batch_seconds=12)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from wenet_lite.data.manifest import load_cuts
-from wenet_lite.evaluation.recognize import DecodeOptions, decode_model
+from wenet_lite.evaluation.decode_set import DecodeOptions, decode_model
 from wenet_lite.features.fbank import compute_fbank
 from wenet_lite.model.chunking import Chunking
 from wenet_lite.recognizer import open_recognizer

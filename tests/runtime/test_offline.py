@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from wenet_lite.data.manifest import cut_samples, load_cuts
-from wenet_lite.evaluation.recognize import DecodeOptions, decode_model
+from wenet_lite.evaluation.decode_set import DecodeOptions, decode_model
 from wenet_lite.model.chunking import Chunking
 from wenet_lite.recognizer import EngineSpec, RuleError, check_rules, open_recognizer
 from wenet_lite.runtime.offline import OfflineRecognizer

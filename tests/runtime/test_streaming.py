@@ -12,7 +12,7 @@ import soxr
 import torch
 
 from wenet_lite.data.manifest import load_cuts
-from wenet_lite.evaluation.recognize import DecodeOptions, decode_model
+from wenet_lite.evaluation.decode_set import DecodeOptions, decode_model
 from wenet_lite.features.audio import load_audio
 from wenet_lite.features.fbank import compute_fbank, num_frames
 from wenet_lite.features.stream_fbank import offline_fbank

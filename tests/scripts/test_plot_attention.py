@@ -37,7 +37,7 @@ def test_weights_see_their_chunk_and_left_chunks_only(plot_attention) -> None:
 
 
 def test_writes_a_png_titled_with_utterance_and_model(plot_attention, tmp_path: Path) -> None:
-    model = Path(__file__).resolve().parents[1] / "data" / "legacy" / "model_v0.pt"
+    model = Path(__file__).resolve().parents[1] / "fixtures" / "legacy" / "model_v0.pt"
     audio = tmp_path / "utt-1.wav"
     sf.write(audio, np.random.default_rng(0).uniform(-0.3, 0.3, 48000).astype(np.float32), 16000)
     out = tmp_path / "attention.png"

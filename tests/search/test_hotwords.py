@@ -12,7 +12,7 @@ import torch
 
 from wenet_lite.cli import main
 from wenet_lite.data.manifest import cut_text, load_cuts
-from wenet_lite.evaluation.recognize import DecodeOptions, decode_model
+from wenet_lite.evaluation.decode_set import DecodeOptions, decode_model
 from wenet_lite.model.chunking import Chunking
 from wenet_lite.recognizer import open_recognizer
 from wenet_lite.runtime.endpoint import EndpointConfig

@@ -13,7 +13,7 @@ import torch
 
 from tests.runtime.test_streaming import _feed, _stream
 from wenet_lite.data.manifest import load_cuts
-from wenet_lite.evaluation.recognize import DecodeOptions, decode_model
+from wenet_lite.evaluation.decode_set import DecodeOptions, decode_model
 from wenet_lite.features.audio import load_audio
 from wenet_lite.features.stream_fbank import offline_fbank
 from wenet_lite.model.chunking import Chunking

@@ -12,7 +12,7 @@ from lhotse import CutSet
 
 from wenet_lite import load_model
 from wenet_lite.data.manifest import load_cuts
-from wenet_lite.evaluation.recognize import DecodeOptions, decode_model
+from wenet_lite.evaluation.decode_set import DecodeOptions, decode_model
 from wenet_lite.evaluation.wer import sum_counts
 from wenet_lite.model.chunking import Chunking
 from wenet_lite.search.options import SearchOptions

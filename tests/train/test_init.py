@@ -94,7 +94,7 @@ def test_init_refuses_another_model_and_renews_output_layers_for_a_new_tokenizer
 def _streams_exactly(loaded, synthetic_corpus, blank_penalty: float = 0.0) -> None:
     """The model streams exactly: streamed (random piece sizes) == simulated, and says
     something (a model fine-tuned for a few steps says it only with a blank penalty)."""
-    from wenet_lite.evaluation.recognize import DecodeOptions, decode_model
+    from wenet_lite.evaluation.decode_set import DecodeOptions, decode_model
     from wenet_lite.model.chunking import Chunking
     from wenet_lite.recognizer import open_recognizer
     from wenet_lite.runtime.endpoint import EndpointConfig
@@ -123,7 +123,7 @@ def test_fine_tuning_an_imported_wenet_model(synthetic_corpus, few_data, tmp_pat
 
     from wenet_lite.wenet.convert import import_wenet
 
-    start = import_wenet(Path("tests/data/wenet/librispeech"), tmp_path / "wenet.pt")
+    start = import_wenet(Path("tests/fixtures/wenet/librispeech"), tmp_path / "wenet.pt")
     tiny = yaml.safe_load(TINY.read_text())
     training = tmp_path / "training.yaml"
     training.write_text(yaml.safe_dump({"data": tiny["data"], "train": tiny["train"]}))

@@ -66,7 +66,7 @@ def test_joint_ctc_and_attention_training_learns_both(
     synthetic_corpus, make_data, tmp_path
 ) -> None:
     from wenet_lite.cli import main
-    from wenet_lite.evaluation.recognize import DecodeOptions, decode_model
+    from wenet_lite.evaluation.decode_set import DecodeOptions, decode_model
     from wenet_lite.model.chunking import Chunking
     from wenet_lite.search.options import SearchOptions
 

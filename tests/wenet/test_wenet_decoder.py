@@ -1,6 +1,6 @@
 """WeNet's attention decoders, their weights mapped into ours (wenet_lite.wenet.keys) with
 WeNet's options (ReLU feed-forward, LayerNorm epsilon, <sos/eos> inside the vocabulary), give
-WeNet's own log-probabilities (tests/data/wenet, written by its make_golden.py from WeNet's
+WeNet's own log-probabilities (tests/fixtures/wenet, written by its make_golden.py from WeNet's
 code). Switching the activation or the <sos/eos> id makes the comparison fail."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from wenet_lite.model.decoder import AttentionDecoder
 from wenet_lite.wenet.keys import map_decoder
 from wenet_lite.wenet.units import read_units
 
-CASES = Path(__file__).parents[1] / "data" / "wenet"
+CASES = Path(__file__).parents[1] / "fixtures" / "wenet"
 EPS = {"eps1e-12": 1e-12}
 
 

@@ -21,7 +21,7 @@ from wenet_lite.files.model_file import load_model
 from wenet_lite.wenet.convert import import_wenet
 from wenet_lite.wenet.download import PRETRAINED, Pretrained, download_model, guess_norm_eps
 
-CASE = Path(__file__).parents[1] / "data" / "wenet" / "librispeech"
+CASE = Path(__file__).parents[1] / "fixtures" / "wenet" / "librispeech"
 FOLDER = "20210610_u2pp_conformer_exp"
 
 

@@ -1,4 +1,4 @@
-"""An imported WeNet model (tests/data/wenet/librispeech, random weights) through everything
+"""An imported WeNet model (tests/fixtures/wenet/librispeech, random weights) through everything
 downstream: `decode` with every search, `stream` on every engine (fp32 engines agree, int8
 engines run), the TorchScript and ExecuTorch exports, and the server over both protocols,
 whose transcripts equal `stream`'s."""
@@ -19,7 +19,7 @@ from wenet_lite.data.manifest import load_cuts
 from wenet_lite.search.lm import WordLM
 from wenet_lite.wenet.convert import import_wenet
 
-CASE = Path(__file__).parents[1] / "data" / "wenet" / "librispeech"
+CASE = Path(__file__).parents[1] / "fixtures" / "wenet" / "librispeech"
 CHUNKING = ["--chunk-size", "16", "--left-chunks", "4"]
 
 

@@ -1,7 +1,7 @@
 """WeNet's conformer encoders and CTC heads, their weights mapped into ours
 (wenet_lite.wenet.keys.map_encoder) with WeNet's options (absolute key positions, the conv's
 left padding, the final norm, the LayerNorm epsilon), give WeNet's own outputs for whole
-utterances, full context and chunk-masked (tests/data/wenet, written by its make_golden.py
+utterances, full context and chunk-masked (tests/fixtures/wenet, written by its make_golden.py
 from WeNet's code). Each option switched off makes the comparison fail."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from wenet_lite.model import ASRModel, build_model
 from wenet_lite.wenet.keys import map_encoder
 from wenet_lite.wenet.units import read_units
 
-CASES = Path(__file__).parents[1] / "data" / "wenet"
+CASES = Path(__file__).parents[1] / "fixtures" / "wenet"
 NAMES = ["librispeech", "aishell", "gigaspeech", "batchnorm", "eps1e-12"]
 WENET = {"pos_enc": "wenet", "conv_pad": "wenet", "final_norm": True}
 

@@ -1,4 +1,4 @@
-"""`wenet-lite import-wenet`: a WeNet model directory (tests/data/wenet, written by
+"""`wenet-lite import-wenet`: a WeNet model directory (tests/fixtures/wenet, written by
 its make_golden.py from WeNet's code) becomes a model file whose outputs are WeNet's own:
 full context, chunk-masked, streamed chunk by chunk (batched streams each at their own
 offset), on every engine, and exported for sherpa-onnx in its offset convention. Bad
@@ -29,7 +29,7 @@ from wenet_lite.runtime.endpoint import EndpointConfig
 from wenet_lite.runtime.engines import OnnxRuntimeEngine, TorchEngine, stream_log_probs
 from wenet_lite.wenet.convert import WenetImportError, import_wenet
 
-CASES = Path(__file__).parents[1] / "data" / "wenet"
+CASES = Path(__file__).parents[1] / "fixtures" / "wenet"
 NAMES = ["librispeech", "aishell", "gigaspeech", "batchnorm", "eps1e-12"]
 STREAMING = ["librispeech", "aishell", "gigaspeech", "eps1e-12"]
 EPS = {"eps1e-12": 1e-12}

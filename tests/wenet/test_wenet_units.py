@@ -1,5 +1,5 @@
 """WeNet's units.txt (+ bpe.model, or characters) as a tokenizer: its ids are those of WeNet's
-own tokenizer, as its make_golden.py recorded them from WeNet's code (tests/data/wenet)."""
+own tokenizer, as its make_golden.py recorded them from WeNet's code (tests/fixtures/wenet)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 
 from wenet_lite.wenet.units import read_units, wenet_tokenizer
 
-CASES = Path(__file__).resolve().parents[1] / "data" / "wenet"
+CASES = Path(__file__).resolve().parents[1] / "fixtures" / "wenet"
 BPE_CASES = ["librispeech", "gigaspeech", "batchnorm", "eps1e-12"]
 
 

@@ -73,7 +73,7 @@ def add_decode(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_decode(args: argparse.Namespace) -> int:
-    from wenet_lite.evaluation.recognize import DecodeOptions, decode_cuts, default_out_dir
+    from wenet_lite.evaluation.decode_set import DecodeOptions, decode_cuts, default_out_dir
     from wenet_lite.search.options import SearchOptions
 
     try:

@@ -1,6 +1,6 @@
 """One utterance's (or a padded batch's) features to hypotheses: the encoder in one of its modes,
 then the search and, for attention rescoring, the decoder. What `decode` runs per batch and
-`transcribe` per file; no manifests here (``recognize.py`` reads and scores sets).
+`transcribe` per file; no manifests here (``evaluation/decode_set.py`` reads and scores sets).
 
 Encoder modes: full context (chunk size 0); chunk-masked (the whole utterance in one forward
 with the streaming attention mask); ``simulate_streaming`` (chunk by chunk with caches, what a

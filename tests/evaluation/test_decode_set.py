@@ -12,7 +12,7 @@ from lhotse.utils import fastcopy
 
 from wenet_lite.data.manifest import cut_samples, cut_text, load_cuts
 from wenet_lite.data.tokenizer import normalize_text
-from wenet_lite.evaluation.recognize import DecodeOptions, decode_cuts, decode_model
+from wenet_lite.evaluation.decode_set import DecodeOptions, decode_cuts, decode_model
 from wenet_lite.evaluation.wer import sum_counts, word_errors
 from wenet_lite.features.audio import load_audio
 from wenet_lite.model.chunking import Chunking
