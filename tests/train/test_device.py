@@ -30,7 +30,7 @@ def test_default_is_cpu_without_cuda(monkeypatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert choose_device(None, 1, 0) == torch.device("cpu")
     with pytest.raises(
-        DeviceError, match="--device cuda: CUDA is not available here.*--device cpu"
+        DeviceError, match=r'device="cuda": CUDA is not available here.*device="cpu"'
     ):
         choose_device("cuda", 1, 0)
 
@@ -40,9 +40,9 @@ def test_more_ranks_than_gpus_is_one_line(one_gpu) -> None:
     with pytest.raises(DeviceError) as e:
         choose_device("cuda", 2, 1)  # the second rank of a node with one GPU
     message = str(e.value)
-    assert "1 GPU(s) for at least 2 ranks" in message and "--device cpu (gloo)" in message
+    assert "1 GPU(s) for at least 2 ranks" in message and 'device="cpu" (gloo)' in message
     assert "\n" not in message
-    with pytest.raises(DeviceError, match="cuda:0 under torchrun"):
+    with pytest.raises(DeviceError, match='device="cuda:0" under torchrun'):
         choose_device("cuda:0", 2, 0)
     with pytest.raises(DeviceError, match="has 1 GPU"):
         choose_device("cuda:3", 1, 0)
@@ -59,4 +59,4 @@ def test_cli_names_the_device_in_one_line(synthetic_corpus, tmp_path, capsys) ->
             "--exp", str(tmp_path / "exp"), "--device", "tpu"]  # fmt: skip
     assert main(argv) == 1
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--device 'tpu' is not a device" in err
+    assert err.count("\n") == 1 and "--device tpu is not a device" in err

@@ -48,6 +48,7 @@ import torch
 from torch import nn
 
 from wenet_lite.config import ExperimentConfig
+from wenet_lite.config.fields import FieldError, Setting
 from wenet_lite.export.common import (
     check_export_chunking,
     export_metadata,
@@ -131,15 +132,16 @@ class SherpaWenetCtc(nn.Module):
 def check_sherpa_compatible(cfg: ExperimentConfig, chunk_size: int, left_chunks: int) -> None:
     """Refuse what sherpa-onnx's WeNet CTC runtime would silently get wrong (ValueError)."""
     if chunk_size <= 0:
-        raise ValueError(
-            f"ONNX export is for streaming: chunk_size must be > 0, got {chunk_size} "
-            "(a full-context model exports to TorchScript)"
-        )
+        raise FieldError(
+            f"ONNX export is for streaming: {{chunk}} must be > 0, got {chunk_size} (a "
+            "full-context model exports to TorchScript)", chunk=Setting("chunk_size"),
+        )  # fmt: skip
     if left_chunks < 0:
-        raise ValueError(
-            f"ONNX export needs a fixed cache: left_chunks must be >= 0, got {left_chunks} "
-            "(sherpa-onnx feeds caches of C*N frames; 4 is its default)"
-        )
+        raise FieldError(
+            f"ONNX export needs a fixed cache: {{left}} must be >= 0, got {left_chunks} "
+            "(sherpa-onnx feeds caches of C*N frames; 4 is its default)",
+            left=Setting("left_chunks"),
+        )  # fmt: skip
     feats, enc = cfg.features, cfg.encoder
     problems = []
     bands = []

@@ -112,12 +112,8 @@ def load_checkpoint(path: PathLike, map_location: str = "cpu") -> Dict[str, Any]
             isinstance(k, str) and k.startswith(("encoder.encoders.", "module.encoder."))
             for k in payload
         )
-        hint = (
-            ": it is WeNet's; import its directory first, wenet-lite import-wenet "
-            f"{path.parent} --out model.pt"
-            if wenet
-            else ""
-        )
+        hint = ": it is WeNet's; import its directory first (`wenet-lite import-wenet`)" if wenet \
+            else ""  # fmt: skip
         raise CheckpointError(path, f"not a wenet_lite model file (no model/config inside){hint}")
     version = payload.get("format_version", 1)
     if not isinstance(version, int) or version > FORMAT_VERSION:

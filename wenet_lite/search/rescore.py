@@ -21,6 +21,7 @@ from typing import List, NamedTuple, Sequence
 
 import torch
 
+from wenet_lite.config.fields import FieldError, Setting, literal
 from wenet_lite.model import ASRModel
 from wenet_lite.model.decoder import RESCORE_CTC_WEIGHT, RESCORE_REVERSE_WEIGHT, AttentionDecoder
 from wenet_lite.search.ctc_search import Hypothesis
@@ -39,11 +40,12 @@ class Segment(NamedTuple):
 def check_decoder(model: ASRModel, source: str) -> None:
     """ValueError naming ``source`` when the model has no attention decoder."""
     if model.decoder is None:
-        raise ValueError(
-            f"{source} has no attention decoder (its config's decoder.type is none): "
-            'mode="attention_rescoring" needs a model trained with one, e.g. '
-            'decoder.type=bitransformer; use mode="prefix_beam"'
-        )
+        raise FieldError(
+            f"{literal(source)} has no attention decoder (its config's decoder.type is none): "
+            "{rescore} needs a model trained with one, e.g. decoder.type=bitransformer; use "
+            "{beam}", rescore=Setting("mode", "attention_rescoring"),
+            beam=Setting("mode", "prefix_beam"),
+        )  # fmt: skip
 
 
 def _candidates(nbest: Sequence[Hypothesis]) -> List[Hypothesis]:

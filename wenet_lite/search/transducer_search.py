@@ -187,8 +187,9 @@ def check_transducer(model: ASRModel, source: str, mode: str) -> None:
     if model.transducer is None:
         raise FieldError(
             f"{literal(source)} has no transducer head (its config's model.transducer_weight is "
-            "0): {mode} needs a model trained with one (e.g. model.transducer_weight=0.75, or "
-            "train --init from this model with it); the CTC modes are greedy, prefix_beam",
+            "0): {mode} needs a model trained with one (model.transducer_weight, e.g. 0.75; "
+            "training can start from this model and add it); the CTC modes are greedy, "
+            "prefix_beam",
             mode=Setting("mode", mode),
         )  # fmt: skip
 

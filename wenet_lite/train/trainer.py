@@ -201,7 +201,7 @@ def _config_and_checkpoint(
     if found and not opts.resume:
         raise FieldError(
             f"{literal(opts.exp)} already holds checkpoints ({literal(found[-1].name)}, ...): "
-            "give {resume} to continue, or another {exp}",
+            "pass {resume} to continue, or choose another {exp}",
             resume=Setting("resume", True), exp=Setting("exp"),
         )  # fmt: skip
     if opts.init is not None:  # the architecture of the model it starts from
