@@ -39,7 +39,7 @@ import soxr
 import torch
 
 from wenet_lite.config import ExperimentConfig
-from wenet_lite.config.fields import FieldError, Says, Setting
+from wenet_lite.config.fields import FieldError, Says, Setting, literal
 from wenet_lite.data.tokenizer import BLANK_ID, Tokenizer
 from wenet_lite.features.stream_fbank import FbankStream, compute_ready
 from wenet_lite.host.malloc import keep_freed_memory
@@ -67,6 +67,7 @@ from wenet_lite.search.ctc_search import (
 )
 from wenet_lite.search.options import SearchOptions
 from wenet_lite.search.rescore import Segment, check_decoder, rescore
+from wenet_lite.search.transducer_search import TransducerSearch, TransducerState, check_transducer
 
 __all__ = ["STREAM_CHUNKING", "Stream", "StreamCursor", "StreamingRecognizer"]
 
@@ -302,6 +303,8 @@ class Stream:
             self._state = state
         if isinstance(self._search, StreamingGreedySearch):
             found = self._search.accept_path(path)  # only the new tokens left the device
+        elif isinstance(self._search, TransducerState):
+            found = self._search.hypotheses()  # the recogniser stepped it with the batch
         else:
             found = self._search.accept(log_probs)  # the n-best, best first
         self._hyp = found[0]
@@ -336,6 +339,12 @@ class Stream:
             self._close_segment()
             self._start_segment()
         self._check_done()
+
+    @property
+    def transducer_state(self) -> TransducerState:
+        """The transducer search of the open segment (transducer modes only)."""
+        assert isinstance(self._search, TransducerState), "a transducer mode's stream"
+        return self._search
 
     def _close_segment(self) -> None:
         if self._hyp.num_tokens:
@@ -469,12 +478,17 @@ class StreamingRecognizer:
         self._growth_warning = int(HISTORY_WARNING_SECONDS / self._frame_seconds)
         self._warned_growth = chunking.left_chunks >= 0  # a fixed cache never grows
         self.models = self.options.load(tokenizer)  # the word LM and hotwords, if any
+        self._transducer: Optional[TransducerSearch] = None
         if self.options.transducer:
-            raise FieldError(
-                "{mode}: the streaming recogniser searches the CTC head; the transducer modes "
-                "decode whole utterances (decode, transcribe without a chunk size)",
-                mode=Setting("mode", self.options.mode),
-            )  # fmt: skip
+            if self.model is None:
+                raise FieldError(
+                    f"{literal(source)} holds the encoder only: {{mode}} needs the transducer "
+                    "head, so stream the model file", mode=Setting("mode", self.options.mode),
+                )  # fmt: skip
+            check_transducer(self.model, source, self.options.mode)
+            assert self.model.transducer is not None
+            beam = self.options.beam_size if self.options.mode == "transducer_beam" else None
+            self._transducer = TransducerSearch(self.model.transducer, beam)
         if self.options.rescoring:
             if self.model is None:
                 raise ValueError(
@@ -548,7 +562,7 @@ class StreamingRecognizer:
         else:
             state = self._batcher.stack([s.state for s in ready])
         encoded: Optional[torch.Tensor] = None
-        if self.options.rescoring:
+        if self.options.rescoring or self._transducer is not None:
             encoded, log_probs, new_state = self.engine.run_encoder(feats, lens, state)
         else:
             log_probs, new_state = self.engine.run(feats, lens, state)  # (B, C, V)
@@ -574,6 +588,10 @@ class StreamingRecognizer:
             owns = list(self._batcher.unstack(new_state))
         if self.options.beam:  # the beam searches on the host: one copy for the batch
             log_probs = log_probs.cpu()
+        if self._transducer is not None:  # every stream's frames, one joiner call a step
+            assert encoded is not None
+            self._transducer.step(encoded.float(), valid, [s.transducer_state for s in ready])
+            encoded = None  # (kept for attention rescoring only)
         for i, (s, own) in enumerate(zip(ready, owns)):
             n = valid[i]
             s.advance(log_probs[i, :n], own, None if encoded is None else encoded[i, :n], paths[i])
@@ -600,8 +618,10 @@ class StreamingRecognizer:
 
     def new_search(
         self, context: Optional[ContextGraph]
-    ) -> Union[StreamingGreedySearch, StreamingPrefixBeamSearch]:
+    ) -> Union[StreamingGreedySearch, StreamingPrefixBeamSearch, TransducerState]:
         opts = self.options
+        if self._transducer is not None:  # advanced by decode_streams, for the whole batch
+            return self._transducer.new_state()
         if opts.mode == "greedy":
             return StreamingGreedySearch()
         assert opts.beam_size is not None, "resolved in __init__"

@@ -1,0 +1,120 @@
+"""The transducer head streams exactly: a stream's tokens equal simulated streaming's (chunk by
+chunk with caches) and the chunk-masked forward's, whatever the audio's piece sizes, alone or
+batched with other streams, in both searches and on the onnxruntime engine too."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from wenet_lite.data.manifest import load_cuts
+from wenet_lite.evaluation.decode_set import DecodeOptions, decode_model
+from wenet_lite.model.chunking import Chunking
+from wenet_lite.model.transducer import TransducerHead
+from wenet_lite.recognizer import EngineSpec, open_streaming
+from wenet_lite.runtime.endpoint import EndpointConfig
+from wenet_lite.search.options import SearchOptions
+
+NO_ENDPOINT = EndpointConfig(enabled=False)
+
+
+@pytest.fixture(scope="module")
+def hybrid(tiny):
+    """The rigged tiny model with a transducer head built on its rigged CTC head (tanh kept in
+    its linear range, the joiner's output the CTC projection, the predictor's share small and
+    random): it emits tokens in speech and blanks in pauses, as a trained head would, and its
+    tokens depend on what it emitted before."""
+    model = copy.deepcopy(tiny.model)
+    torch.manual_seed(0)
+    d, v = model.ctc.proj.in_features, model.ctc.proj.out_features
+    head = TransducerHead(d, v, 16, d)
+    with torch.no_grad():
+        head.joiner.enc_proj.weight.copy_(0.05 * torch.eye(d))
+        head.joiner.enc_proj.bias.zero_()
+        head.joiner.pred_proj.weight.mul_(0.02)
+        head.joiner.pred_proj.bias.zero_()
+        head.joiner.out.weight.copy_(model.ctc.proj.weight / 0.05)
+        head.joiner.out.bias.copy_(model.ctc.proj.bias)
+    model.transducer = head.eval()
+    return model, tiny.tokenizer, tiny.cfg
+
+
+def _stream(rec, audio: np.ndarray, seed: int):
+    s = rec.create_stream()
+    rng = np.random.default_rng(seed)
+    i = 0
+    while i < len(audio):
+        n = int(rng.integers(1, 4800))
+        s.accept_waveform(16000, audio[i : i + n])
+        i += n
+        rec.decode_until_done([s])
+    s.input_finished()
+    rec.decode_until_done([s])
+    return s.result()
+
+
+@pytest.mark.parametrize("mode", ["transducer_greedy", "transducer_beam"])
+def test_streamed_equals_simulated_and_batched(corpus: Path, test_audio, hybrid, mode) -> None:
+    model, tokenizer, cfg = hybrid
+    cuts = list(load_cuts(corpus / "test-clean"))[:4]
+    search = SearchOptions(mode=mode, beam_size=3)
+    decoded = {}
+    for simulate in (True, False):
+        opts = DecodeOptions(search, Chunking(4, 2), simulate_streaming=simulate)
+        report = decode_model(model, tokenizer, cfg, cuts, opts)
+        decoded[simulate] = {r.utt_id: r.hyp.tokens for r in report.results}
+    rec = open_streaming((model, tokenizer, cfg), Chunking(4, 2), search, NO_ENDPOINT)
+    alone = []
+    for k, (cut, audio) in enumerate(zip(cuts, test_audio)):
+        streamed = _stream(rec, audio, seed=k)
+        assert len(streamed.token_ids) >= 3, "the head must emit tokens"
+        assert streamed.token_ids == decoded[True][cut.id] == decoded[False][cut.id]
+        alone.append(streamed)
+    streams = [rec.create_stream() for _ in cuts]
+    for s, audio in zip(streams, test_audio):
+        s.accept_waveform(16000, audio)
+        s.input_finished()
+    rec.decode_until_done(streams)  # every stream in each batch, of different lengths
+    for s, one in zip(streams, alone):
+        assert s.result().token_ids == one.token_ids
+        assert s.result().timestamps == one.timestamps
+    ctc = open_streaming((model, tokenizer, cfg), Chunking(4, 2), SearchOptions(), NO_ENDPOINT)
+    assert _stream(ctc, test_audio[0], 0).token_ids != alone[0].token_ids  # the control
+
+
+def test_the_onnxruntime_engine_streams_the_transducer(test_audio, hybrid) -> None:
+    pytest.importorskip("onnxruntime")
+    model, tokenizer, cfg = hybrid
+    search = SearchOptions(mode="transducer_greedy")
+    torch_rec = open_streaming((model, tokenizer, cfg), Chunking(4, 2), search, NO_ENDPOINT)
+    ort_rec = open_streaming((model, tokenizer, cfg), Chunking(4, 2), search, NO_ENDPOINT,
+                             EngineSpec("onnxruntime"))  # fmt: skip
+    for k in range(2):
+        want = _stream(torch_rec, test_audio[k], k).token_ids
+        assert want and _stream(ort_rec, test_audio[k], k).token_ids == want
+
+
+def test_a_model_without_the_head_refuses_to_stream_them(tiny) -> None:
+    with pytest.raises(ValueError, match='no transducer head.*mode="transducer_beam"'):
+        open_streaming((tiny.model, tiny.tokenizer, tiny.cfg), Chunking(4, 2),
+                       SearchOptions(mode="transducer_beam"))  # fmt: skip
+
+
+def test_the_search_state_carried_across_chunks_is_what_makes_it_exact(
+    test_audio, hybrid, monkeypatch
+) -> None:
+    """The control: a stream whose search starts afresh at each chunk no longer gives the
+    exact tokens (the test above can tell a state that is not carried)."""
+    from wenet_lite.runtime.streaming import Stream
+    from wenet_lite.search.transducer_search import TransducerState
+
+    model, tokenizer, cfg = hybrid
+    search = SearchOptions(mode="transducer_greedy")
+    rec = open_streaming((model, tokenizer, cfg), Chunking(4, 2), search, NO_ENDPOINT)
+    exact = _stream(rec, test_audio[1], 1).token_ids
+    monkeypatch.setattr(Stream, "transducer_state", property(lambda self: TransducerState()))
+    assert _stream(rec, test_audio[1], 1).token_ids != exact
