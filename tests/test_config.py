@@ -178,3 +178,16 @@ def test_an_anchor_bomb_in_a_value_is_one_short_line(tmp_path: Path) -> None:
         load_config(_write(tmp_path, text))
     assert str(err.value).startswith("train.lr: must be a number, got list [")
     assert len(str(err.value)) < 300
+
+
+def test_the_hybrid_config_has_the_documented_loss_shares() -> None:
+    hybrid = load_config(CONF / "conformer_u2_hybrid.yaml")
+    u2 = load_config(CONF / "conformer_u2.yaml")
+    m = hybrid.model
+    ctc, att = (1 - m.transducer_weight) * m.ctc_weight, (1 - m.transducer_weight) * (
+        1 - m.ctc_weight
+    )
+    assert (m.transducer_weight, round(ctc, 6), round(att, 6)) == (0.75, 0.1, 0.15)
+    assert hybrid.encoder == u2.encoder and hybrid.decoder == u2.decoder
+    t = hybrid.transducer
+    assert (t.predictor_dim, t.joiner_dim, t.context, t.prune_range) == (512, 512, 2, 5)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # LibriSpeech streaming Conformer-CTC (conf/conformer_u2.yaml: one dynamic-chunk model serves
-# full context and every chunk size).
+# full context and every chunk size). With --config conf/conformer_u2_hybrid.yaml the same
+# model also trains a transducer head (docs/heads.md): decode it with --mode transducer_greedy
+# or transducer_beam.
 #
 #   recipes/librispeech/run.sh [--stage N] [--stop-stage M] [--ngpu 8] [--dl-dir /data] ...
 #
