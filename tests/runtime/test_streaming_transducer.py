@@ -86,16 +86,35 @@ def test_streamed_equals_simulated_and_batched(corpus: Path, test_audio, hybrid,
     assert _stream(ctc, test_audio[0], 0).token_ids != alone[0].token_ids  # the control
 
 
-def test_the_onnxruntime_engine_streams_the_transducer(test_audio, hybrid) -> None:
-    pytest.importorskip("onnxruntime")
+@pytest.mark.parametrize("spec", [EngineSpec("onnxruntime"), EngineSpec(precision="int8"),
+                                  EngineSpec(precision="bf16"), EngineSpec("executorch")],
+                         ids=["onnxruntime", "torch int8", "torch bf16", "executorch"])  # fmt: skip
+def test_every_engine_streams_the_transducer_as_it_simulates(
+    corpus: Path, test_audio, hybrid, spec
+) -> None:
+    """On each engine a stream's transducer tokens equal that engine's simulated streaming
+    (``decode --simulate-streaming --engine``), alone and batched."""
+    if spec.kind == "onnxruntime":
+        pytest.importorskip("onnxruntime")
+    if spec.kind == "executorch":
+        pytest.importorskip("executorch")
     model, tokenizer, cfg = hybrid
+    cuts = list(load_cuts(corpus / "test-clean"))[:3]
     search = SearchOptions(mode="transducer_greedy")
-    torch_rec = open_streaming((model, tokenizer, cfg), Chunking(4, 2), search, NO_ENDPOINT)
-    ort_rec = open_streaming((model, tokenizer, cfg), Chunking(4, 2), search, NO_ENDPOINT,
-                             EngineSpec("onnxruntime"))  # fmt: skip
-    for k in range(2):
-        want = _stream(torch_rec, test_audio[k], k).token_ids
-        assert want and _stream(ort_rec, test_audio[k], k).token_ids == want
+    rec = open_streaming((model, tokenizer, cfg), Chunking(4, 2), search, NO_ENDPOINT, spec)
+    opts = DecodeOptions(search, Chunking(4, 2), simulate_streaming=True)
+    simulated = {
+        r.utt_id: r.hyp.tokens
+        for r in decode_model(model, tokenizer, cfg, cuts, opts, rec.engine).results
+    }
+    streams = [rec.create_stream() for _ in cuts]
+    for s, audio in zip(streams, test_audio):
+        s.accept_waveform(16000, audio)
+        s.input_finished()
+    rec.decode_until_done(streams)  # batched
+    for k, (cut, s) in enumerate(zip(cuts, streams)):
+        alone = _stream(rec, test_audio[k], k).token_ids
+        assert alone and alone == s.result().token_ids == simulated[cut.id]
 
 
 def test_a_model_without_the_head_refuses_to_stream_them(tiny) -> None:
