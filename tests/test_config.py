@@ -184,8 +184,9 @@ def test_the_hybrid_config_has_the_documented_loss_shares() -> None:
     hybrid = load_config(CONF / "conformer_u2_hybrid.yaml")
     u2 = load_config(CONF / "conformer_u2.yaml")
     m = hybrid.model
-    ctc, att = (1 - m.transducer_weight) * m.ctc_weight, (1 - m.transducer_weight) * (
-        1 - m.ctc_weight
+    ctc, att = (
+        (1 - m.transducer_weight) * m.ctc_weight,
+        (1 - m.transducer_weight) * (1 - m.ctc_weight),
     )
     assert (m.transducer_weight, round(ctc, 6), round(att, 6)) == (0.75, 0.1, 0.15)
     assert hybrid.encoder == u2.encoder and hybrid.decoder == u2.decoder

@@ -124,7 +124,8 @@ def test_cli_hotwords_details_json_and_misuse(
     words = [w for line in lines if line["type"] == "final" for w in line["words"]]
     assert all(w.get("hotword", False) in (True, False) for w in words)
     for args, code, words in [
-        ([*stream, "--hotwords", str(hotwords)], 2, "need the prefix beam (--mode prefix_beam or"),
+        ([*stream, "--hotwords", str(hotwords)], 2,
+         "need a beam: the prefix beam (--mode prefix_beam or"),
         ([*stream, *hot[:4], "--hotwords", str(tmp_path / "no.txt")], 1,
          f"hotwords file not found: {tmp_path / 'no.txt'}"),
         ([*stream, *hot[:4], "--hotwords", str(tmp_path)], 1, "is a directory"),

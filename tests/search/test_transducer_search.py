@@ -90,3 +90,27 @@ def test_a_wide_beam_finds_the_most_probable_sequence() -> None:
     assert tuple(found[0].tokens) == best
     assert found[0].score == pytest.approx(math.log(totals[best]), abs=1e-4)
     assert [tuple(h.tokens) for h in found] == sorted(totals, key=totals.get, reverse=True)[:3]
+
+
+def test_hotwords_lift_a_phrase_in_the_beam_and_an_unfinished_one_gains_nothing() -> None:
+    """A hotword phrase the best hypothesis lacks ends up in the result with a bonus large
+    enough; a phrase the audio never completes leaves the result as it was (its partial
+    bonus is taken back at the end)."""
+    from wenet_lite.search.context import ContextGraph, Phrase
+
+    head, enc = _head(V=3, scale=1.5), _enc(1, 4, seed=3)
+    lens = torch.tensor([4])
+    plain = [tuple(h.tokens) for h in transducer_beam_search(head, enc, lens, 81, nbest=5)[0]]
+    phrase = next(p for p in plain if len(p) == 3 and not _contains(plain[0], p))
+
+    def best(graph: ContextGraph) -> tuple:
+        return tuple(transducer_beam_search(head, enc, lens, 81, context=graph)[0][0].tokens)
+
+    lifted = best(ContextGraph([Phrase("lifted", phrase, 5.0)]))
+    assert lifted != plain[0] and _contains(lifted, phrase)
+    assert best(ContextGraph([Phrase("never", (1, 2, 1, 2, 1), 5.0)])) == plain[0]
+
+
+def _contains(tokens: tuple, phrase: tuple) -> bool:
+    n = len(phrase)
+    return any(tokens[i : i + n] == phrase for i in range(len(tokens) - n + 1))

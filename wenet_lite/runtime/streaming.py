@@ -621,7 +621,7 @@ class StreamingRecognizer:
     ) -> Union[StreamingGreedySearch, StreamingPrefixBeamSearch, TransducerState]:
         opts = self.options
         if self._transducer is not None:  # advanced by decode_streams, for the whole batch
-            return self._transducer.new_state()
+            return self._transducer.new_state(context)
         if opts.mode == "greedy":
             return StreamingGreedySearch()
         assert opts.beam_size is not None, "resolved in __init__"

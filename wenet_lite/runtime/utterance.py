@@ -106,7 +106,7 @@ def decode_batch(
         log_probs = model.ctc(out)  # (B, T, V)
     if transducer:
         assert out is not None
-        return transducer_search(model, out, out_lens, options.search)
+        return transducer_search(model, out, out_lens, options.search, models.context)
     found = _search(log_probs.float().cpu(), out_lens.cpu(), options, models)
     if not rescoring:
         return found
@@ -170,7 +170,7 @@ def decode_long(
     if options.search.transducer:
         out = long_encoder_output(model, feats, c, n, window, overlap, progress=label)  # (T, D)
         lens = torch.tensor([out.size(0)])
-        return transducer_search(model, out[None], lens, options.search)[0]
+        return transducer_search(model, out[None], lens, options.search, models.context)[0]
     log_probs = long_log_probs(model, feats, c, n, window, overlap, progress=label)  # (T, V)
     return _search(
         log_probs[None].float().cpu(), torch.tensor([log_probs.size(0)]), options, models

@@ -131,9 +131,12 @@ class SearchOptions:
             raise ValueError(f"lm weight must be >= 0, got {self.lm_weight}")
         if self.oov_penalty < 0:
             raise ValueError(f"oov penalty must be >= 0, got {self.oov_penalty}")
-        if self.hotwords is not None and not self.beam:
-            raise FieldError("hotwords ({hot}) need the prefix beam ({beam} or {rescore})",
-                             hot=Setting("hotwords"), **_BEAM_MODES)  # fmt: skip
+        if self.hotwords is not None and not (self.beam or self.mode == "transducer_beam"):
+            raise FieldError(
+                "hotwords ({hot}) need a beam: the prefix beam ({beam} or {rescore}) or the "
+                "transducer's ({tbeam})", hot=Setting("hotwords"),
+                tbeam=Setting("mode", "transducer_beam"), **_BEAM_MODES,
+            )  # fmt: skip
         if self.ctc_weight < 0:
             raise ValueError(f"ctc weight must be >= 0, got {self.ctc_weight}")
         if not 0.0 <= self.reverse_weight <= 1.0:

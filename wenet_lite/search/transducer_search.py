@@ -21,6 +21,7 @@ import torch
 from wenet_lite.config.fields import FieldError, Setting, literal
 from wenet_lite.model.asr import ASRModel
 from wenet_lite.model.transducer import TransducerHead
+from wenet_lite.search.context import ContextGraph
 from wenet_lite.search.ctc_search import Hypothesis
 from wenet_lite.search.options import SearchOptions
 
@@ -36,12 +37,18 @@ __all__ = [
 
 @dataclass
 class _Path:
-    """One hypothesis of a stream: its tokens, their frames and probabilities, its score."""
+    """One hypothesis of a stream: its tokens, their frames and probabilities, its score (the
+    log-probability of its paths) and, with hotwords, its context-graph state and bonus."""
 
     tokens: Tuple[int, ...] = ()
     times: Tuple[int, ...] = ()
     probs: Tuple[float, ...] = ()
     score: float = 0.0
+    hot: int = 0
+    hot_score: float = 0.0
+
+    def rank(self) -> float:
+        return self.score + self.hot_score
 
     def context(self, n: int) -> Tuple[int, ...]:
         """The last ``n`` tokens, blanks (0) before the first."""
@@ -55,17 +62,25 @@ class TransducerState:
 
     paths: List[_Path] = field(default_factory=lambda: [_Path()])
     frames: int = 0
+    context: Optional[ContextGraph] = None
+    """hotwords (the modified beam search only)"""
 
     def hypotheses(self, nbest: int = 1) -> List[Hypothesis]:
-        return [_hypothesis(p, self.frames) for p in self.paths[:nbest]]
+        """The ``nbest`` best so far; with hotwords each scored as if the segment ended here
+        (an unfinished phrase's bonus taken back, as the CTC prefix beam does)."""
+        if self.context is None:
+            return [_hypothesis(p, self.frames, p.score) for p in self.paths[:nbest]]
+        ended = [(p.rank() + self.context.final(p.hot), i) for i, p in enumerate(self.paths)]
+        ended.sort(key=lambda item: (-item[0], item[1]))
+        return [_hypothesis(self.paths[i], self.frames, s) for s, i in ended[:nbest]]
 
 
-def _hypothesis(p: _Path, frames: int) -> Hypothesis:
+def _hypothesis(p: _Path, frames: int, score: float) -> Hypothesis:
     if p.tokens:
         confidence = sum(p.probs) / len(p.probs)
     else:
         confidence = math.exp(p.score / frames) if frames else 1.0
-    return Hypothesis(p.tokens, p.score, p.times, confidence)
+    return Hypothesis(p.tokens, score, p.times, confidence)
 
 
 class TransducerSearch:
@@ -77,8 +92,9 @@ class TransducerSearch:
         self.head, self.beam, self.max_symbols = head, beam, max_symbols
         self.context = head.predictor.context
 
-    def new_state(self) -> TransducerState:
-        return TransducerState()
+    def new_state(self, context: Optional[ContextGraph] = None) -> TransducerState:
+        """A stream's (or segment's) search; ``context``: its hotwords (beam search only)."""
+        return TransducerState(context=context if self.beam is not None else None)
 
     @torch.no_grad()
     def step(
@@ -135,31 +151,41 @@ class TransducerSearch:
 
     def _beam_frame(self, enc_j: torch.Tensor, state: TransducerState) -> None:
         """Modified beam search: each hypothesis takes a blank or one token at this frame;
-        the ``beam`` best of the expansions (equal token sequences merged) go on."""
+        the ``beam`` best of the expansions (equal token sequences merged) go on. With
+        hotwords the expansions are ranked with their context bonus (icefall's and
+        sherpa-onnx's): the 2 x ``beam`` acoustically best are scored, the ``beam`` best kept."""
         assert self.beam is not None
-        paths, t = state.paths, state.frames
+        paths, t, graph = state.paths, state.frames, state.context
         pred_j = self._predictions([p.context(self.context) for p in paths])
         logp = self._log_probs(enc_j.unsqueeze(0), pred_j)  # (N, V)
-        scores = logp + torch.tensor([p.score for p in paths]).unsqueeze(1)
-        top = scores.view(-1).topk(min(self.beam, scores.numel()))
-        merged: Dict[Tuple[int, ...], _Path] = {}
+        scores = logp + torch.tensor([p.rank() for p in paths]).unsqueeze(1)
+        wanted = self.beam if graph is None else 2 * self.beam
+        top = scores.view(-1).topk(min(wanted, scores.numel()))
         V = logp.size(1)
-        for value, index in zip(top.values.tolist(), top.indices.tolist()):
+        expansions = []
+        for index in top.indices.tolist():
             k, token = divmod(index, V)
-            p = paths[k]
+            p, lp = paths[k], float(logp[k, token])
             if token == 0:
-                new = _Path(p.tokens, p.times, p.probs, value)
-            else:
-                prob = math.exp(float(logp[k, token]))
-                new = _Path(p.tokens + (token,), p.times + (t,), p.probs + (prob,), value)
+                expansions.append(_Path(p.tokens, p.times, p.probs, p.score + lp, p.hot,
+                                        p.hot_score))  # fmt: skip
+                continue
+            hot, bonus = graph.step(p.hot, token) if graph is not None else (0, 0.0)
+            expansions.append(_Path(p.tokens + (token,), p.times + (t,),
+                                    p.probs + (math.exp(lp),), p.score + lp, hot,
+                                    p.hot_score + bonus))  # fmt: skip
+        expansions.sort(key=lambda p: -p.rank())
+        merged: Dict[Tuple[int, ...], _Path] = {}
+        for new in expansions[: self.beam]:
             old = merged.get(new.tokens)
             if old is None:
                 merged[new.tokens] = new
             else:  # the same tokens by two paths: their probabilities add
                 keep = old if old.score >= new.score else new
                 total = float(torch.logaddexp(torch.tensor(old.score), torch.tensor(new.score)))
-                merged[new.tokens] = _Path(keep.tokens, keep.times, keep.probs, total)
-        state.paths = sorted(merged.values(), key=lambda p: -p.score)
+                merged[new.tokens] = _Path(keep.tokens, keep.times, keep.probs, total, keep.hot,
+                                           keep.hot_score)  # fmt: skip
+        state.paths = sorted(merged.values(), key=lambda p: -p.rank())
 
 
 def transducer_greedy_search(
@@ -173,11 +199,13 @@ def transducer_greedy_search(
 
 
 def transducer_beam_search(
-    head: TransducerHead, enc: torch.Tensor, lens: torch.Tensor, beam: int, nbest: int = 1
-) -> List[List[Hypothesis]]:
-    """The ``nbest`` best hypotheses of each utterance by modified beam search."""
+    head: TransducerHead, enc: torch.Tensor, lens: torch.Tensor, beam: int, nbest: int = 1,
+    context: Optional[ContextGraph] = None,
+) -> List[List[Hypothesis]]:  # fmt: skip
+    """The ``nbest`` best hypotheses of each utterance by modified beam search (``context``:
+    hotwords)."""
     search = TransducerSearch(head, beam)
-    states = [search.new_state() for _ in range(enc.size(0))]
+    states = [search.new_state(context) for _ in range(enc.size(0))]
     search.step(enc, lens.tolist(), states)
     return [s.hypotheses(nbest) for s in states]
 
@@ -195,12 +223,15 @@ def check_transducer(model: ASRModel, source: str, mode: str) -> None:
 
 
 def transducer_search(
-    model: ASRModel, out: torch.Tensor, lens: torch.Tensor, search: SearchOptions
-) -> List[List[Hypothesis]]:
+    model: ASRModel, out: torch.Tensor, lens: torch.Tensor, search: SearchOptions,
+    context: Optional[ContextGraph] = None,
+) -> List[List[Hypothesis]]:  # fmt: skip
     """The n best of each utterance's encoder output (B, T, D) by the transducer mode of
-    ``search`` (the model's head; checked by the recognisers)."""
+    ``search`` (the model's head; checked by the recognisers); ``context``: hotwords of the
+    beam search."""
     assert model.transducer is not None, "the recognisers check the head"
     if search.mode == "transducer_greedy":
         return [[h] for h in transducer_greedy_search(model.transducer, out, lens)]
     assert search.beam_size is not None and search.nbest is not None, "resolved"
-    return transducer_beam_search(model.transducer, out, lens, search.beam_size, search.nbest)
+    return transducer_beam_search(model.transducer, out, lens, search.beam_size, search.nbest,
+                                  context)  # fmt: skip
