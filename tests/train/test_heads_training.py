@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 from lhotse import CutSet
 
 from wenet_lite import load_model
@@ -75,3 +76,29 @@ def test_init_from_a_ctc_model_adds_the_head(synthetic_corpus, make_data, tiny, 
     model = load_model(exp / "step_2.pt")[0]
     start = load_model(tiny.path)[0]
     assert model.transducer is not None and start.transducer is None
+
+
+@pytest.mark.slow
+def test_a_hybrid_with_cr_ctc_resumes_exactly(synthetic_corpus, tmp_path) -> None:
+    """Interrupted mid-epoch and mid-warm-up (the transducer's scales depend on the step),
+    with gradient accumulation, dynamic chunks and both SpecAugment views: every step's loss
+    and the final weights equal an uninterrupted run's."""
+    hybrid = ("model.transducer_weight=0.5", "model.cr_ctc_weight=0.2", "specaug.enabled=true",
+              "specaug.max_time_width=5", "transducer.warmup_steps=6", "train.accum_grad=2",
+              "encoder.chunk.mode=dynamic", "train.max_epochs=2")  # fmt: skip
+
+    def run(exp, *extra, **kwargs):
+        return train(TrainOptions(
+            TINY, synthetic_corpus.data, exp, (*hybrid, *extra), dev_parts=(),
+            tokenizer=synthetic_corpus.tokenizer, progress_bar=False, device="cpu", **kwargs,
+        ))  # fmt: skip
+
+    full = run(tmp_path / "full")
+    assert len(full.losses) >= 6
+    cut = tmp_path / "cut"
+    first = run(cut, "train.max_steps=3")
+    rest = run(cut, resume=True)
+    assert {**first.losses, **rest.losses} == full.losses
+    assert full.model is not None and rest.model is not None
+    for key, value in full.model.state_dict().items():
+        assert torch.equal(value, rest.model.state_dict()[key]), key

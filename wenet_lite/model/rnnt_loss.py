@@ -52,32 +52,78 @@ def _logaddexp(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def lattice_log_prob(
     px: torch.Tensor, py: torch.Tensor, frames: torch.Tensor, tokens: torch.Tensor
 ) -> torch.Tensor:
-    """log P(y | x) of each utterance: the sum over its lattice's paths.
+    """log P(y | x) of each utterance: the sum over its lattice's paths, with gradients.
 
     Args: px (B, T, U) emission log-probs (node (t, u) -> (t, u+1)), py (B, T, U+1) blank
     log-probs (node (t, u) -> (t+1, u)), frames (B,) valid T of each, tokens (B,) valid U.
     Returns: (B,) log-probabilities (about NEG where no path fits).
+
+    The forward sum (alpha) and, for the gradients, the backward sum (beta) each take one
+    vectorised step per anti-diagonal; an arc's gradient is its posterior occupancy,
+    ``exp(alpha + arc + beta - log P)`` (no autograd graph of the T+U steps is kept).
     """
-    B, T, U1 = py.shape
-    neg = torch.full((), NEG, dtype=py.dtype, device=py.device)
-    t = torch.arange(T, device=py.device)
-    # arcs into node (t, u): a blank from (t-1, u), an emission from (t, u-1)
-    into_by_blank = torch.cat([neg.expand(B, 1, U1), py[:, :-1]], dim=1)  # (B, T, U+1)
-    into_by_symbol = torch.cat([neg.expand(B, T, 1), px.to(py.dtype)], dim=2)  # (B, T, U+1)
-    alpha = torch.where(t == 0, torch.zeros_like(neg), neg).expand(B, T)  # diagonal 0
-    last = frames - 1 + tokens  # (B,) the diagonal of each utterance's final node
-    found = alpha[:, 0]
-    for d in range(1, T + U1 - 1):  # diagonal d: the nodes (t, d - t), alpha indexed by t
-        u = d - t
-        index = u.clamp(0, U1 - 1).view(1, T, 1).expand(B, T, 1)
-        from_before = torch.cat([neg.expand(B, 1), alpha[:, :-1]], dim=1)  # alpha[t-1]
-        alpha = _logaddexp(from_before + into_by_blank.gather(2, index).squeeze(2),
-                           alpha + into_by_symbol.gather(2, index).squeeze(2))  # fmt: skip
-        alpha = torch.where((u >= 0) & (u < U1), alpha, neg)
-        here = alpha.gather(1, (frames - 1).clamp_min(0).view(B, 1)).squeeze(1)
-        found = torch.where(last == d, here, found)
-    final_py = py.gather(1, (frames - 1).view(B, 1, 1).expand(B, 1, U1)).squeeze(1)  # (B, U+1)
-    return found + final_py.gather(1, tokens.view(B, 1)).squeeze(1)
+    return _Lattice.apply(px, py, frames, tokens)
+
+
+def _diagonals(T: int, U1: int, device: torch.device):
+    """For each anti-diagonal d: the t and u of its nodes inside the (T, U+1) lattice."""
+    t = torch.arange(T, device=device)
+    for d in range(T + U1 - 1):
+        ts = t[(d - t >= 0) & (d - t < U1)]
+        yield d, ts, d - ts
+
+
+class _Lattice(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, px, py, frames, tokens):  # type: ignore[override]
+        B, T, U1 = py.shape
+        neg = torch.full((), NEG, dtype=py.dtype, device=py.device)
+        into_by_symbol = torch.cat([neg.expand(B, T, 1), px.to(py.dtype)], dim=2)  # (B,T,U+1)
+        alpha = torch.full((B, T, U1), NEG, dtype=py.dtype, device=py.device)
+        alpha[:, 0, 0] = 0.0
+        for d, ts, us in _diagonals(T, U1, py.device):
+            if d == 0:
+                continue
+            prev_t = (ts - 1).clamp_min(0)
+            from_blank = torch.where(ts > 0, alpha[:, prev_t, us] + py[:, prev_t, us], neg)
+            prev_u = (us - 1).clamp_min(0)
+            from_symbol = torch.where(us > 0, alpha[:, ts, prev_u] + into_by_symbol[:, ts, us], neg)
+            alpha[:, ts, us] = _logaddexp(from_blank, from_symbol)
+        b = torch.arange(B, device=py.device)
+        last_t = (frames - 1).clamp_min(0)
+        log_prob = alpha[b, last_t, tokens] + py[b, last_t, tokens]
+        ctx.save_for_backward(px, py, frames, tokens, alpha, log_prob)
+        return log_prob
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[override]
+        px, py, frames, tokens, alpha, log_prob = ctx.saved_tensors
+        B, T, U1 = py.shape
+        neg = torch.full((), NEG, dtype=py.dtype, device=py.device)
+        t = torch.arange(T, device=py.device).view(1, T, 1)
+        u = torch.arange(U1, device=py.device).view(1, 1, U1)
+        inside = (t < frames.view(B, 1, 1)) & (u <= tokens.view(B, 1, 1))  # (B, T, U+1)
+        end = (t == frames.view(B, 1, 1) - 1) & (u == tokens.view(B, 1, 1))
+        px_ext = torch.cat([px.to(py.dtype), neg.expand(B, T, 1)], dim=2)  # none out of row U
+        # beta after each arc: past a blank, beta[t+1, u] (0 past the final blank, log 1)
+        beta = torch.full((B, T + 1, U1 + 1), NEG, dtype=py.dtype, device=py.device)
+        for _, ts, us in reversed(list(_diagonals(T, U1, py.device))):
+            after_blank = torch.where(end[:, ts, us], torch.zeros_like(neg), beta[:, ts + 1, us])
+            value = _logaddexp(py[:, ts, us] + after_blank, px_ext[:, ts, us] + beta[:, ts, us + 1])
+            beta[:, ts, us] = torch.where(inside[:, ts, us], value, neg)
+        fits = (log_prob > NEG / 2).view(B, 1, 1)
+        scale = torch.where(fits, grad.view(B, 1, 1), torch.zeros_like(neg))
+        lp = torch.where(fits, log_prob.view(B, 1, 1), torch.zeros_like(neg))
+        after_blank = torch.where(end, torch.zeros_like(neg), beta[:, 1:, :U1])
+        grad_py = (
+            torch.where(inside & fits, (alpha + py + after_blank - lp).clamp_max(0.0).exp(), 0.0)
+            * scale
+        )
+        occupancy_x = alpha[:, :, :-1] + px.to(py.dtype) + beta[:, :T, 1:U1] - lp
+        grad_px = (
+            torch.where(inside[:, :, :-1] & fits, occupancy_x.clamp_max(0.0).exp(), 0.0) * scale
+        )
+        return grad_px.to(px.dtype), grad_py, None, None
 
 
 def simple_lattice(
