@@ -228,7 +228,7 @@ def test_bad_messages_close_only_their_connection(server: ServerProcess, files):
     assert codes[7][0] == 1003 and "second start" in codes[7][1]
     assert json.loads(bad[7][0][0])["type"] == "server_ready"
     assert codes[8][0] == 1003 and "hotwords must be a list of strings" in codes[8][1]
-    assert codes[9][0] == 1003 and "hotwords need prefix beam search" in codes[9][1]
+    assert codes[9][0] == 1003 and "hotwords need a beam search" in codes[9][1]
     assert json.loads(bad[9][0][0])["status"] == "failed"
     assert good.messages[-1] == "Done!" and sherpa_finals(good.messages)
     assert server.health()["errors"] - before == 9  # the oversized message is websockets' own

@@ -528,10 +528,10 @@ class StreamingRecognizer:
         """A hotword graph for one stream: the recognizer's phrases (``options.hotwords``) and
         ``lines`` (``PHRASE`` or ``PHRASE :SCORE``; ``options.hotwords_score`` per token
         otherwise). ValueError naming ``source`` for a bad line, or a greedy recognizer."""
-        if not self.options.beam:
+        if not self.options.takes_hotwords:
             raise ValueError(
-                f"{source}: hotwords need prefix beam search (mode=prefix_beam); this "
-                "recognizer searches greedily"
+                f"{source}: hotwords need a beam search (mode=prefix_beam or transducer_beam); "
+                "this recognizer searches greedily"
             )
         tokenizer = self.require_tokenizer()
         own = self.models.context.phrases if self.models.context is not None else []

@@ -131,7 +131,7 @@ class SearchOptions:
             raise ValueError(f"lm weight must be >= 0, got {self.lm_weight}")
         if self.oov_penalty < 0:
             raise ValueError(f"oov penalty must be >= 0, got {self.oov_penalty}")
-        if self.hotwords is not None and not (self.beam or self.mode == "transducer_beam"):
+        if self.hotwords is not None and not self.takes_hotwords:
             raise FieldError(
                 "hotwords ({hot}) need a beam: the prefix beam ({beam} or {rescore}) or the "
                 "transducer's ({tbeam})", hot=Setting("hotwords"),
@@ -146,6 +146,11 @@ class SearchOptions:
     def beam(self) -> bool:
         """Whether the search is the CTC prefix beam (alone or under attention rescoring)."""
         return self.mode in ("prefix_beam", "attention_rescoring")
+
+    @property
+    def takes_hotwords(self) -> bool:
+        """Whether the search fuses hotwords: the CTC prefix beam and the transducer's beam."""
+        return self.beam or self.mode == "transducer_beam"
 
     @property
     def transducer(self) -> bool:

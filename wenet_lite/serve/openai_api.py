@@ -11,7 +11,7 @@ Fields: ``file`` (any format the toolkit reads; else 415), ``model`` (the served
 ``model_not_found``), ``response_format`` (``json``,
 ``text``, ``srt``, ``vtt``, ``verbose_json``), ``timestamp_granularities[]`` (``segment``,
 ``word``), ``language`` (must be the model's), ``prompt`` (its phrases, split at commas,
-become hotwords of this request when the server searches with the prefix beam; else ignored),
+become hotwords of this request when the server searches with a beam; else ignored),
 ``temperature`` (ignored). More than ``max_requests`` under way get 429. Errors are OpenAI's
 ``{"error": {"message", "type", "param", "code"}}``.
 """
@@ -355,9 +355,9 @@ class TranscriptionApi:
 
     def _graph(self, prompt: str) -> Optional[ContextGraph]:
         """The prompt's phrases (split at commas and line ends) as this request's hotwords,
-        when the server searches with the prefix beam; else None (the prompt is ignored)."""
+        when the server searches with a beam; else None (the prompt is ignored)."""
         phrases = prompt_phrases(prompt)
-        if not phrases or not self.rec.options.beam:
+        if not phrases or not self.rec.options.takes_hotwords:
             return None
         try:
             return self.rec.hotwords_graph(phrases, "prompt")

@@ -268,7 +268,7 @@ class Partial(str):
 @dataclass(frozen=True)
 class Served:
     """What a protocol may need to know of the server: the served model's id and language,
-    and whether it searches with the prefix beam (hotwords)."""
+    and whether its search takes hotwords (a beam: CTC's prefix beam or the transducer's)."""
 
     model_id: str
     language: str

@@ -245,7 +245,7 @@ class RealtimeProtocol(Protocol):
 
     def _hotwords(self, s: _Settings) -> Tuple[str, ...]:
         """This session's hotword lines: the keywords and the prompt's phrases, when the
-        server searches with the prefix beam (else they are accepted and not used)."""
+        server searches with a beam (else they are accepted and not used)."""
         if not self.beam:
             return ()
         keywords = [hotword_phrase(k) for k in s.keywords]

@@ -142,7 +142,7 @@ class Server:
             options.max_wait_ms, f"{worker}." if options.workers > 1 else "",
         )  # fmt: skip
         self._served = Served(options.model_id or "wenet-lite", options.language.lower(),
-                              bool(recognizer.options.beam))  # fmt: skip
+                              recognizer.options.takes_hotwords)  # fmt: skip
         self.api: Optional[TranscriptionApi] = None
         self._adapters: Dict[str, Any] = dict(PROTOCOLS)
         if options.openai_api:
