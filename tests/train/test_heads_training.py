@@ -48,12 +48,33 @@ def test_a_hybrid_with_cr_ctc_learns_and_both_transducer_searches_transcribe(
     assert logged and all(float(c) > 0 for _, _, c in logged)  # two views, other masks
     model, tokenizer, cfg = load_model(exp / "step_250.pt")
     assert model.transducer is not None
+    _cli_decodes_and_streams_it(exp / "step_250.pt", data / "few", tmp_path)
     for mode, beam in (("transducer_greedy", None), ("transducer_beam", 4)):
         for chunking in (Chunking(0), Chunking(4, -1)):
             search = SearchOptions(mode=mode, beam_size=beam)
             report = decode_model(model, tokenizer, cfg, list(few), DecodeOptions(search, chunking))
             errors = sum_counts(r.score.words for r in report.results)
             assert errors.rate <= 0.2, (mode, chunking, [r.text for r in report.results])
+
+
+def _cli_decodes_and_streams_it(model: Path, part: Path, tmp_path: Path) -> None:
+    """The command line's transducer modes: `decode --simulate-streaming` of a set and
+    `stream --ref` of the same set give the same transcripts, and the summary names the
+    search."""
+    from wenet_lite.cli import main
+
+    search = ["--model", str(model), "--mode", "transducer_beam", "--beam", "4",
+              "--chunk-size", "4"]  # fmt: skip
+    decoded, streamed = tmp_path / "decoded", tmp_path / "streamed"
+    assert main(["decode", *search, "--data", str(part), "--simulate-streaming",
+                 "--out", str(decoded)]) == 0  # fmt: skip
+    assert "transducer modified beam (beam 4)" in (decoded / "summary.txt").read_text()
+    assert main(["stream", *search, "--no-endpoint", "--ref", str(part),
+                 "--out", str(streamed)]) == 0  # fmt: skip
+    hyps = (decoded / "hyp.txt").read_text()
+    assert hyps.strip() and sorted(hyps.splitlines()) == sorted(
+        (streamed / "hyp.txt").read_text().splitlines()
+    )
 
 
 def test_a_ctc_model_without_the_head_refuses_transducer_modes(tiny) -> None:

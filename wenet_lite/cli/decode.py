@@ -32,7 +32,8 @@ def add_decode(sub: argparse._SubParsersAction) -> None:
         "decode",
         help="decode a test set and score WER/CER",
         description="usage: wenet-lite decode --model exp/u2/avg_5.pt --data data/test-clean "
-        "[--mode greedy|prefix_beam|attention_rescoring] [--beam 10] [--lm lm.json] "
+        "[--mode greedy|prefix_beam|attention_rescoring|transducer_greedy|transducer_beam] "
+        "[--beam 10] [--lm lm.json] "
         "[--chunk-size 16 --left-chunks -1 [--simulate-streaming]] [--out DIR]\n\n"
         "Writes DIR/hyp.txt (id text), details.txt (alignments, token times, confidence), "
         "summary.txt (WER, CER with S/D/I, failures, RTF), summary.json (the same, for "
