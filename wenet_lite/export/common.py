@@ -13,20 +13,27 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Dict, List, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, List, Tuple, Union
 
 from torch import nn
 
 from wenet_lite.config import ExperimentConfig
 from wenet_lite.data.tokenizer import BLANK_ID, Tokenizer
 from wenet_lite.features.fbank import INT16_SCALE, fbank_options
+from wenet_lite.fileio import atomic_open, temporary_path
 from wenet_lite.files.model_file import load_model
 from wenet_lite.model import ASRModel
 from wenet_lite.model.chunking import Chunking, check_chunking
 from wenet_lite.model.decoder import RESCORE_CTC_WEIGHT, RESCORE_REVERSE_WEIGHT
 from wenet_lite.model.linear import Linear
 
+if TYPE_CHECKING:  # imported where used: `import wenet_lite.export.common` needs no onnx
+    import onnx
+
 __all__ = [
+    "load_produced",
+    "save_onnx",
+    "set_metadata",
     "FORMAT_VERSION",
     "check_export_chunking",
     "load_for_export",
@@ -148,3 +155,32 @@ def _converted(layer: Linear) -> nn.Linear:
     if layer.bias is not None:
         out.bias.data.copy_(layer.bias.data)
     return out.to(layer.weight.device).train(layer.training)
+
+
+def load_produced(out: Path, produce: Callable[[str], None]) -> onnx.ModelProto:
+    """Let ``produce`` write an ONNX file (the exporter's or quantizer's own) under a temporary
+    name beside ``out``, load it and delete it: only :func:`save_onnx` writes ``out``."""
+    import onnx
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    raw = temporary_path(out.with_name(f"raw-{out.name}"))
+    try:
+        produce(str(raw))
+        return onnx.load(str(raw))
+    finally:
+        raw.unlink(missing_ok=True)
+
+
+def save_onnx(proto: onnx.ModelProto, out: Path) -> Path:
+    import onnx
+
+    with atomic_open(out, "wb") as f:
+        onnx.save(proto, f)
+    return out
+
+
+def set_metadata(proto: onnx.ModelProto, meta: Dict[str, str]) -> None:
+    del proto.metadata_props[:]
+    for key, value in meta.items():
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = key, value

@@ -42,7 +42,7 @@ from __future__ import annotations
 import logging
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Dict, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Dict, Optional, Tuple, Union
 
 import torch
 from torch import nn
@@ -53,11 +53,14 @@ from wenet_lite.export.common import (
     check_export_chunking,
     export_metadata,
     load_for_export,
+    load_produced,
+    save_onnx,
+    set_metadata,
     to_torch_linear,
     vocabulary,
 )
 from wenet_lite.features.fbank import HIGH_FREQ_HZ
-from wenet_lite.fileio import atomic_open, temporary_path, write_text_atomic
+from wenet_lite.fileio import atomic_open, write_text_atomic
 from wenet_lite.model import ASRModel
 from wenet_lite.model.conformer import ConformerEncoder
 from wenet_lite.model.ctc import CTCHead
@@ -227,33 +230,11 @@ def export_onnx_model(
                 do_constant_folding=True,
             )
 
-    proto = _load_produced(out, export)
+    proto = load_produced(out, export)
     _restore_unused_inputs(proto)
-    _set_metadata(proto, _sherpa_metadata(cfg, model, chunk_size, left_chunks))
+    set_metadata(proto, _sherpa_metadata(cfg, model, chunk_size, left_chunks))
     onnx.checker.check_model(proto)
-    return _save_onnx(proto, out)
-
-
-def _load_produced(out: Path, produce: Callable[[str], None]) -> onnx.ModelProto:
-    """Let ``produce`` write an ONNX file (the exporter's or quantizer's own) under a temporary
-    name beside ``out``, load it and delete it: only :func:`_save_onnx` writes ``out``."""
-    import onnx
-
-    out.parent.mkdir(parents=True, exist_ok=True)
-    raw = temporary_path(out.with_name(f"raw-{out.name}"))
-    try:
-        produce(str(raw))
-        return onnx.load(str(raw))
-    finally:
-        raw.unlink(missing_ok=True)
-
-
-def _save_onnx(proto: onnx.ModelProto, out: Path) -> Path:
-    import onnx
-
-    with atomic_open(out, "wb") as f:
-        onnx.save(proto, f)
-    return out
+    return save_onnx(proto, out)
 
 
 def _restore_unused_inputs(proto: onnx.ModelProto) -> None:
@@ -296,13 +277,6 @@ def _sherpa_metadata(
     return meta
 
 
-def _set_metadata(proto: onnx.ModelProto, meta: Dict[str, str]) -> None:
-    del proto.metadata_props[:]
-    for key, value in meta.items():
-        entry = proto.metadata_props.add()
-        entry.key, entry.value = key, value
-
-
 def quantize_int8(src: PathLike, dst: PathLike) -> Path:
     """Dynamic int8 MatMul weights (as sherpa-onnx's WeNet export does); metadata kept.
 
@@ -324,11 +298,11 @@ def quantize_int8(src: PathLike, dst: PathLike) -> Path:
         )
 
     dst = Path(dst)
-    proto = _load_produced(dst, quantize)
+    proto = load_produced(dst, quantize)
     meta = {p.key: p.value for p in onnx.load(str(src)).metadata_props}
     meta["quantize"] = "int8"
-    _set_metadata(proto, meta)
-    return _save_onnx(proto, dst)
+    set_metadata(proto, meta)
+    return save_onnx(proto, dst)
 
 
 def export_onnx(
@@ -359,6 +333,11 @@ def export_onnx(
     if quantize == "int8":
         paths["model_int8"] = quantize_int8(paths["model"], out / "model.int8.onnx")
     meta = export_metadata(cfg, model, chunk_size, left_chunks, "none")
+    if model.transducer is not None:  # sherpa-onnx's transducer files, in a folder of their own
+        from wenet_lite.export.sherpa_transducer import export_sherpa_transducer
+
+        paths.update(export_sherpa_transducer(model, out / "transducer", chunk_size,
+                                              left_chunks, paths["tokens"]))  # fmt: skip
     if model.decoder is not None:  # attention rescoring's second pass; sherpa ignores it
         from wenet_lite.export.decoder_onnx import export_decoder_onnx
 

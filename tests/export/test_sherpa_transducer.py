@@ -1,0 +1,106 @@
+"""sherpa-onnx runs the exported transducer head (``transducer/encoder.onnx``, ``decoder.onnx``,
+``joiner.onnx``): its greedy search gives the text of our streaming encoder and one-symbol-a-
+frame search over the windows sherpa decodes."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from wenet_lite.data.manifest import load_cuts
+from wenet_lite.export.onnx import export_onnx
+from wenet_lite.features.audio import load_audio
+from wenet_lite.features.fbank import compute_fbank
+from wenet_lite.files.model_file import save_model
+from wenet_lite.model import build_model
+from wenet_lite.search.transducer_search import transducer_beam_search
+
+sherpa_onnx = pytest.importorskip("sherpa_onnx")
+
+CHUNK, LEFT = 4, 2
+TAIL_S = 0.3  # silence after the speech: sherpa-onnx never decodes an incomplete last window
+
+
+@pytest.fixture(scope="module")
+def hybrid_file(tiny, tmp_path_factory):
+    """The rigged tiny model with a transducer head on its rigged CTC head (as
+    tests/runtime/test_streaming_transducer.py), saved as a model file whose config has it."""
+    cfg = tiny.cfg
+    d, v = tiny.model.ctc.proj.in_features, tiny.model.ctc.proj.out_features
+    cfg = dataclasses.replace(
+        cfg, model=dataclasses.replace(cfg.model, transducer_weight=0.5),
+        transducer=dataclasses.replace(cfg.transducer, predictor_dim=16, joiner_dim=d),
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = build_model(cfg, v)
+    missing, unexpected = model.load_state_dict(tiny.model.state_dict(), strict=False)
+    assert not unexpected and all(k.startswith("transducer.") for k in missing)
+    head = model.transducer
+    with torch.no_grad():
+        head.joiner.enc_proj.weight.copy_(0.05 * torch.eye(d))
+        head.joiner.enc_proj.bias.zero_()
+        head.joiner.pred_proj.weight.mul_(0.02)
+        head.joiner.pred_proj.bias.zero_()
+        head.joiner.out.weight.copy_(tiny.model.ctc.proj.weight / 0.05)
+        head.joiner.out.bias.copy_(tiny.model.ctc.proj.bias)
+    path = tmp_path_factory.mktemp("hybrid") / "model.pt"
+    save_model(path, model.eval(), cfg, tiny.tokenizer)
+    return path, model.eval(), cfg, tiny.tokenizer
+
+
+def _ours(model, cfg, tokenizer, samples: np.ndarray) -> str:
+    """Our streaming encoder over the windows sherpa decodes, then one symbol a frame (the
+    modified beam with one hypothesis: sherpa's greedy)."""
+    feats = compute_fbank(samples, 16000, cfg.features)
+    sub = model.encoder.subsampling
+    window, shift = sub.window_size(CHUNK), CHUNK * sub.rate
+    frames = ((feats.size(0) - window - 1) // shift) * shift + window
+    with torch.no_grad():
+        out = model.encoder.forward_chunk_by_chunk(feats[None, :frames], CHUNK, LEFT)
+    hyp = transducer_beam_search(model.transducer, out, torch.tensor([out.size(1)]), 1)[0][0]
+    return tokenizer.decode(hyp.tokens)
+
+
+def _sherpa_text(recognizer, samples: np.ndarray) -> str:
+    stream = recognizer.create_stream()
+    for begin in range(0, len(samples), 1600):  # 100 ms pieces, as a live stream
+        stream.accept_waveform(16000, samples[begin : begin + 1600])
+    stream.input_finished()
+    while recognizer.is_ready(stream):
+        recognizer.decode_stream(stream)
+    return recognizer.get_result(stream).strip()
+
+
+def test_sherpa_onnx_runs_the_exported_transducer(corpus: Path, hybrid_file, tmp_path) -> None:
+    path, model, cfg, tokenizer = hybrid_file
+    paths = export_onnx(path, tmp_path, CHUNK, LEFT)
+    assert {"transducer_encoder", "transducer_decoder", "transducer_joiner"} <= set(paths)
+    recognizer = sherpa_onnx.OnlineRecognizer.from_transducer(
+        tokens=str(paths["transducer_tokens"]), encoder=str(paths["transducer_encoder"]),
+        decoder=str(paths["transducer_decoder"]), joiner=str(paths["transducer_joiner"]),
+        num_threads=1, sample_rate=16000, feature_dim=cfg.features.num_mel_bins,
+        decoding_method="greedy_search", normalize_samples=False, low_freq=20.0,
+        high_freq=-400.0, snip_edges=False,
+    )  # fmt: skip
+    texts = []
+    # the control: sherpa's default features (samples scaled to [-1, 1]) are not the model's
+    control = sherpa_onnx.OnlineRecognizer.from_transducer(
+        tokens=str(paths["transducer_tokens"]), encoder=str(paths["transducer_encoder"]),
+        decoder=str(paths["transducer_decoder"]), joiner=str(paths["transducer_joiner"]),
+        num_threads=1, sample_rate=16000, feature_dim=cfg.features.num_mel_bins,
+    )  # fmt: skip
+    for k, cut in enumerate(list(load_cuts(corpus / "test-clean"))[:3]):
+        audio = load_audio(cut.recording.sources[0].source, 16000)
+        samples = np.concatenate([audio, np.zeros(int(TAIL_S * 16000), np.float32)])
+        theirs = _sherpa_text(recognizer, samples)
+        ours = _ours(model, cfg, tokenizer, samples)
+        assert len(ours.replace(" ", "")) >= 3, ours
+        assert theirs == ours, cut.id
+        if k == 0:
+            assert _sherpa_text(control, samples) != ours
+        texts.append(ours)
+    assert len(set(texts)) == len(texts)
