@@ -1,6 +1,6 @@
 """sherpa-onnx runs the exported transducer head (``transducer/encoder.onnx``, ``decoder.onnx``,
-``joiner.onnx``): its greedy search gives the text of our streaming encoder and one-symbol-a-
-frame search over the windows sherpa decodes."""
+``joiner.onnx``): its greedy search gives the text of our `stream --mode transducer_greedy
+--max-symbols 1` over the windows sherpa decodes."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from wenet_lite.features.audio import load_audio
 from wenet_lite.features.fbank import compute_fbank
 from wenet_lite.files.model_file import save_model
 from wenet_lite.model import build_model
-from wenet_lite.search.transducer_search import transducer_beam_search
+from wenet_lite.search.transducer_search import transducer_beam_search, transducer_greedy_search
 
 sherpa_onnx = pytest.importorskip("sherpa_onnx")
 
@@ -53,15 +53,19 @@ def hybrid_file(tiny, tmp_path_factory):
 
 
 def _ours(model, cfg, tokenizer, samples: np.ndarray) -> str:
-    """Our streaming encoder over the windows sherpa decodes, then one symbol a frame (the
-    modified beam with one hypothesis: sherpa's greedy)."""
+    """Our streaming recogniser, greedy with one symbol a frame (sherpa's greedy), over the
+    audio of the windows sherpa decodes (it never decodes the last incomplete one)."""
     feats = compute_fbank(samples, 16000, cfg.features)
     sub = model.encoder.subsampling
     window, shift = sub.window_size(CHUNK), CHUNK * sub.rate
-    frames = ((feats.size(0) - window - 1) // shift) * shift + window
+    num_windows = (feats.size(0) - window - 1) // shift + 1
+    frames = (num_windows - 1) * shift + window
     with torch.no_grad():
         out = model.encoder.forward_chunk_by_chunk(feats[None, :frames], CHUNK, LEFT)
-    hyp = transducer_beam_search(model.transducer, out, torch.tensor([out.size(1)]), 1)[0][0]
+    lens = torch.tensor([out.size(1)])
+    hyp = transducer_greedy_search(model.transducer, out, lens, max_symbols=1)[0]
+    beam_one = transducer_beam_search(model.transducer, out, lens, 1)[0][0]
+    assert hyp.tokens == beam_one.tokens  # one symbol a frame: the beam of one is the same
     return tokenizer.decode(hyp.tokens)
 
 

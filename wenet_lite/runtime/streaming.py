@@ -488,7 +488,8 @@ class StreamingRecognizer:
             check_transducer(self.model, source, self.options.mode)
             assert self.model.transducer is not None
             beam = self.options.beam_size if self.options.mode == "transducer_beam" else None
-            self._transducer = TransducerSearch(self.model.transducer, beam)
+            self._transducer = TransducerSearch(self.model.transducer, beam,
+                                                self.options.max_symbols)  # fmt: skip
         if self.options.rescoring:
             if self.model is None:
                 raise ValueError(

@@ -94,13 +94,22 @@ class SearchOptions:
         default=None,
         metadata=flag(
             "--hotwords",
-            "prefix_beam: file of phrases to favour, one a line, `PHRASE` or `PHRASE :SCORE`",
+            "prefix_beam, transducer_beam: file of phrases to favour, one a line, `PHRASE` or "
+            "`PHRASE :SCORE`",
             metavar="FILE",
         ),
     )
     hotwords_score: float = field(
         default=HOTWORDS_SCORE,
         metadata=flag("--hotwords-score", "bonus per matched hotword token (a phrase's own wins)"),
+    )
+
+    max_symbols: int = field(
+        default=4,
+        metadata=flag(
+            "--max-symbols",
+            "transducer_greedy: tokens one frame may emit (1: sherpa-onnx's greedy search)",
+        ),
     )
 
     ctc_weight: float = field(
@@ -137,6 +146,9 @@ class SearchOptions:
                 "transducer's ({tbeam})", hot=Setting("hotwords"),
                 tbeam=Setting("mode", "transducer_beam"), **_BEAM_MODES,
             )  # fmt: skip
+        if self.max_symbols < 1:
+            raise FieldError(f"{{n}} must be >= 1, got {self.max_symbols}",
+                             n=Setting("max_symbols"))  # fmt: skip
         if self.ctc_weight < 0:
             raise ValueError(f"ctc weight must be >= 0, got {self.ctc_weight}")
         if not 0.0 <= self.reverse_weight <= 1.0:
@@ -176,7 +188,7 @@ class SearchOptions:
         """One line for summaries, e.g. ``prefix_beam (beam 20, token min log-prob -5) + LM``."""
         text = "greedy"
         if self.mode == "transducer_greedy":
-            text = "transducer greedy"
+            text = f"transducer greedy ({self.max_symbols} symbol(s) a frame)"
         elif self.mode == "transducer_beam":
             text = f"transducer modified beam (beam {self.beam_size})"
         if self.beam:

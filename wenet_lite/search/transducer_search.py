@@ -231,7 +231,8 @@ def transducer_search(
     beam search."""
     assert model.transducer is not None, "the recognisers check the head"
     if search.mode == "transducer_greedy":
-        return [[h] for h in transducer_greedy_search(model.transducer, out, lens)]
+        found = transducer_greedy_search(model.transducer, out, lens, search.max_symbols)
+        return [[h] for h in found]
     assert search.beam_size is not None and search.nbest is not None, "resolved"
     return transducer_beam_search(model.transducer, out, lens, search.beam_size, search.nbest,
                                   context)  # fmt: skip
