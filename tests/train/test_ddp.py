@@ -23,9 +23,14 @@ GPU_PATH = ("train.compile=true", "data.fbank=device")
 """What a GPU run uses (compiled encoder, fbank in the loop), here on gloo ranks."""
 
 
+HYBRID = ("model.transducer_weight=0.5", "model.cr_ctc_weight=0.2", "specaug.enabled=true")
+"""The transducer head and CR-CTC's two views on the ranks."""
+
+
 @pytest.mark.parametrize(
-    "extra", [(), pytest.param(GPU_PATH, marks=pytest.mark.slow, id="compiled-device-fbank")]
-)
+    "extra", [(), pytest.param(GPU_PATH, marks=pytest.mark.slow, id="compiled-device-fbank"),
+              pytest.param(HYBRID, marks=pytest.mark.slow, id="hybrid-cr-ctc")],
+)  # fmt: skip
 def test_two_cpu_ranks_train_in_lockstep(synthetic_corpus, salted_cuts, make_data, tmp_path, extra):
     bad, expected = salted_cuts
     train = load_cuts(synthetic_corpus.data / "train-clean-100")
