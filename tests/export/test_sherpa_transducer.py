@@ -1,6 +1,8 @@
 """sherpa-onnx runs the exported transducer head (``transducer/encoder.onnx``, ``decoder.onnx``,
 ``joiner.onnx``): its greedy search gives the text of our `stream --mode transducer_greedy
---max-symbols 1` over the windows sherpa decodes."""
+--max-symbols 1`, and its modified beam search (4 active paths) one of the 4 hypotheses of
+our `--mode transducer_beam --beam 4` (it picks by length-normalised score), over the windows
+sherpa decodes."""
 
 from __future__ import annotations
 
@@ -52,7 +54,7 @@ def hybrid_file(tiny, tmp_path_factory):
     return path, model.eval(), cfg, tiny.tokenizer
 
 
-def _ours(model, cfg, tokenizer, samples: np.ndarray) -> str:
+def _ours(model, cfg, tokenizer, samples: np.ndarray, beam: int = 0):
     """Our streaming recogniser, greedy with one symbol a frame (sherpa's greedy), over the
     audio of the windows sherpa decodes (it never decodes the last incomplete one)."""
     feats = compute_fbank(samples, 16000, cfg.features)
@@ -63,6 +65,9 @@ def _ours(model, cfg, tokenizer, samples: np.ndarray) -> str:
     with torch.no_grad():
         out = model.encoder.forward_chunk_by_chunk(feats[None, :frames], CHUNK, LEFT)
     lens = torch.tensor([out.size(1)])
+    if beam:  # the n-best of sherpa's modified beam search with max_active_paths = beam
+        found = transducer_beam_search(model.transducer, out, lens, beam, nbest=beam)[0]
+        return [tokenizer.decode(h.tokens) for h in found]
     hyp = transducer_greedy_search(model.transducer, out, lens, max_symbols=1)[0]
     beam_one = transducer_beam_search(model.transducer, out, lens, 1)[0][0]
     assert hyp.tokens == beam_one.tokens  # one symbol a frame: the beam of one is the same
@@ -108,3 +113,15 @@ def test_sherpa_onnx_runs_the_exported_transducer(corpus: Path, hybrid_file, tmp
             assert _sherpa_text(control, samples) != ours
         texts.append(ours)
     assert len(set(texts)) == len(texts)
+    beam = sherpa_onnx.OnlineRecognizer.from_transducer(
+        tokens=str(paths["transducer_tokens"]), encoder=str(paths["transducer_encoder"]),
+        decoder=str(paths["transducer_decoder"]), joiner=str(paths["transducer_joiner"]),
+        num_threads=1, sample_rate=16000, feature_dim=cfg.features.num_mel_bins,
+        decoding_method="modified_beam_search", max_active_paths=4, normalize_samples=False,
+        low_freq=20.0, high_freq=-400.0, snip_edges=False,
+    )  # fmt: skip
+    for cut in list(load_cuts(corpus / "test-clean"))[:3]:
+        audio = load_audio(cut.recording.sources[0].source, 16000)
+        samples = np.concatenate([audio, np.zeros(int(TAIL_S * 16000), np.float32)])
+        # the same beam; sherpa picks its result by length-normalised score, we by score
+        assert _sherpa_text(beam, samples) in _ours(model, cfg, tokenizer, samples, beam=4)
