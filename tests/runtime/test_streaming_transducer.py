@@ -137,3 +137,29 @@ def test_the_search_state_carried_across_chunks_is_what_makes_it_exact(
     exact = _stream(rec, test_audio[1], 1).token_ids
     monkeypatch.setattr(Stream, "transducer_state", property(lambda self: TransducerState()))
     assert _stream(rec, test_audio[1], 1).token_ids != exact
+
+
+def test_hotwords_in_the_transducer_beam_stream_as_they_simulate(
+    corpus: Path, test_audio, hybrid, tmp_path
+) -> None:
+    """`transducer_beam` with a hotwords file: a stream's tokens equal simulated streaming's
+    with the same file, and the file changes them (the control)."""
+    model, tokenizer, cfg = hybrid
+    cuts = list(load_cuts(corpus / "test-clean"))[:2]
+    plain = SearchOptions(mode="transducer_beam", beam_size=3)
+    rec = open_streaming((model, tokenizer, cfg), Chunking(4, 2), plain, NO_ENDPOINT)
+    before = [_stream(rec, test_audio[k], k).text for k in range(2)]
+    words = sorted({w for t in before for w in t.split()}, key=len)
+    (tmp_path / "hot.txt").write_text("\n".join(w.lower() for w in words[-2:]) + "\n")
+    hot = SearchOptions(mode="transducer_beam", beam_size=3, hotwords=str(tmp_path / "hot.txt"),
+                        hotwords_score=4.0)  # fmt: skip
+    rec = open_streaming((model, tokenizer, cfg), Chunking(4, 2), hot, NO_ENDPOINT)
+    opts = DecodeOptions(hot, Chunking(4, 2), simulate_streaming=True)
+    simulated = {r.utt_id: r.hyp.tokens for r in decode_model(model, tokenizer, cfg, cuts,
+                                                              opts).results}  # fmt: skip
+    after = []
+    for k, cut in enumerate(cuts):
+        streamed = _stream(rec, test_audio[k], k)
+        assert streamed.token_ids == simulated[cut.id]
+        after.append(streamed.text)
+    assert after != before
