@@ -131,3 +131,31 @@ def test_a_hybrid_with_cr_ctc_resumes_exactly(synthetic_corpus, tmp_path) -> Non
     assert full.model is not None and rest.model is not None
     for key, value in full.model.state_dict().items():
         assert torch.equal(value, rest.model.state_dict()[key]), key
+
+
+@pytest.mark.slow
+def test_the_hybrid_trains_under_bf16_autocast(synthetic_corpus, make_data, tmp_path,
+                                               monkeypatch) -> None:  # fmt: skip
+    """``train.precision: bf16`` (autocast on a CPU claiming native bf16, as
+    test_train.py's bf16 test): the transducer and CR-CTC losses stay finite and fall, and
+    differ from fp32's (bf16 really ran)."""
+    from wenet_lite.host.cpu import FLAGS_ENV, cpu_flags
+
+    monkeypatch.setenv(FLAGS_ENV, " ".join(cpu_flags(real=True) | {"amx_bf16"}))
+    few = _few(synthetic_corpus)
+    data = make_data({"few": few})
+    settings = ("train.max_epochs=30", "data.num_buckets=1", "train.lr=0.005",
+                "train.warmup_steps=5", "model.transducer_weight=0.5", "model.cr_ctc_weight=0.2",
+                "specaug.enabled=true", "specaug.max_time_width=5")  # fmt: skip
+
+    def run(name: str, precision: str):
+        return train(TrainOptions(
+            TINY, data, tmp_path / name, (*settings, f"train.precision={precision}"),
+            train_parts=("few",), dev_parts=(), tokenizer=synthetic_corpus.tokenizer,
+            progress_bar=False, device="cpu",
+        ))  # fmt: skip
+
+    bf16, fp32 = run("bf16", "bf16"), run("fp32", "fp32")
+    losses = [bf16.losses[s] for s in sorted(bf16.losses)]
+    assert bf16.nonfinite_steps == 0 and sum(losses[-5:]) < 0.7 * sum(losses[:5]), losses
+    assert all(bf16.losses[s] != fp32.losses[s] for s in bf16.losses)
