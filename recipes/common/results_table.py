@@ -30,10 +30,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 Record = Dict[str, Any]
 _MODE = re.compile(
-    r"^(?:full|chunk(\d+)(_sim)?|stream(\d+)|(ts|sherpa)(\d+)(_int8)?)(_beam)?(_lm)?"
+    r"^(?:full|chunk(\d+)(_sim)?|stream(\d+)|(ts|sherpa)(\d+)(_int8)?)(_beam|_tgreedy|_tbeam)?(_lm)?"
     r"(_rescore)?(_hot|_unrelated)?$"
 )
 _BIAS = {None: 0, "_hot": 1, "_unrelated": 2}
+_SEARCH = {None: 0, "_beam": 1, "_tgreedy": 3, "_tbeam": 4}
 _EXPORTED = {
     "ts": "exported TorchScript (`examples/run_exported.py`)",
     "sherpa": "exported ONNX in sherpa-onnx (`examples/run_sherpa.py`)",
@@ -53,17 +54,22 @@ def mode_key(name: str) -> Tuple[int, int, int]:
     m = _MODE.match(name)
     assert m is not None
     masked, sim, stream, engine, exported, int8, beam, lm, rescore, bias = m.groups()
-    search = 2 if rescore else int(bool(beam))  # greedy, prefix beam, attention rescoring
+    # ctc greedy, prefix beam, attention rescoring, transducer greedy, transducer beam
+    search = 2 if rescore else _SEARCH[beam]
     if engine:
         return (2, 2 * (engine == "sherpa") + bool(int8) + 4 * search, -int(exported))
-    if not (masked or stream):  # greedy, prefix beam, rescored, then the same with the LM;
-        return (0, 0, 3 * (search + 3 * bool(lm)) + _BIAS[bias])  # each plain, then biased
+    if not (masked or stream):  # each search, then the same with the LM;
+        return (0, 0, 3 * (search + 5 * bool(lm)) + _BIAS[bias])  # each plain, then biased
     kind = 2 if stream else (1 if sim else 0)
-    return (1, -int(masked or stream), kind + 3 * (search + 3 * bool(lm)))
+    return (1, -int(masked or stream), kind + 3 * (search + 5 * bool(lm)))
 
 
 def describe_search(search: Record) -> str:
     """The row's words for a recorded ``SearchOptions``."""
+    if search["mode"] == "transducer_greedy":
+        return f"transducer greedy ({search.get('max_symbols', 4)} symbol(s) a frame)"
+    if search["mode"] == "transducer_beam":
+        return f"transducer modified beam {search['beam_size']}"
     if search["mode"] == "greedy":
         text = "ctc greedy"
     else:

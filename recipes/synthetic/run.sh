@@ -22,7 +22,8 @@
 #                      each chunk in $chunks the chunk-masked forward and simulated streaming
 #                      (chunk by chunk with caches); with $rescore, attention rescoring of
 #                      the prefix beam's n-best (full context and simulated streaming at
-#                      $rescore_chunk, each with and without the LM) beside the plain beam
+#                      $rescore_chunk, each with and without the LM) beside the plain beam; for a model
+#                      with a transducer head, its greedy and modified beam searches
 #   6  stream test-clean with `wenet-lite stream --ref` for each chunk in $stream_chunks (and
 #                      with the LM at $lm_chunk; rescored with and without it at
 #                      $rescore_chunk), scored and compared with the simulated streaming
@@ -68,6 +69,9 @@ hotwords_score=${hotwords_score:-0.75}  # bonus per matched hotword token (chose
 rescore=${rescore:-true}          # stages 5 and 6 also decode with attention rescoring (U2++; the
                                   # model needs an attention decoder, as the default config has)
 rescore_chunk=${rescore_chunk-16} # ... simulated and streamed at this chunk ("": full context only)
+transducer=${transducer:-auto}    # stage 5 also decodes with the transducer head (greedy and modified
+                                  # beam, full context; greedy simulated at each chunk): auto when
+                                  # the model has one (e.g. --overrides model.transducer_weight=0.75)
 rescore_lm_ctc_weight=${rescore_lm_ctc_weight:-8.0}  # with the LM, the weight of the search
                                   # score (LM included) against the decoder's: chosen on dev
                                   # (0.5 38.45 -> 40.42 % WER, 2.0 38.92, 8.0 38.15)
@@ -100,7 +104,7 @@ while [ $# -gt 0 ]; do
       case "$name" in
         stage|stop_stage|hours|seed|jobs|config|overrides|average_num|chunks|stream_chunks|\
 lm_beam|token_min_logp|lm_weight|word_bonus|oov_penalty|blank_penalty|lm_text|lm_chunk|\
-hotwords|hotwords_score|rescore|rescore_chunk|rescore_lm_ctc_weight|device|export_chunk|\
+hotwords|hotwords_score|rescore|rescore_chunk|rescore_lm_ctc_weight|transducer|device|export_chunk|\
 export_left|left_chunks|corpus|data|exp|init)
           printf -v "$name" '%s' "$2" ;;
         nj) jobs=$2 ;;  # the older spelling of --jobs
@@ -204,6 +208,10 @@ decode_lm() {  # decode_lm NAME [decode options]: decode_test with the word LM
   decode_test "$1" "${lm_search[@]}" "${@:2}"
 }
 beam_search=(--mode prefix_beam "${beam_opts[@]}")
+has_transducer() {  # whether $model has a transducer head
+  python3 -c "import sys; from wenet_lite import load_model
+sys.exit(0 if load_model(sys.argv[1])[0].transducer is not None else 1)" "$model"
+}
 hot() {  # hot LIST: the flags of a decode biased towards $exp/hotwords/LIST.txt
   echo "--hotwords $exp/hotwords/$1.txt --hotwords-score $hotwords_score"
 }
@@ -252,6 +260,14 @@ if run_stage 5; then
   fi
   if [ -n "$lm_chunk" ]; then
     tasks+=("decode_lm chunk${lm_chunk}_sim_lm --chunk-size $lm_chunk --simulate-streaming")
+  fi
+  if [ "$transducer" = true ] || { [ "$transducer" = auto ] && has_transducer; }; then
+    log 5 "the transducer head: greedy and modified beam search (full context), greedy simulated streaming at chunk ${chunks// /, }"
+    tasks+=("decode_test full_tbeam --mode transducer_beam --beam 4")
+    tasks+=("decode_test full_tgreedy --mode transducer_greedy")
+    for c in $chunks; do
+      tasks+=("decode_test chunk${c}_sim_tgreedy --mode transducer_greedy --chunk-size $c --simulate-streaming")
+    done
   fi
   for c in $chunks; do tasks+=("decode_test chunk${c}_sim --chunk-size $c --simulate-streaming"); done
   tasks+=("decode_test full")

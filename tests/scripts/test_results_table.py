@@ -88,3 +88,25 @@ def test_rows_come_from_summary_json_in_table_order(tmp_path: Path, results_tabl
         "16: 9/10 (test-clean); 16 rescored: 10/10 (test-clean); 16 with the LM: 10/10 "
         "(test-clean)."
     )
+
+
+def test_transducer_rows_follow_the_ctc_ones(tmp_path: Path, results_table) -> None:
+    _summary(tmp_path, "full", 10.0, GREEDY)
+    _summary(tmp_path, "full_tbeam", 8.0, {**GREEDY, "mode": "transducer_beam", "beam_size": 4})
+    _summary(tmp_path, "full_tgreedy", 9.0, {**GREEDY, "mode": "transducer_greedy",
+                                             "max_symbols": 4})  # fmt: skip
+    _summary(tmp_path, "full_lm", 8.5, LM)
+    _summary(tmp_path, "chunk16_sim_tgreedy", 11.0, {**GREEDY, "mode": "transducer_greedy"})
+    _summary(tmp_path, "chunk16_sim", 12.0, GREEDY)
+    table = results_table.collect(tmp_path, ["test-clean"])
+    rows = [line for line in results_table.results_lines(table, ["test-clean"])[2:]
+            if line.startswith("| ")]  # fmt: skip
+    assert [r.split(" | ")[0] for r in rows] == [
+        "| ctc greedy, full context",
+        "| transducer greedy (4 symbol(s) a frame), full context",
+        "| transducer modified beam 4, full context",
+        rows[3].split(" | ")[0],  # the LM row after every search without it
+        "| ctc greedy, simulated streaming (chunk by chunk, cached)",
+        "| transducer greedy (4 symbol(s) a frame), simulated streaming (chunk by chunk, cached)",
+    ]
+    assert "word LM" in rows[3]
