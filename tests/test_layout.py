@@ -55,7 +55,7 @@ SUBLAYERS: Dict[str, List[Tuple[str, ...]]] = {
         ("offline", "streaming"),
     ],
     "wenet_lite.serve": [
-        ("options", "gate", "workers", "protocols", "http_front", "upload_form", "uploads"),
+        ("options", "gate", "workers", "protocols", "http_exchange", "upload_form", "uploads"),
         ("connection",),
         ("decode_thread",),
         ("hub",),

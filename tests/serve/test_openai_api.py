@@ -366,7 +366,7 @@ def test_the_form_takes_any_split_of_the_bytes(tmp_path) -> None:
     refused; the spooled file goes with the request unless it was taken."""
     import os
 
-    from wenet_lite.serve.http_front import BodyError
+    from wenet_lite.serve.http_exchange import BodyError
     from wenet_lite.serve.upload_form import UploadForm
 
     rng = np.random.default_rng(0)

@@ -3,7 +3,7 @@ admission, monitoring), the open streams and their decode loop (hub.py) and deco
 (decode_thread.py), a stream's state and its peer (connection.py), its options (options.py),
 the HTTP side and admission (gate.py), the workers' shared counters and supervision
 (workers.py), the sherpa-onnx and WeNet protocols it speaks (protocols.py), plain HTTP requests
-on its port (http_front.py; an upload's form parsed as it arrives: upload_form.py), OpenAI's
+on its port (http_exchange.py; an upload's form parsed as it arrives: upload_form.py), OpenAI's
 transcription API (openai_api.py; uploads in full context:
 uploads.py) and Realtime sessions (realtime.py), and its browser page (static/)."""
 

@@ -36,7 +36,7 @@ from wenet_lite.features.audio import AudioError, check_rate, read_audio_blocks
 from wenet_lite.runtime.streaming import Stream, StreamCursor, StreamingRecognizer
 from wenet_lite.search.context import ContextGraph
 from wenet_lite.serve.connection import Client
-from wenet_lite.serve.http_front import BodyError, HttpRequest, HttpResponse
+from wenet_lite.serve.http_exchange import BodyError, HttpRequest, HttpResponse
 from wenet_lite.serve.hub import StreamHub
 from wenet_lite.serve.protocols import Protocol
 from wenet_lite.serve.upload_form import UploadForm

@@ -53,7 +53,7 @@ from wenet_lite.runtime.streaming import StreamCursor, StreamingRecognizer
 from wenet_lite.runtime.utterance import DecodeOptions
 from wenet_lite.serve.connection import COUNTERS, Client, Counters
 from wenet_lite.serve.gate import WEBSOCKET_PATHS, Gate, read_token, tls_context
-from wenet_lite.serve.http_front import HttpExchange, front_connection
+from wenet_lite.serve.http_exchange import HttpExchange, front_connection
 from wenet_lite.serve.hub import StreamHub
 from wenet_lite.serve.openai_api import ApiError, TranscriptionApi
 from wenet_lite.serve.options import ServerOptions
