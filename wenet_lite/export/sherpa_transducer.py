@@ -122,10 +122,10 @@ def export_sherpa_transducer(
         raise ValueError("the model has no transducer head to export")
     enc = model.encoder
     if enc.key_positions:
-        raise FieldError(
-            "sherpa-onnx's transducer export needs relative positions: {pos} has absolute key "
-            "positions", pos=Setting("pos_enc", "wenet"),
-        )  # fmt: skip
+        raise ValueError(
+            "sherpa-onnx's transducer export needs relative positions: this model's "
+            "encoder.pos_enc is wenet (absolute key positions)"
+        )
     if left_chunks < 0:
         raise FieldError("the transducer export needs a fixed cache: {left} >= 0",
                          left=Setting("left_chunks"))  # fmt: skip
