@@ -144,10 +144,13 @@ class TransducerSearch:
                                            p.probs + (math.exp(lp),), p.score + lp)  # fmt: skip
                 still.append(i)
             live = still
-        for i in live:  # the symbol limit: the frame ends with its blank
-            p = states[i].paths[0]
-            logp = self._log_probs(enc_j[i : i + 1], self._predictions([p.context(self.context)]))
-            states[i].paths[0] = _Path(p.tokens, p.times, p.probs, p.score + float(logp[0, 0]))
+        if not live:
+            return
+        paths = [states[i].paths[0] for i in live]  # the symbol limit: the frame's blank
+        pred_j = self._predictions([p.context(self.context) for p in paths])
+        blank = self._log_probs(enc_j[live], pred_j)[:, 0].tolist()
+        for i, p, lp in zip(live, paths, blank):
+            states[i].paths[0] = _Path(p.tokens, p.times, p.probs, p.score + lp)
 
     def _beam_frame(self, enc_j: torch.Tensor, state: TransducerState) -> None:
         """Modified beam search: each hypothesis takes a blank or one token at this frame;

@@ -385,7 +385,6 @@ class TranscriptionApi:
             job.close()
 
     def _done(self, c: Client, job: _Job) -> None:
-        c.gone = True  # the decode thread forgets it whatever happened
         self.hub.done(c, "answered" if c.eof else "its client left", job.samples / max(job.rate, 1))
 
     def _no_model(self, name: str) -> ApiError:
