@@ -8,8 +8,9 @@ from typing import NamedTuple
 import pytest
 import torch
 
-# The tiny rigged models, test audio and bad audio files, shared by every test directory.
-pytest_plugins = ["tests.tiny_models"]
+# The tiny rigged models, test audio and bad audio files, and a small punctuation model, shared
+# by every test directory.
+pytest_plugins = ["tests.tiny_models", "tests.punct_models"]
 
 # Tests are small; one thread keeps them fast and deterministic on a shared 2-core machine.
 torch.set_num_threads(1)

@@ -26,6 +26,7 @@ from wenet_lite.config.fields import FieldError, Setting, literal
 from wenet_lite.files.export_dir import ExportDir, is_export_dir
 from wenet_lite.host.cpu import PRECISIONS, auto_precision, cpu_model, native_bf16
 from wenet_lite.model.chunking import Chunking
+from wenet_lite.punct.punctuator import Punctuator, load_punctuator
 from wenet_lite.runtime.endpoint import EndpointConfig
 from wenet_lite.runtime.engines import ENGINES, Engine
 from wenet_lite.runtime.utterance import DecodeOptions
@@ -57,6 +58,8 @@ _log = logging.getLogger(__name__)
 Source = Union[str, Path, ExportDir, Tuple["ASRModel", "Tokenizer", "ExperimentConfig"]]
 """a model file, an export directory (its path, or as read), or ``load_model``'s triple"""
 Recognizer = Union["StreamingRecognizer", "OfflineRecognizer"]
+PunctSource = Union[str, Path, Punctuator]
+"""a punctuation model's directory, or one loaded"""
 
 
 class RuleError(FieldError):
@@ -250,6 +253,7 @@ def open_recognizer(
     *,
     offline: Optional[DecodeOptions] = None,
     slots: Optional[bool] = None,
+    punct: Optional[PunctSource] = None,
 ) -> Recognizer:
     """A recogniser over any source: streaming for chunked ``chunking``, offline for full
     context (``Chunking(0)``) or when ``offline`` gives `decode`'s batch mode.
@@ -268,17 +272,36 @@ def open_recognizer(
             search unless ``search`` is given).
         slots: streaming: the streams' states in one batched tensor with a slot per stream
             (None: on a GPU with a fixed cache, see ``StreamingRecognizer``).
+        punct: a punctuation model (`wenet-lite train-punct`: its directory, or a
+            ``Punctuator``): final results cased and punctuated, each word with its mark
+            (partial results stay as recognised).
     Raises:
         RuleError (a ValueError) for a combination that cannot run, naming the fields to
         change, before anything is loaded; FileNotFoundError / ValueError (CheckpointError, a
         bad export record) for a bad source, naming it.
     """
+
+    spec = engine or EngineSpec()
+    punctuator = load_punctuator(punct)  # a bad directory refused before the model loads
+    rec = _open(source, chunking, search, endpoint, spec, offline, slots)
+    rec.punctuator = punctuator
+    return rec
+
+
+def _open(
+    source: Source,
+    chunking: Optional[Chunking],
+    search: Optional[SearchOptions],
+    endpoint: Optional[EndpointConfig],
+    spec: EngineSpec,
+    offline: Optional[DecodeOptions],
+    slots: Optional[bool],
+) -> Recognizer:
     import torch
 
     from wenet_lite.model.chunking import check_chunking
     from wenet_lite.runtime.streaming import StreamingRecognizer
 
-    spec = engine or EngineSpec()
     if offline is None and chunking is not None and not chunking.streaming:
         offline = DecodeOptions(search or SearchOptions(), chunking)
     if is_export_dir(source) and not isinstance(source, ExportDir):
@@ -324,6 +347,7 @@ def open_streaming(
     endpoint: Optional[EndpointConfig] = None,
     engine: Optional[EngineSpec] = None,
     slots: Optional[bool] = None,
+    punct: Optional[PunctSource] = None,
 ) -> StreamingRecognizer:
     """:func:`open_recognizer` for streaming, typed: ``chunking`` (default: an export
     directory's, else 16/4) must stream; full context is :func:`open_offline`'s. ``slots``:
@@ -336,7 +360,7 @@ def open_streaming(
             f"chunking={chunking.describe()} is full context, which does not stream: open it "
             "with open_offline"
         )
-    rec = open_recognizer(source, chunking, search, endpoint, engine, slots=slots)
+    rec = open_recognizer(source, chunking, search, endpoint, engine, slots=slots, punct=punct)
     assert isinstance(rec, StreamingRecognizer)  # chunked: a streaming recogniser
     return rec
 
@@ -346,13 +370,16 @@ def open_offline(
     options: Optional[DecodeOptions] = None,
     search: Optional[SearchOptions] = None,
     engine: Optional[EngineSpec] = None,
+    punct: Optional[PunctSource] = None,
 ) -> OfflineRecognizer:
     """:func:`open_recognizer` for whole utterances, typed: ``options`` is the mode (default:
     full context in bounded windows, what `transcribe` and `decode` run), ``search`` its search
-    when given."""
+    when given; ``punct`` as :func:`open_recognizer`'s."""
     from wenet_lite.runtime.offline import OfflineRecognizer
 
-    rec = open_recognizer(source, None, search, None, engine, offline=options or DecodeOptions())
+    rec = open_recognizer(
+        source, None, search, None, engine, offline=options or DecodeOptions(), punct=punct
+    )
     assert isinstance(rec, OfflineRecognizer)  # offline= always gives one
     return rec
 

@@ -76,6 +76,10 @@ def split_at_pauses(result: Result, pause: float) -> List[Segment]:
             for g in groups]  # fmt: skip
 
 
+_SENTENCE_ENDS = (".", "?", "!")
+"""the marks after a sentence's last word (a punctuated transcript's)"""
+
+
 @dataclass(frozen=True)
 class Cue:
     """One subtitle: shown from ``start`` to ``end`` seconds, one or two lines."""
@@ -92,16 +96,18 @@ def subtitle_cues(
     max_seconds: float = 7.0,
     min_seconds: float = 0.5,
 ) -> List[Cue]:
-    """Cues from the transcript's words: a cue never spans two segments, holds at most
-    ``max_lines`` lines of ``max_chars`` characters and lasts at most ``max_seconds``; it is
-    shown at least ``min_seconds`` where the next cue leaves room, and never overlaps it."""
+    """Cues from the transcript's words: a cue never spans two segments or (punctuated text)
+    two sentences, holds at most ``max_lines`` lines of ``max_chars`` characters and lasts at
+    most ``max_seconds``; it is shown at least ``min_seconds`` where the next cue leaves room,
+    and never overlaps it."""
     groups: List[List[Word]] = []
     for seg in transcript.segments:
         current: List[Word] = []
         for w in _short_words(seg.words, max_chars):
             trial = current + [w]
             too_long = trial and trial[-1].end - trial[0].start > max_seconds
-            if current and (too_long or len(_wrap(trial, max_chars)) > max_lines):
+            sentence_end = bool(current) and current[-1].text.endswith(_SENTENCE_ENDS)
+            if current and (too_long or sentence_end or len(_wrap(trial, max_chars)) > max_lines):
                 groups.append(current)
                 current = [w]
             else:

@@ -33,8 +33,10 @@ import torch
 from wenet_lite.features.audio import AudioError, check_rate, decode_audio_bytes, read_audio_blocks
 from wenet_lite.files.export_dir import ExportDir, is_export_dir
 from wenet_lite.model.chunking import Chunking
+from wenet_lite.punct.punctuator import load_punctuator
 from wenet_lite.recognizer import (
     EngineSpec,
+    PunctSource,
     Recognizer,
     Source,
     as_offline,
@@ -98,6 +100,9 @@ class Transcriber:
             many times slower). Set for the whole process, as ``torch.set_num_threads``.
         upsample: audio below the model's rate is upsampled with a warning (True) or
             refused with an ``AudioError`` (False).
+        punct: a punctuation model (`wenet-lite train-punct`: its directory or a loaded
+            ``Punctuator``): the text and words cased and punctuated (full context: the whole
+            file at once; streaming: each segment).
     """
 
     def __init__(
@@ -114,6 +119,7 @@ class Transcriber:
         progress: bool = True,
         threads: int = 1,
         upsample: bool = True,
+        punct: Optional[PunctSource] = None,
         **search_options: Any,
     ) -> None:
         _check_options(model, chunk_size, pause, threads)
@@ -135,6 +141,8 @@ class Transcriber:
         spec = engine or EngineSpec(threads=threads, device=device or "cpu")
         if opened is not None:
             self.recognizer = opened
+            if punct is not None:
+                self.recognizer.punctuator = load_punctuator(punct)
         elif chunk_size == 0 and not is_export_dir(model):  # an export directory only streams
             self.recognizer = open_offline(
                 model,
@@ -143,10 +151,13 @@ class Transcriber:
                 ),
                 self.search,
                 spec,
+                punct,
             )
         else:
             chunking = Chunking(chunk_size, left_chunks) if chunk_size > 0 else None
-            self.recognizer = open_streaming(model, chunking, self.search, endpoint, spec)
+            self.recognizer = open_streaming(
+                model, chunking, self.search, endpoint, spec, punct=punct
+            )
         self._streaming = as_streaming(self.recognizer)
         self._offline = as_offline(self.recognizer)
         self.sample_rate: int = self.recognizer.cfg.features.sample_rate
@@ -316,7 +327,7 @@ def transcribe(model: Any, audio: Any, sample_rate: Optional[int] = None, **opti
             ``sample_rate`` is required).
         options: :class:`Transcriber`'s (``chunk_size``, ``left_chunks``, ``search`` or its
             fields by their CLI names such as ``beam=10``, ``endpoint``, ``device``, ``pause``,
-            ``max_window_seconds``, ``threads``, ``upsample``).
+            ``max_window_seconds``, ``threads``, ``upsample``, ``punct``).
     Returns:
         a :class:`Transcript`, or a list of them for a list of paths. A bad file raises
         ``AudioError`` naming it (the CLI skips it and goes on).

@@ -11,7 +11,8 @@ from wenet_lite.cli import build_parser
 
 SUBCOMMANDS = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
 EXPECTED = {"prepare", "compute-cmvn", "compute-fbank", "train", "average", "decode", "stream",
-            "serve", "score", "train-lm", "export", "import-wenet", "transcribe"}  # fmt: skip
+            "serve", "score", "train-lm", "export", "import-wenet", "transcribe", "train-punct",
+            "punctuate"}  # fmt: skip
 
 
 def test_the_subcommands() -> None:

@@ -86,9 +86,14 @@ def test_streamed_equals_simulated_and_batched(corpus: Path, test_audio, hybrid,
     assert _stream(ctc, test_audio[0], 0).token_ids != alone[0].token_ids  # the control
 
 
+_ON_GPU = [EngineSpec(device="cuda")] if torch.cuda.is_available() else []
+
+
 @pytest.mark.parametrize("spec", [EngineSpec("onnxruntime"), EngineSpec(precision="int8"),
-                                  EngineSpec(precision="bf16"), EngineSpec("executorch")],
-                         ids=["onnxruntime", "torch int8", "torch bf16", "executorch"])  # fmt: skip
+                                  EngineSpec(precision="bf16"), EngineSpec("executorch"),
+                                  *_ON_GPU],
+                         ids=["onnxruntime", "torch int8", "torch bf16", "executorch",
+                              "torch cuda"][: 4 + len(_ON_GPU)])  # fmt: skip
 def test_every_engine_streams_the_transducer_as_it_simulates(
     corpus: Path, test_audio, hybrid, spec
 ) -> None:

@@ -16,6 +16,7 @@ from typing import Any, Callable, List, NoReturn, Optional
 from wenet_lite.cli.decode import add_decode, add_score, add_train_lm
 from wenet_lite.cli.export import add_export, add_import_wenet
 from wenet_lite.cli.flags import UsageError, cli_words, in_cli_words
+from wenet_lite.cli.punct import add_punctuate, add_train_punct
 from wenet_lite.cli.serve import add_serve
 from wenet_lite.cli.stream import add_stream
 from wenet_lite.cli.train import (
@@ -48,6 +49,8 @@ _SUBCOMMANDS: List[Callable[[argparse._SubParsersAction], None]] = [
     add_serve,
     add_score,
     add_train_lm,
+    add_train_punct,
+    add_punctuate,
     add_export,
     add_import_wenet,
 ]

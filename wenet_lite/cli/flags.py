@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # imported where used: `wenet-lite --help` stays instant
 
 __all__ = [
     "UsageError", "add_set", "add_options", "options_from", "add_chunking", "chunking_from",
-    "add_endpoint", "endpoint_from", "add_upsample",
+    "add_endpoint", "endpoint_from", "add_punct", "add_upsample",
     "device_from", "output_dir", "output_file", "output_path", "file_in", "in_dir", "add_engine",
     "engine_spec", "offline_from", "recognizer_from", "check_recognizer_flags", "rule_error",
     "cli_words", "in_cli_words",
@@ -256,6 +256,14 @@ def device_from(name: Optional[str]) -> str:
     return name
 
 
+def add_punct(p: argparse.ArgumentParser, what: str) -> None:
+    """``--punct DIR`` on a subcommand whose final results it writes."""
+    p.add_argument(
+        "--punct", metavar="DIR", default=None,
+        help=f"a punctuation model (`wenet-lite train-punct`): {what}",
+    )  # fmt: skip
+
+
 def add_upsample(p: argparse.ArgumentParser) -> None:
     """`--no-upsample`: audio below the model's rate is refused instead of upsampled."""
     p.add_argument(
@@ -404,6 +412,8 @@ def recognizer_from(
     if not chunking.streaming:
         raise UsageError("--chunk-size 0 decodes whole files: use `transcribe` or `decode`")
     try:
-        return open_streaming(source, chunking, options, endpoint, spec)
+        return open_streaming(
+            source, chunking, options, endpoint, spec, punct=getattr(args, "punct", None)
+        )
     except RuleError as e:  # checked before anything is loaded
         raise rule_error(e) from None

@@ -11,6 +11,7 @@ from wenet_lite.cli.flags import (
     add_endpoint,
     add_engine,
     add_options,
+    add_punct,
     check_recognizer_flags,
     device_from,
     endpoint_from,
@@ -52,6 +53,11 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
     add_endpoint(p)
     p.add_argument("--device", default="cpu", help=DEVICE_HELP)
     add_engine(p)
+    add_punct(
+        p,
+        "every protocol's final results and uploads cased and punctuated (partial results "
+        "as recognised)",
+    )
     p.set_defaults(func=_run_serve)
 
 

@@ -14,6 +14,7 @@ from wenet_lite.cli.flags import (
     add_endpoint,
     add_engine,
     add_options,
+    add_punct,
     add_upsample,
     endpoint_from,
     options_from,
@@ -81,6 +82,7 @@ def add_stream(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--compare", help="--ref: count transcripts identical to DIR/hyp.txt")
     p.add_argument("--device", default="cpu", help=DEVICE_HELP)
     add_engine(p)
+    add_punct(p, "final results cased and punctuated (partial ones as recognised)")
     p.set_defaults(func=_run_stream)
 
 

@@ -51,6 +51,7 @@ def add_transcribe(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     flags.add_upsample(p)
     flags.add_engine(p, "--chunk-size C: ")
+    flags.add_punct(p, "the text, words and subtitles cased and punctuated")
     p.set_defaults(func=_run_transcribe)
 
 
@@ -123,6 +124,7 @@ def _run_transcribe(args: argparse.Namespace) -> int:
             args.model, chunking.chunk_size, chunking.left_chunks, search,
             flags.endpoint_from(args), pause=args.pause, engine=spec,
             progress=not args.no_progress and sys.stderr.isatty(), upsample=args.upsample,
+            punct=args.punct,
         )  # fmt: skip
     except RuleError as e:  # checked before anything is loaded
         raise flags.rule_error(e) from None

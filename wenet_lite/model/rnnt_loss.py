@@ -66,10 +66,11 @@ def lattice_log_prob(
 
 
 def _diagonals(T: int, U1: int, device: torch.device):
-    """For each anti-diagonal d: the t and u of its nodes inside the (T, U+1) lattice."""
+    """For each anti-diagonal d: the t and u of its nodes inside the (T, U+1) lattice (a slice
+    of one arange: no mask whose size the host would wait for on a GPU)."""
     t = torch.arange(T, device=device)
     for d in range(T + U1 - 1):
-        ts = t[(d - t >= 0) & (d - t < U1)]
+        ts = t[max(0, d - U1 + 1) : min(d, T - 1) + 1]
         yield d, ts, d - ts
 
 

@@ -25,8 +25,9 @@ from wenet_lite.data.tokenizer import Tokenizer
 from wenet_lite.features.audio import AudioError, resample
 from wenet_lite.model import ASRModel
 from wenet_lite.model.chunking import Chunking
+from wenet_lite.punct.punctuator import Punctuator
 from wenet_lite.runtime.engines import Engine
-from wenet_lite.runtime.result import Result, make_result
+from wenet_lite.runtime.result import Result, make_result, punctuated
 from wenet_lite.runtime.utterance import DecodeOptions, decode_batch, decode_long
 from wenet_lite.search.ctc_search import Hypothesis
 from wenet_lite.search.rescore import check_decoder
@@ -76,6 +77,8 @@ class OfflineRecognizer:
         self.options: DecodeOptions = dataclasses.replace(options, search=search)
         self.engine = engine
         self.source = source
+        self.punctuator: Optional[Punctuator] = None
+        """cases and punctuates results (``open_recognizer(punct=)``)"""
         self.models = search.load(tokenizer)  # the word LM and hotwords, if any
         self.sample_rate: int = cfg.features.sample_rate
         self.frame_shift_s: float = cfg.features.frame_shift_ms / 1000
@@ -131,10 +134,11 @@ class OfflineRecognizer:
     def result(self, hyp: Hypothesis, pause: Optional[float] = None) -> Result:
         """The hypothesis as a final :class:`Result` with word times (a new word where
         ``pause`` seconds pass between tokens) and hotword marks."""
-        return make_result(
+        result = make_result(
             hyp, self.tokenizer, 0, 0, self.subsampling_rate, self.frame_shift_s, True,
             self.models.context, pause=pause,
         )  # fmt: skip
+        return punctuated(result, self.punctuator)
 
     @contextmanager
     def _eval(self) -> Iterator[None]:

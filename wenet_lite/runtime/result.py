@@ -8,6 +8,7 @@ at sentencepiece's word-start marker '▁'; a word ends one encoder frame after 
 
 from __future__ import annotations
 
+import dataclasses
 import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, List, Optional, Sequence
@@ -16,10 +17,11 @@ from wenet_lite.data.tokenizer import WORD_START, Tokenizer
 from wenet_lite.search.ctc_search import Hypothesis, frames_to_seconds
 
 if TYPE_CHECKING:
+    from wenet_lite.punct.punctuator import Punctuator
     from wenet_lite.search.context import ContextGraph
 
 __all__ = ["Word", "Result", "hotword_tokens", "join_words", "make_result", "merge_results",
-           "spell", "unspaced"]  # fmt: skip
+           "punctuated", "spell", "unspaced"]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -200,3 +202,12 @@ def merge_results(results: Sequence[Result], is_final: bool) -> Result:
         end=results[-1].end if results else 0.0,
         is_final=is_final,
     )
+
+
+def punctuated(result: Result, punctuator: Optional[Punctuator]) -> Result:
+    """The result with its words cased and each followed by its mark (times unchanged), its
+    text their join; as it was without a punctuator or words."""
+    if punctuator is None or not result.words:
+        return result
+    words = punctuator.timed_words(result.words)
+    return dataclasses.replace(result, words=words, text=join_words([w.text for w in words]))

@@ -53,9 +53,10 @@ from wenet_lite.model.subsampling import (
     subsampling_layers,
     window_size,
 )
+from wenet_lite.punct.punctuator import Punctuator
 from wenet_lite.runtime.endpoint import EndpointConfig, detect_endpoint
 from wenet_lite.runtime.engines import Engine
-from wenet_lite.runtime.result import Result, make_result, merge_results, spell
+from wenet_lite.runtime.result import Result, make_result, merge_results, punctuated, spell
 from wenet_lite.search.context import ContextGraph, hotword_phrases, word_starts
 from wenet_lite.search.ctc_search import (
     ChunkPath,
@@ -232,7 +233,8 @@ class Stream:
         if self._pending:
             self._rec.rescore_pending([self])
         for closed in self._closed[len(self._finals) :]:  # spelled once, when first asked for
-            self._finals.append(self._make_result(*closed, is_final=True))
+            final = self._make_result(*closed, is_final=True)
+            self._finals.append(punctuated(final, self._rec.punctuator))
         return list(self._finals)
 
     @property
@@ -455,6 +457,8 @@ class StreamingRecognizer:
         self.chunking = chunking
         self.options = (options or SearchOptions()).resolved(cfg.decode)
         self.endpoint = endpoint if endpoint is not None else EndpointConfig()
+        self.punctuator: Optional[Punctuator] = None
+        """cases and punctuates final results (``open_recognizer(punct=)``)"""
         self._layers = subsampling_layers(cfg.encoder.subsampling_rate)
         self.subsampling_rate: int = cfg.encoder.subsampling_rate
         self.window_size: int = window_size(chunking.chunk_size, self._layers)

@@ -482,6 +482,7 @@ def _upload_decoder(rec: StreamingRecognizer, options: ServerOptions) -> Optiona
         DecodeOptions(rec.options, window_progress=False),
         rec.options,
         spec,
+        rec.punctuator,
     )
     return UploadDecoder(offline, options.max_batch_size)
 

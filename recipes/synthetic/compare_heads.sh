@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The heads of one encoder side by side at equal training time, on the synthetic corpus:
+# CTC alone, CR-CTC, the hybrid (CTC + transducer) and the hybrid with CR-CTC, each trained by
+# recipes/synthetic/run.sh's stages 3-5 for the steps that take the time CTC's 1500 take
+# (their step speeds measured by benchmarks/bench_train.py, docs/heads.md), then decoded on
+# test-clean (full context and simulated streaming at chunk 16) and tabled by
+# recipes/common/heads_table.py into $out/HEADS.md.
+#
+#   recipes/synthetic/compare_heads.sh [--heads "ctc cr-ctc hybrid hybrid-cr-ctc"] [--scale 1.0]
+#
+# Run from the repository root after recipes/synthetic/run.sh --stop-stage 2 (the corpus,
+# manifests, CMVN and stored fbank in data/synthetic). --scale multiplies every run's steps (a
+# longer setting keeps the ratios). The attention decoder is left out of every run, so that
+# "CTC" is CTC alone; CR-CTC needs SpecAugment, so its runs switch it on from the first step.
+set -euo pipefail
+
+heads=${heads:-"ctc cr-ctc hybrid hybrid-cr-ctc"}
+scale=${scale:-1.0}
+data=${data:-data/synthetic}
+out=${out:-exp/heads}
+config=${config:-conf/synthetic_small.yaml}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --heads) heads=$2 ;;
+    --scale) scale=$2 ;;
+    --data) data=$2 ;;
+    --out) out=$2 ;;
+    --config) config=$2 ;;
+    *) echo "$0: unknown option $1 (--heads, --scale, --data, --out, --config)" >&2; exit 2 ;;
+  esac
+  shift 2
+done
+
+# Steps at equal time: CTC's 1500 times each head's trainer speed relative to CTC's
+# (docs/heads.md, a 2-core AMD EPYC: CR-CTC 0.68x, hybrid 0.71x, hybrid + CR-CTC 0.51x).
+steps_of() { python3 -c "print(int(round(1500 * $1 * $scale)))"; }
+specaug="specaug.enabled=true specaug.start_step=0"
+for head in $heads; do
+  case $head in
+    ctc) steps=$(steps_of 1.0); extra="" ;;
+    cr-ctc) steps=$(steps_of 0.68); extra="$specaug model.cr_ctc_weight=0.2" ;;
+    hybrid) steps=$(steps_of 0.71); extra="model.transducer_weight=0.75" ;;
+    hybrid-cr-ctc) steps=$(steps_of 0.51)
+      extra="$specaug model.transducer_weight=0.75 model.cr_ctc_weight=0.2" ;;
+    *) echo "$0: unknown head $head (ctc, cr-ctc, hybrid, hybrid-cr-ctc)" >&2; exit 2 ;;
+  esac
+  echo "$(date '+%H:%M:%S') [$head] $steps steps${extra:+, $extra}"
+  bash recipes/synthetic/run.sh --stage 3 --stop-stage 5 --data "$data" --exp "$out/$head" \
+    --config "$config" --hotwords false --rescore false --chunks 16 --lm-chunk "" \
+    --overrides "decoder.type=none train.max_steps=$steps $extra"
+done
+python3 recipes/common/heads_table.py --data "$data" --out "$out/HEADS.md" \
+  $(for head in $heads; do echo "--exp $head=$out/$head"; done) \
+  --note "Command: recipes/synthetic/compare_heads.sh${scale:+ --scale $scale} (config $config)."

@@ -1,0 +1,141 @@
+"""The punctuation and casing model: labels from written text, training that beats the
+baseline on held-out text, streaming labels equal to the whole text's, batched equal to alone,
+and one-line refusals of bad texts and model directories."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.punct_models import sentence, write_text
+from wenet_lite.punct.punctuator import PunctError, Punctuator
+from wenet_lite.punct.text import CASES, MARKS, apply_labels, baseline, split_text
+from wenet_lite.punct.train import read_training_text
+
+
+def test_written_text_becomes_labels_and_back() -> None:
+    line = "Hello, world! \"Is it\" McDonald's -- or NASA's; a well-known U.S. day... I'm fine"
+    words = split_text(line)
+    assert [w.word for w in words] == [
+        "hello", "world", "is", "it", "mcdonald's", "or", "nasa's", "a", "well", "known", "u",
+        "s", "day", "i'm", "fine",
+    ]  # fmt: skip
+    assert [MARKS[w.mark] for w in words][:7] == [",", "!", "", "", "", "", ","]
+    assert [CASES[w.case] for w in words][:7] == ["capital", "lower", "capital", "lower",
+                                                  "mixed", "lower", "upper"]  # fmt: skip
+    assert MARKS[words[12].mark] == "."  # "..." is a period
+    written = apply_labels([w.word for w in words], [w.mark for w in words],
+                           [w.case for w in words], {"mcdonald's": "McDonald's"})  # fmt: skip
+    assert " ".join(written) == (
+        "Hello, world! Is it McDonald's or NASA's, a well known U. S. day. I'm fine"
+    )
+    assert split_text(" , . ! ") == []  # marks alone are no words
+    marks, cases = baseline(["so", "i", "went"])
+    assert apply_labels(["so", "i", "went"], marks, cases) == ["So", "I", "went."]
+
+
+def test_training_beats_the_baseline_on_held_out_text(punct_model: Path) -> None:
+    metrics = json.loads((punct_model / "metrics.json").read_text())
+    model, base = metrics["model"], metrics["baseline"]
+    assert metrics["held-out lines"] >= 50
+    # the baseline finds line ends alone: no comma, no ?, no ! and no names
+    assert model["f1 all marks"] > base["f1 all marks"] + 30, (model, base)
+    assert model["f1 ?"] > 80 and model["f1 ,"] > 80 and base["f1 ?"] == 0
+    assert model["case accuracy"] > base["case accuracy"] + 5
+    p = Punctuator.load(punct_model)
+    assert p.text("did john see nasa") == "Did John see NASA?"
+    assert p.text("MARY LIKED MCDONALD BUT PARIS LEFT THE CAT") == (
+        "Mary liked McDonald, but Paris left the cat."
+    )
+
+
+def test_streamed_labels_equal_the_whole_texts(punct_model: Path, monkeypatch) -> None:
+    p = Punctuator.load(punct_model)
+    rng = random.Random(5)
+    text = " ".join(sentence(rng) for _ in range(12))
+    words = [w.word for w in split_text(text)]
+    whole = p.words(words)
+    assert len(words) > 3 * (p.left_context + p.right_context)
+    stream = p.stream()
+    out = []
+    for i in range(0, len(words), 3):  # three words at a time
+        got = stream.accept(words[i : i + 3])
+        assert len(out) + len(got) <= max(0, i + 3 - p.right_context)  # a word waits
+        out += got
+    out += stream.finish()
+    assert out == whole
+    # the control: a stream that labels each word before its right context has come
+    monkeypatch.setattr(Punctuator, "right_context", property(lambda self: 0))
+    hurried = p.stream()
+    early = [w for i in range(0, len(words), 3) for w in hurried.accept(words[i : i + 3])]
+    assert early + hurried.finish() != whole
+
+
+def test_batched_labels_equal_alone(punct_model: Path) -> None:
+    p = Punctuator.load(punct_model)
+    rng = random.Random(9)
+    texts = [[w.word for w in split_text(sentence(rng) + " " + sentence(rng))]
+             for _ in range(6)]  # fmt: skip
+    together = p.labels(texts)
+    for text, labels in zip(texts, together):
+        assert p.labels([text])[0] == labels
+
+
+def test_bad_texts_and_model_directories_are_named(tmp_path: Path, punct_model: Path) -> None:
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    marks = tmp_path / "marks.txt"
+    marks.write_text("... !!! ,,, ???\n-- --\n")
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("Caf\xe9 au lait.\n".encode("latin-1"))
+    flat = tmp_path / "flat.txt.gz"
+    with gzip.open(flat, "wt") as f:
+        f.write("no capitals and no marks here\n")
+    for path, said in [(empty, "no words"), (marks, "no words"), (latin1, "not UTF-8"),
+                       (flat, "no punctuation and no capitals"),
+                       (tmp_path / "missing.txt", "no such")]:  # fmt: skip
+        with pytest.raises((ValueError, FileNotFoundError), match=said) as e:
+            read_training_text([path])
+        assert str(path) in str(e.value)
+    asr = tmp_path / "asr"
+    asr.mkdir()
+    (asr / "model.pt").write_bytes(b"x")
+    with pytest.raises(PunctError, match="an ASR model"):
+        Punctuator.load(asr)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "punct.pt").write_bytes(b"not a pickle")
+    with pytest.raises(PunctError, match="punct.pt: not a readable"):
+        Punctuator.load(broken)
+    # the CLI: one line each, naming the file or directory
+    cli = [sys.executable, "-m", "wenet_lite"]
+    run = subprocess.run(cli + ["train-punct", "--text", str(marks), "--out", str(tmp_path / "o")],
+                         capture_output=True, text=True)  # fmt: skip
+    assert run.returncode == 1 and run.stderr.count("\n") == 1 and str(marks) in run.stderr
+    run = subprocess.run(cli + ["punctuate", "--model", str(asr)], input="HELLO\n",
+                         capture_output=True, text=True)  # fmt: skip
+    assert run.returncode == 1 and run.stderr.count("\n") == 1 and str(asr) in run.stderr
+    run = subprocess.run(cli + ["punctuate", "--model", str(punct_model)],
+                         input="did mary see the dog\nTHE CAT SAW PARIS\n", capture_output=True,
+                         text=True)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == ["Did Mary see the dog?", "The cat saw Paris."]
+
+
+def test_train_punct_cli_reports_scores(tmp_path: Path) -> None:
+    text = write_text(tmp_path / "t.txt", 200, seed=3)
+    run = subprocess.run(
+        [sys.executable, "-m", "wenet_lite", "train-punct", "--text", str(text), "--out",
+         str(tmp_path / "m"), "--max-steps", "5", "--dim", "32", "--no-progress"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "held out" in run.stdout and "baseline: f1 ," in run.stdout
+    assert (tmp_path / "m" / "punct.pt").is_file()
+    assert json.loads((tmp_path / "m" / "metrics.json").read_text())["steps"] == 5

@@ -1,0 +1,104 @@
+"""`wenet-lite train-punct` and `wenet-lite punctuate`: a punctuation and casing model
+trained from written text, and the words of stdin written with it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from wenet_lite.cli.flags import output_dir, positive_int
+
+__all__ = ["add_punctuate", "add_train_punct"]
+
+
+def add_train_punct(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "train-punct",
+        help="train a punctuation and casing model from written text",
+        description="usage: wenet-lite train-punct --text books.txt [--text more.txt.gz] "
+        "--out exp/punct [--epochs 4]\n\n"
+        "Learns, from cased and punctuated text (a document or a sentence a line, UTF-8, "
+        "gzipped if named .gz), to write a recogniser's words with the mark after each "
+        "(none , . ? !) and its case (lower, Capitalised, UPPER, mixed as written). A share "
+        "of the lines is held out and scored (F1 of each mark, case accuracy) beside a "
+        "baseline that capitalises the first word and ends the line with a period; "
+        "DIR/metrics.json keeps the scores. Use it with `punctuate --model DIR`, and give DIR "
+        "to transcribe, stream and serve (their punctuation flag).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--text", action="append", required=True, help="text file (repeatable)")
+    p.add_argument("--out", type=output_dir, required=True, help="the model directory to write")
+    p.add_argument("--epochs", type=float, default=4.0, help="passes over the text (4.0)")
+    p.add_argument(
+        "--max-steps", type=int, default=0, help="stop after this many steps (0: --epochs)"
+    )
+    p.add_argument("--held-out", type=float, default=0.05, help="share of lines scored (0.05)")
+    p.add_argument("--dim", type=positive_int, default=192, help="model width (192)")
+    p.add_argument("--layers", type=positive_int, default=4, help="convolution layers (4)")
+    p.add_argument(
+        "--right", type=int, default=2,
+        help="words after a word each layer reads (2: a word's labels wait for 8 words)",
+    )  # fmt: skip
+    p.add_argument("--threads", type=positive_int, default=2, help="CPU threads (2)")
+    p.add_argument("--seed", type=int, default=0, help="the held-out split and the weights (0)")
+    p.add_argument("--no-progress", action="store_true", help="log lines instead of a bar")
+    p.set_defaults(func=_run_train_punct)
+
+
+def _run_train_punct(args: argparse.Namespace) -> int:
+    import torch
+
+    from wenet_lite.cli.flags import UsageError
+    from wenet_lite.punct.model import PunctConfig
+    from wenet_lite.punct.train import PunctTrainOptions, train_punct
+
+    if not 0 <= args.held_out < 1:
+        raise UsageError(f"--held-out {args.held_out}: give a share in [0, 1)")
+    if args.right < 0:
+        raise UsageError(f"--right {args.right}: give 0 or more")
+    torch.set_num_threads(args.threads)
+    cfg = PunctConfig(dim=args.dim, num_layers=args.layers, right=args.right)
+    options = PunctTrainOptions(epochs=args.epochs, held_out=args.held_out, seed=args.seed,
+                                max_steps=args.max_steps)  # fmt: skip
+    metrics = train_punct(args.text, args.out, cfg, options, progress=not args.no_progress)
+    print(f"{args.out}: {metrics['training words']} words trained in {metrics['minutes']} min")
+    for who in ("model", "baseline"):
+        scores = metrics.get(who)
+        if isinstance(scores, dict):
+            shown = ", ".join(f"{k} {v}" for k, v in scores.items() if k != "words")
+            print(f"held out ({scores['words']} words), {who}: {shown}")
+    return 0
+
+
+def add_punctuate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "punctuate",
+        help="write lines of words from stdin cased and punctuated",
+        description="usage: wenet-lite punctuate --model exp/punct < words.txt\n"
+        "       echo 'HELLO WORLD HOW ARE YOU' | wenet-lite punctuate --model exp/punct\n\n"
+        "Reads lines of words (a recogniser's output: any case, no marks) on stdin and writes "
+        "each line cased and punctuated by a model of `wenet-lite train-punct`.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--model", required=True, metavar="DIR", help="the punctuation model")
+    p.set_defaults(func=_run_punctuate)
+
+
+def _run_punctuate(args: argparse.Namespace) -> int:
+    import torch
+
+    from wenet_lite.punct.punctuator import Punctuator
+
+    torch.set_num_threads(1)
+    punctuator = Punctuator.load(args.model)
+    with_errors = 0
+    for number, line in enumerate(sys.stdin.buffer, 1):
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError:
+            print(f"wenet-lite punctuate: stdin line {number}: not UTF-8, skipped", file=sys.stderr)
+            with_errors += 1
+            print("")
+            continue
+        print(punctuator.text(text), flush=True)
+    return 1 if with_errors else 0

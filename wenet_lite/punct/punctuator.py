@@ -1,0 +1,162 @@
+"""A trained punctuation model in use: words in, cased and punctuated words out.
+
+A model directory (what `wenet-lite train-punct` writes) holds ``punct.pt``: the weights, the
+config, the word list and the mixed-case forms, loaded with ``weights_only=True``; and
+``metrics.json``: what the held-out text measured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Union
+
+import torch
+
+from wenet_lite.fileio import atomic_open
+from wenet_lite.punct.model import PunctConfig, PunctModel, WordFeatures
+from wenet_lite.punct.text import apply_labels, plain_word
+
+if TYPE_CHECKING:
+    from wenet_lite.runtime.result import Word
+
+__all__ = ["KIND", "MODEL_FILE", "PunctError", "PunctStream", "Punctuator"]
+
+KIND = "wenet-lite punctuation"
+MODEL_FILE = "punct.pt"
+
+
+class PunctError(ValueError):
+    """A punctuation model directory that cannot be used (names it)."""
+
+
+class Punctuator:
+    """Labels words with their marks and cases (``words`` or ``text``), whole texts at once
+    or (:meth:`stream`) as words arrive."""
+
+    def __init__(
+        self, model: PunctModel, vocab: Sequence[str], mixed: Dict[str, str], name: str = ""
+    ) -> None:
+        self.model = model.eval()
+        self.features = WordFeatures(vocab, model.cfg.buckets)
+        self.mixed = dict(mixed)
+        self.name = name
+
+    @property
+    def right_context(self) -> int:
+        return self.model.cfg.right_context
+
+    @property
+    def left_context(self) -> int:
+        return self.model.cfg.left_context
+
+    @classmethod
+    def load(cls, directory: Union[str, Path]) -> Punctuator:
+        d = Path(directory)
+        path = d / MODEL_FILE
+        if not d.is_dir():
+            raise PunctError(f"{d}: no such punctuation model directory")
+        if not path.is_file():
+            kind = " (it holds model.pt: an ASR model, not a punctuation model)" if (
+                d / "model.pt").is_file() else ""  # fmt: skip
+            raise PunctError(
+                f"{d}: not a punctuation model directory: no {MODEL_FILE}{kind}; "
+                "`wenet-lite train-punct` writes one"
+            )
+        try:
+            blob = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as e:  # a truncated or foreign file: name it
+            raise PunctError(f"{path}: not a readable punctuation model ({e})") from e
+        if not isinstance(blob, dict) or blob.get("kind") != KIND:
+            raise PunctError(f"{path}: not a punctuation model (written by something else)")
+        cfg = PunctConfig(**blob["config"])
+        model = PunctModel(cfg)
+        model.load_state_dict(blob["state_dict"])
+        return cls(model, blob["vocab"], blob["mixed"], str(d))
+
+    def save(self, directory: Union[str, Path]) -> Path:
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        blob = {
+            "kind": KIND,
+            "config": self.model.cfg.to_dict(),
+            "vocab": list(self.features.vocab),
+            "mixed": dict(self.mixed),
+            "state_dict": self.model.state_dict(),
+        }
+        with atomic_open(d / MODEL_FILE, "wb") as f:
+            torch.save(blob, f)
+        return d / MODEL_FILE
+
+    @torch.inference_mode()
+    def labels(self, texts: Sequence[Sequence[str]]) -> List[tuple]:
+        """(marks, cases) of each text's plain words, the texts in one padded batch."""
+        if not texts or not any(texts):
+            return [([], []) for _ in texts]
+        ids, grams, offsets, mask = self.features.batch(texts)
+        marks, cases = self.model(ids, grams, offsets, mask)
+        marks, cases = marks.argmax(-1), cases.argmax(-1)
+        return [(marks[b, : len(t)].tolist(), cases[b, : len(t)].tolist())
+                for b, t in enumerate(texts)]  # fmt: skip
+
+    def words(self, words: Sequence[str]) -> List[str]:
+        """A recogniser's words (any case, no marks) written with case and marks."""
+        plain = [plain_word(w) for w in words]
+        keep = [i for i, w in enumerate(plain) if w]
+        kept = [plain[i] for i in keep]
+        marks, cases = self.labels([kept])[0]
+        written = apply_labels(kept, marks, cases, self.mixed)
+        out = list(words)
+        for i, text in zip(keep, written):
+            out[i] = text
+        return out
+
+    def text(self, text: str) -> str:
+        """A line of words, cased and punctuated."""
+        return " ".join(self.words(text.split()))
+
+    def timed_words(self, words: Sequence[Word]) -> List[Word]:
+        """Recognised words with their times, each word's text cased and followed by its mark
+        (a word and its mark travel together)."""
+        texts = self.words([w.text for w in words])
+        return [dataclasses.replace(w, text=t) for w, t in zip(words, texts)]
+
+    def stream(self) -> PunctStream:
+        return PunctStream(self)
+
+
+class PunctStream:
+    """Words in as they are recognised; each word out once ``right_context`` words follow it
+    (or at :meth:`finish`), labelled as the whole text labels it."""
+
+    def __init__(self, punctuator: Punctuator) -> None:
+        self.p = punctuator
+        self._words: List[str] = []
+        self._done = 0
+
+    def accept(self, words: Sequence[str]) -> List[str]:
+        """Take more words; return the words that are now labelled for good."""
+        self._words.extend(plain_word(w) or w for w in words)
+        return self._emit(len(self._words) - self.p.right_context)
+
+    def finish(self) -> List[str]:
+        """The words still held, labelled as the end of the text."""
+        return self._emit(len(self._words))
+
+    def _emit(self, upto: int) -> List[str]:
+        if upto <= self._done:
+            return []
+        first = max(0, self._done - self.p.left_context)  # all that the labels can depend on
+        window = self._words[first:]
+        marks, cases = self.p.labels([window])[0]
+        lo, hi = self._done - first, upto - first
+        out = apply_labels(window[lo:hi], marks[lo:hi], cases[lo:hi], self.p.mixed)
+        self._done = upto
+        return out
+
+
+def load_punctuator(model: Optional[Union[str, Path, Punctuator]]) -> Optional[Punctuator]:
+    """A punctuator from a directory, as given, or None."""
+    if model is None or isinstance(model, Punctuator):
+        return model
+    return Punctuator.load(model)

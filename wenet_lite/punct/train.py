@@ -1,0 +1,222 @@
+"""Train a punctuation and casing model from written text (`wenet-lite train-punct`).
+
+Any cased, punctuated text serves, a document or a sentence a line. A share of the lines is
+held out; the model learns from windows of the running text of the rest (most of them starting
+or ending where a line does, so that a text's start and end teach its first capital and last
+mark), and is measured on the held-out lines each alone, as a recogniser's segments come: F1 of
+each mark and case accuracy, beside the baseline that capitalises the first word and ends the
+line with a period.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+
+from wenet_lite.fileio import naming_text_errors, open_text, write_text_atomic
+from wenet_lite.punct.model import PunctConfig, PunctModel, WordFeatures
+from wenet_lite.punct.punctuator import Punctuator
+from wenet_lite.punct.text import CASES, MARKS, Labelled, baseline, mixed_forms, split_text
+
+__all__ = ["PunctTrainOptions", "read_training_text", "score_labels", "train_punct"]
+
+log = logging.getLogger(__name__)
+
+PathLike = Union[str, Path]
+
+
+@dataclass(frozen=True)
+class PunctTrainOptions:
+    epochs: float = 4.0
+    """passes over the training words"""
+    batch_words: int = 4096
+    """words per step (windows of ``window`` words)"""
+    window: int = 64
+    lr: float = 2e-3
+    held_out: float = 0.05
+    """share of the lines held out for the scores (at least one line)"""
+    seed: int = 0
+    max_steps: int = 0
+    """0: as many as ``epochs`` gives"""
+
+
+def read_training_text(paths: Sequence[PathLike]) -> List[List[Labelled]]:
+    """The labelled words of each non-empty line of the files (UTF-8, gzipped if .gz); a file
+    that is not UTF-8, or texts with no word or no mark and no capital, is refused naming it."""
+    lines: List[List[Labelled]] = []
+    for path in paths:
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"{path}: no such text file")
+        before = len(lines)
+        with naming_text_errors(path), open_text(path) as f:
+            for line in f:
+                words = split_text(line)
+                if words:
+                    lines.append(words)
+        if len(lines) == before:
+            raise ValueError(f"{path}: no words to learn from (empty, or marks alone)")
+    if not any(w.mark or w.case for words in lines for w in words):
+        names = ", ".join(str(p) for p in paths)
+        raise ValueError(f"{names}: no punctuation and no capitals: nothing to learn from")
+    return lines
+
+
+def score_labels(
+    gold: Sequence[Tuple[Sequence[int], Sequence[int]]],
+    pred: Sequence[Tuple[Sequence[int], Sequence[int]]],
+) -> Dict[str, float]:
+    """F1 (%) of each mark and of all marks together, and case accuracy (%) over the words."""
+    pairs_m = [(g, p) for (gm, _), (pm, _) in zip(gold, pred) for g, p in zip(gm, pm)]
+    pairs_c = [(g, p) for (_, gc), (_, pc) in zip(gold, pred) for g, p in zip(gc, pc)]
+    out: Dict[str, float] = {}
+
+    def f1(tp: int, fp: int, fn: int) -> float:
+        return 200.0 * tp / max(2 * tp + fp + fn, 1)
+
+    for m in range(1, len(MARKS)):
+        tp = sum(g == m and p == m for g, p in pairs_m)
+        fp = sum(g != m and p == m for g, p in pairs_m)
+        fn = sum(g == m and p != m for g, p in pairs_m)
+        out[f"f1 {MARKS[m]}"] = round(f1(tp, fp, fn), 2)
+    tp = sum(g == p and g != 0 for g, p in pairs_m)
+    fp = sum(p != 0 and p != g for g, p in pairs_m)
+    fn = sum(g != 0 and p != g for g, p in pairs_m)
+    out["f1 all marks"] = round(f1(tp, fp, fn), 2)
+    out["case accuracy"] = round(100.0 * sum(g == p for g, p in pairs_c) / max(len(pairs_c), 1), 2)
+    out["words"] = len(pairs_c)
+    return out
+
+
+def _split(lines: List[List[Labelled]], share: float, seed: int) -> Tuple[list, list]:
+    order = list(range(len(lines)))
+    random.Random(seed).shuffle(order)
+    n = max(1, int(round(len(lines) * share))) if len(lines) > 1 else 0
+    held = set(order[:n])
+    return ([ws for i, ws in enumerate(lines) if i not in held],
+            [ws for i, ws in enumerate(lines) if i in held])  # fmt: skip
+
+
+def _windows(lines: List[List[Labelled]], window: int, rng: random.Random, count: int):
+    """``count`` windows of the running text: (words, marks, cases) each. Two in five start at
+    a line's start (a recogniser's segment starts a text: nothing before it), two in five end
+    at a line's end (nothing after it), the rest anywhere."""
+    flat = [w for words in lines for w in words]
+    ends = []
+    n = 0
+    for words in lines:
+        n += len(words)
+        ends.append(n)
+    out = []
+    for _ in range(count):
+        kind = rng.random()
+        if kind < 0.4:
+            k = rng.randrange(len(ends))
+            start = ends[k - 1] if k else 0
+            stop = min(len(flat), start + window)
+        elif kind < 0.8:
+            stop = ends[rng.randrange(len(ends))]
+            start = max(0, stop - rng.randint(1, window))
+        else:
+            start = rng.randrange(max(1, len(flat) - 1))
+            stop = min(len(flat), start + window)
+        part = flat[start:stop]
+        out.append(([w.word for w in part], [w.mark for w in part], [w.case for w in part]))
+    return out
+
+
+def evaluate(punctuator: Punctuator, lines: List[List[Labelled]]) -> Dict[str, Dict[str, float]]:
+    """The model's and the baseline's scores on lines each punctuated alone."""
+    gold = [([w.mark for w in ws], [w.case for w in ws]) for ws in lines]
+    texts = [[w.word for w in ws] for ws in lines]
+    pred = []
+    for i in range(0, len(texts), 256):
+        pred.extend(punctuator.labels(texts[i : i + 256]))
+    return {
+        "model": score_labels(gold, pred),
+        "baseline": score_labels(gold, [baseline(t) for t in texts]),
+    }
+
+
+def train_punct(
+    texts: Sequence[PathLike],
+    out: PathLike,
+    cfg: Optional[PunctConfig] = None,
+    options: Optional[PunctTrainOptions] = None,
+    progress: bool = True,
+) -> Dict[str, object]:
+    """Train on the text files, write ``out``/punct.pt and ``out``/metrics.json; return the
+    metrics."""
+    cfg = cfg or PunctConfig()
+    options = options or PunctTrainOptions()
+    lines = read_training_text(texts)
+    train, held = _split(lines, options.held_out, options.seed)
+    counts = Counter(w.word for words in train for w in words)
+    vocab = [w for w, c in counts.most_common(cfg.vocab_size) if c >= 2]
+    torch.manual_seed(options.seed)
+    model = PunctModel(cfg)
+    features = WordFeatures(vocab, cfg.buckets)
+    words_total = sum(len(ws) for ws in train)
+    per_step = max(1, options.batch_words // options.window)
+    epoch_steps = options.epochs * words_total / options.batch_words
+    steps = options.max_steps or max(1, math.ceil(epoch_steps))
+    log.info("punctuation model: %d training lines (%d words), %d held out; %d steps of %d "
+             "windows", len(train), words_total, len(held), steps, per_step)  # fmt: skip
+    opt = torch.optim.AdamW(model.parameters(), lr=options.lr, weight_decay=0.01)
+    warmup = max(1, steps // 20)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min((s + 1) / warmup, 0.5 * (1 + math.cos(math.pi * min(s / steps, 1.0))))
+    )
+    rng = random.Random(options.seed)
+    ce = torch.nn.CrossEntropyLoss(reduction="sum")
+    from tqdm import tqdm
+
+    bar = tqdm(range(steps), desc="train-punct", unit="step", disable=not progress)
+    started = time.monotonic()
+    model.train()
+    for step in bar:
+        batch = _windows(train, options.window, rng, per_step)
+        ids, grams, offsets, mask = features.batch([b[0] for b in batch])
+        marks = torch.zeros_like(ids)
+        cases = torch.zeros_like(ids)
+        for i, (ws, m, c) in enumerate(batch):
+            marks[i, : len(ws)] = torch.tensor(m)
+            cases[i, : len(ws)] = torch.tensor(c)
+        mark_logits, case_logits = model(ids, grams, offsets, mask)
+        n = mask.sum().clamp_min(1)
+        loss = (ce(mark_logits[mask], marks[mask]) + ce(case_logits[mask], cases[mask])) / n
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        opt.step()
+        sched.step()
+        if step % 20 == 0:
+            bar.set_postfix(loss=f"{loss.item():.3f}")
+        if not progress and (step % 200 == 0 or step == steps - 1):
+            log.info("step %d/%d: loss %.4f", step + 1, steps, loss.item())
+    model.eval()
+    punctuator = Punctuator(model, vocab, mixed_forms(train))
+    out_dir = Path(out)
+    punctuator.save(out_dir)
+    scores = evaluate(punctuator, held) if held else {}
+    metrics: Dict[str, object] = {
+        "texts": [str(t) for t in texts],
+        "training lines": len(train),
+        "training words": words_total,
+        "held-out lines": len(held),
+        "steps": steps,
+        "minutes": round((time.monotonic() - started) / 60, 2),
+        "labels": {"marks": list(MARKS[1:]), "cases": list(CASES)},
+        "right context (words)": cfg.right_context,
+        **scores,
+    }
+    write_text_atomic(out_dir / "metrics.json", json.dumps(metrics, indent=2) + "\n")
+    return metrics
