@@ -30,7 +30,13 @@ from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union, overlo
 import numpy as np
 import torch
 
-from wenet_lite.features.audio import AudioError, check_rate, decode_audio_bytes, read_audio_blocks
+from wenet_lite.features.audio import (
+    AudioError,
+    check_rate,
+    decode_audio_bytes,
+    read_audio_blocks,
+    resample,
+)
 from wenet_lite.files.export_dir import ExportDir, is_export_dir
 from wenet_lite.model.chunking import Chunking
 from wenet_lite.punct.punctuator import load_punctuator
@@ -46,6 +52,7 @@ from wenet_lite.recognizer import (
 )
 from wenet_lite.runtime.endpoint import EndpointConfig
 from wenet_lite.runtime.offline import OfflineRecognizer
+from wenet_lite.runtime.result import shifted
 from wenet_lite.runtime.streaming import StreamingRecognizer
 from wenet_lite.runtime.utterance import DecodeOptions
 from wenet_lite.search.options import SearchOptions
@@ -58,6 +65,8 @@ from wenet_lite.transcript import (  # the transcript and its formats, importabl
     split_at_pauses,
     subtitle_cues,
 )
+from wenet_lite.vad.silero import RATE as VAD_RATE
+from wenet_lite.vad.silero import SileroVad, VadOptions, vad_available
 
 __all__ = ["FORMATS", "Cue", "Segment", "Transcriber", "Transcript", "format_transcript",
            "split_at_pauses", "subtitle_cues", "transcribe", "full_context_transcript",
@@ -102,7 +111,13 @@ class Transcriber:
             refused with an ``AudioError`` (False).
         punct: a punctuation model (`wenet-lite train-punct`: its directory or a loaded
             ``Punctuator``): the text and words cased and punctuated (full context: the whole
-            file at once; streaming: each segment).
+            file, or each speech region with the VAD; streaming: each segment).
+        vad: full context: find the speech regions first (Silero VAD) and decode only them,
+            in batches, word times in file time; None: on where silero-vad is installed
+            (``pip install 'wenet_lite[vad]'``), True: required, False: off (the whole file).
+            Streaming ends segments by endpointing instead.
+        vad_options: the VAD's threshold, shortest speech and silence, and padding
+            (``VadOptions``; faster-whisper's defaults).
     """
 
     def __init__(
@@ -120,6 +135,8 @@ class Transcriber:
         threads: int = 1,
         upsample: bool = True,
         punct: Optional[PunctSource] = None,
+        vad: Optional[bool] = None,
+        vad_options: Optional[VadOptions] = None,
         **search_options: Any,
     ) -> None:
         _check_options(model, chunk_size, pause, threads)
@@ -161,6 +178,16 @@ class Transcriber:
         self._streaming = as_streaming(self.recognizer)
         self._offline = as_offline(self.recognizer)
         self.sample_rate: int = self.recognizer.cfg.features.sample_rate
+        self.progress = progress
+        self.vad_options = vad_options or VadOptions()
+        self.vad: Optional[SileroVad] = None
+        if vad and self._streaming is not None:
+            raise ValueError(
+                "vad=True works in full context (chunk_size=0); streaming ends segments by "
+                "endpointing"
+            )
+        if self._offline is not None and (vad or (vad is None and vad_available())):
+            self.vad = SileroVad()
 
     @property
     def streaming(self) -> bool:
@@ -239,8 +266,56 @@ class Transcriber:
     ) -> Transcript:
         rec = self._offline
         assert rec is not None, "an offline recogniser decodes whole files"
+        if self.vad is not None and samples.size:
+            at_16k = samples if rate == VAD_RATE else resample(samples, rate, VAD_RATE)
+            regions = self.vad.regions(at_16k, self.vad_options)
+            if regions != [(0, at_16k.size)]:  # else: the whole file is speech
+                scale = rate / VAD_RATE
+                spans = [(round(a * scale), round(b * scale)) for a, b in regions]
+                return self._regions(samples, rate, spans, name, duration)
         hyps = rec.recognize(samples, rate, name)
         return full_context_transcript(rec, hyps, name, duration, self.pause)
+
+    def _regions(
+        self,
+        samples: np.ndarray,
+        rate: int,
+        spans: List[Tuple[int, int]],
+        name: str,
+        duration: float,
+    ) -> Transcript:
+        """The speech regions decoded (short ones in batches of :data:`_VAD_BATCH`), each
+        result's times moved to file time, split at pauses."""
+        rec = self._offline
+        assert rec is not None
+        best: List[Any] = [None] * len(spans)
+        batch: List[Tuple[int, torch.Tensor]] = []
+
+        def flush() -> None:
+            for (k, _), hyps in zip(batch, rec.recognize_batch([f for _, f in batch])):
+                best[k] = hyps[0] if hyps else None
+            batch.clear()
+
+        from tqdm import tqdm
+
+        for k, (a, b) in enumerate(tqdm(spans, desc=name, unit="region", leave=False,
+                                        disable=not self.progress or len(spans) < 20)):  # fmt: skip
+            feats = rec.features(samples[a:b], rate, name)
+            if feats.size(0) * rec.frame_shift_s > rec.options.max_window_seconds:
+                hyps = rec.recognize_long(feats, name)
+                best[k] = hyps[0] if hyps else None
+                continue
+            batch.append((k, feats))
+            if len(batch) == _VAD_BATCH:
+                flush()
+        flush()
+        segments: List[Segment] = []
+        for (a, _), hyp in zip(spans, best):
+            if hyp is None or not hyp.tokens:
+                continue
+            result = shifted(rec.result(hyp, pause=self.pause), a / rate)
+            segments.extend(split_at_pauses(result, self.pause))
+        return Transcript(name, " ".join(s.text for s in segments), segments, duration)
 
 
 def full_context_transcript(
@@ -253,6 +328,9 @@ def full_context_transcript(
     segments = split_at_pauses(rec.result(hyps[0], pause=pause), pause)
     return Transcript(name, " ".join(s.text for s in segments), segments, duration)
 
+
+_VAD_BATCH = 8
+"""speech regions decoded together in one padded batch"""
 
 _BLOCK_SECONDS = 10.0
 """streaming: seconds of audio read and decoded at a time"""

@@ -16,6 +16,7 @@ EXTRAS = {
     "onnxscript": "onnx",
     "executorch": "executorch",
     "websockets": "serve",
+    "silero_vad": "vad",
 }
 """top-level module -> the extra that installs it"""
 

@@ -52,6 +52,20 @@ def add_transcribe(sub: argparse._SubParsersAction) -> None:
     flags.add_upsample(p)
     flags.add_engine(p, "--chunk-size C: ")
     flags.add_punct(p, "the text, words and subtitles cased and punctuated")
+    vad = p.add_argument_group("voice activity detection (full context)")
+    vad.add_argument(
+        "--vad", choices=("auto", "on", "off"), default="auto",
+        help="decode only the speech regions Silero VAD finds, in batches (auto: on where "
+        "silero-vad is installed; off: the whole file)",
+    )  # fmt: skip
+    vad.add_argument("--vad-threshold", type=float, default=0.5,
+                     help="speech probability that starts speech (0.5)")  # fmt: skip
+    vad.add_argument("--vad-min-speech-ms", type=int, default=250,
+                     help="shorter speech is dropped (250)")  # fmt: skip
+    vad.add_argument("--vad-min-silence-ms", type=int, default=2000,
+                     help="silence that ends a speech region (2000)")  # fmt: skip
+    vad.add_argument("--vad-pad-ms", type=int, default=400,
+                     help="audio kept on each side of a speech region (400)")  # fmt: skip
     p.set_defaults(func=_run_transcribe)
 
 
@@ -116,6 +130,18 @@ def _run_transcribe(args: argparse.Namespace) -> int:
         raise UsageError("several inputs with stdin: give --out")
     search = flags.options_from(SearchOptions, args)
     chunking = flags.chunking_from(args)
+    from wenet_lite.vad.silero import VadOptions
+
+    if args.vad == "on" and chunking.streaming:
+        raise UsageError(
+            "--vad on works in full context; --chunk-size ends segments by endpointing"
+        )
+    try:
+        vad_options = VadOptions(args.vad_threshold, args.vad_min_speech_ms,
+                                 args.vad_min_silence_ms, args.vad_pad_ms)  # fmt: skip
+    except ValueError as e:
+        raise UsageError(str(e).replace("vad ", "--vad-").replace("_", "-")) from None
+    vad = {"on": True, "off": False, "auto": None}[args.vad]
     spec = flags.engine_spec(args, flags.device_from(args.device))
     from wenet_lite.recognizer import RuleError
 
@@ -124,7 +150,8 @@ def _run_transcribe(args: argparse.Namespace) -> int:
             args.model, chunking.chunk_size, chunking.left_chunks, search,
             flags.endpoint_from(args), pause=args.pause, engine=spec,
             progress=not args.no_progress and sys.stderr.isatty(), upsample=args.upsample,
-            punct=args.punct,
+            punct=args.punct, vad=vad if not chunking.streaming else False,
+            vad_options=vad_options,
         )  # fmt: skip
     except RuleError as e:  # checked before anything is loaded
         raise flags.rule_error(e) from None

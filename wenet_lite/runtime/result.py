@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from wenet_lite.search.context import ContextGraph
 
 __all__ = ["Word", "Result", "hotword_tokens", "join_words", "make_result", "merge_results",
-           "punctuated", "spell", "unspaced"]  # fmt: skip
+           "punctuated", "shifted", "spell", "unspaced"]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -202,6 +202,18 @@ def merge_results(results: Sequence[Result], is_final: bool) -> Result:
         end=results[-1].end if results else 0.0,
         is_final=is_final,
     )
+
+
+def shifted(result: Result, seconds: float) -> Result:
+    """The result with every time moved by ``seconds`` (a piece of a file, in file time)."""
+    words = [
+        dataclasses.replace(w, start=round(w.start + seconds, 6), end=round(w.end + seconds, 6))
+        for w in result.words
+    ]
+    return dataclasses.replace(
+        result, words=words, timestamps=[round(t + seconds, 6) for t in result.timestamps],
+        start=round(result.start + seconds, 6), end=round(result.end + seconds, 6),
+    )  # fmt: skip
 
 
 def punctuated(result: Result, punctuator: Optional[Punctuator]) -> Result:
