@@ -292,6 +292,8 @@ class Transcriber:
         batch: List[Tuple[int, torch.Tensor]] = []
 
         def flush() -> None:
+            if not batch:
+                return
             for (k, _), hyps in zip(batch, rec.recognize_batch([f for _, f in batch])):
                 best[k] = hyps[0] if hyps else None
             batch.clear()

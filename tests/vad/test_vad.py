@@ -112,6 +112,10 @@ def test_non_speech_gives_no_words_and_times_stay_in_the_file(tiny, gapped) -> N
     alone = transcribe(tiny.path, x[round(start * 16000) :], 16000, vad=False)
     assert second and [w.text for w in second] == [w.text for w in alone.words]
     assert [round(w.start - start, 3) for w in second] == [round(w.start, 3) for w in alone.words]
+    # a region longer than a window goes through the long-audio path, the last one too
+    head = x[: round((first_end + 10) * 16000)]  # the first speech and 10 s of the gap
+    windowed = transcribe(tiny.path, head, 16000, vad=True, max_window_seconds=5.0)
+    assert windowed.words and not outside(windowed)
 
 
 def test_a_missing_model_file_and_bad_flags_are_one_line(tiny, gapped, monkeypatch, tmp_path):

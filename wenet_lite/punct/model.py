@@ -21,9 +21,12 @@ from torch import nn
 
 from wenet_lite.punct.text import CASES, MARKS
 
-__all__ = ["PunctConfig", "PunctModel", "WordFeatures"]
+__all__ = ["BOS", "EOS", "PunctConfig", "PunctModel", "WordFeatures"]
 
-PAD, UNK = 0, 1
+PAD, UNK, BOS_ID, EOS_ID = 0, 1, 2, 3
+BOS, EOS = "<s>", "</s>"
+"""where a text starts and ends (a window cut from the middle of one has neither): a text's
+first capital and last mark are learnt from them, not from the padding"""
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,8 @@ class WordFeatures:
 
     def __init__(self, vocab: Sequence[str], buckets: int) -> None:
         self.vocab = list(vocab)
-        self.ids = {w: i + 2 for i, w in enumerate(self.vocab)}
+        self.ids = {w: i + 4 for i, w in enumerate(self.vocab)}
+        self.ids.update({BOS: BOS_ID, EOS: EOS_ID})
         self.buckets = buckets
         self._grams: Dict[str, List[int]] = {}
 
@@ -109,7 +113,7 @@ class PunctModel(nn.Module):
     def __init__(self, cfg: PunctConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        self.words = nn.Embedding(cfg.vocab_size + 2, cfg.dim, padding_idx=PAD)
+        self.words = nn.Embedding(cfg.vocab_size + 4, cfg.dim, padding_idx=PAD)
         self.grams = nn.EmbeddingBag(cfg.buckets, cfg.dim, mode="mean")
         self.blocks = nn.ModuleList(_Block(cfg) for _ in range(cfg.num_layers))
         self.norm = nn.LayerNorm(cfg.dim)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Union
 import torch
 
 from wenet_lite.fileio import atomic_open
-from wenet_lite.punct.model import PunctConfig, PunctModel, WordFeatures
+from wenet_lite.punct.model import BOS, EOS, PunctConfig, PunctModel, WordFeatures
 from wenet_lite.punct.text import apply_labels, plain_word
 
 if TYPE_CHECKING:
@@ -89,14 +89,20 @@ class Punctuator:
         return d / MODEL_FILE
 
     @torch.inference_mode()
-    def labels(self, texts: Sequence[Sequence[str]]) -> List[tuple]:
-        """(marks, cases) of each text's plain words, the texts in one padded batch."""
+    def labels(
+        self, texts: Sequence[Sequence[str]], starts: bool = True, ends: bool = True
+    ) -> List[tuple]:
+        """(marks, cases) of each text's plain words, the texts in one padded batch;
+        ``starts``/``ends``: whether the texts start and end there (else they are cut from a
+        longer one)."""
         if not texts or not any(texts):
             return [([], []) for _ in texts]
-        ids, grams, offsets, mask = self.features.batch(texts)
+        head, tail = [BOS] if starts else [], [EOS] if ends else []
+        ids, grams, offsets, mask = self.features.batch([head + list(t) + tail for t in texts])
         marks, cases = self.model(ids, grams, offsets, mask)
         marks, cases = marks.argmax(-1), cases.argmax(-1)
-        return [(marks[b, : len(t)].tolist(), cases[b, : len(t)].tolist())
+        a = len(head)
+        return [(marks[b, a : a + len(t)].tolist(), cases[b, a : a + len(t)].tolist())
                 for b, t in enumerate(texts)]  # fmt: skip
 
     def words(self, words: Sequence[str]) -> List[str]:
@@ -137,18 +143,18 @@ class PunctStream:
     def accept(self, words: Sequence[str]) -> List[str]:
         """Take more words; return the words that are now labelled for good."""
         self._words.extend(plain_word(w) or w for w in words)
-        return self._emit(len(self._words) - self.p.right_context)
+        return self._emit(len(self._words) - self.p.right_context, False)
 
     def finish(self) -> List[str]:
         """The words still held, labelled as the end of the text."""
-        return self._emit(len(self._words))
+        return self._emit(len(self._words), True)
 
-    def _emit(self, upto: int) -> List[str]:
+    def _emit(self, upto: int, end: bool) -> List[str]:
         if upto <= self._done:
             return []
         first = max(0, self._done - self.p.left_context)  # all that the labels can depend on
         window = self._words[first:]
-        marks, cases = self.p.labels([window])[0]
+        marks, cases = self.p.labels([window], starts=first == 0, ends=end)[0]
         lo, hi = self._done - first, upto - first
         out = apply_labels(window[lo:hi], marks[lo:hi], cases[lo:hi], self.p.mixed)
         self._done = upto

@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import torch
 
 from wenet_lite.fileio import naming_text_errors, open_text, write_text_atomic
-from wenet_lite.punct.model import PunctConfig, PunctModel, WordFeatures
+from wenet_lite.punct.model import BOS, EOS, PunctConfig, PunctModel, WordFeatures
 from wenet_lite.punct.punctuator import Punctuator
 from wenet_lite.punct.text import CASES, MARKS, Labelled, baseline, mixed_forms, split_text
 
@@ -106,15 +106,17 @@ def _split(lines: List[List[Labelled]], share: float, seed: int) -> Tuple[list, 
 
 
 def _windows(lines: List[List[Labelled]], window: int, rng: random.Random, count: int):
-    """``count`` windows of the running text: (words, marks, cases) each. Two in five start at
-    a line's start (a recogniser's segment starts a text: nothing before it), two in five end
-    at a line's end (nothing after it), the rest anywhere."""
+    """``count`` windows of the running text: (words, marks, cases) each, a window that starts
+    where a line does opening with BOS and one that ends where a line does closing with EOS
+    (their labels -100: not learnt). Two in five start at a line's start (as a recogniser's
+    segment starts a text), two in five end at a line's end, the rest anywhere."""
     flat = [w for words in lines for w in words]
     ends = []
     n = 0
     for words in lines:
         n += len(words)
         ends.append(n)
+    starts = {0, *ends}
     out = []
     for _ in range(count):
         kind = rng.random()
@@ -129,7 +131,10 @@ def _windows(lines: List[List[Labelled]], window: int, rng: random.Random, count
             start = rng.randrange(max(1, len(flat) - 1))
             stop = min(len(flat), start + window)
         part = flat[start:stop]
-        out.append(([w.word for w in part], [w.mark for w in part], [w.case for w in part]))
+        head = [(BOS, -100, -100)] if start in starts else []
+        tail = [(EOS, -100, -100)] if stop in starts else []
+        items = head + [(w.word, w.mark, w.case) for w in part] + tail
+        out.append(([i[0] for i in items], [i[1] for i in items], [i[2] for i in items]))
     return out
 
 
@@ -185,13 +190,13 @@ def train_punct(
     for step in bar:
         batch = _windows(train, options.window, rng, per_step)
         ids, grams, offsets, mask = features.batch([b[0] for b in batch])
-        marks = torch.zeros_like(ids)
-        cases = torch.zeros_like(ids)
+        marks = torch.full_like(ids, -100)
+        cases = torch.full_like(ids, -100)
         for i, (ws, m, c) in enumerate(batch):
             marks[i, : len(ws)] = torch.tensor(m)
             cases[i, : len(ws)] = torch.tensor(c)
         mark_logits, case_logits = model(ids, grams, offsets, mask)
-        n = mask.sum().clamp_min(1)
+        n = (marks >= 0).sum().clamp_min(1)
         loss = (ce(mark_logits[mask], marks[mask]) + ce(case_logits[mask], cases[mask])) / n
         opt.zero_grad()
         loss.backward()
