@@ -273,6 +273,26 @@ def training_lines(exp: Path) -> List[str]:
     return lines
 
 
+def punct_lines(model: Path) -> List[str]:
+    """The punctuation model's held-out scores beside the baseline's (its metrics.json)."""
+    m = json.loads((model / "metrics.json").read_text())
+    if "model" not in m:
+        return []
+    keys = [k for k in m["model"] if k != "words"]
+    lines = [
+        f"Punctuation and casing (`wenet-lite train-punct`, `{model}`): {m['training words']} "
+        f"words of {', '.join(Path(t).name for t in m['texts'])} in {m['minutes']} min; scored "
+        f"on {m['held-out lines']} held-out lines ({m['model']['words']} words), each alone:",
+        "",
+        "| | " + " | ".join(keys) + " |",
+        "|---|" + "---|" * len(keys),
+    ]
+    for who, name in (("model", "the model"), ("baseline", "baseline: first word capitalised, "
+                                                "a period at the end")):  # fmt: skip
+        lines.append(f"| {name} | " + " | ".join(f"{m[who][k]:.2f}" for k in keys) + " |")
+    return lines + [""]
+
+
 def model_line(model: Path) -> str:
     from wenet_lite.files.model_file import load_model
 
@@ -313,6 +333,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     p.add_argument("--lm-text", type=Path, help="the word LM's training text, for its coverage")
     p.add_argument("--hotwords-list", type=Path, help="the hotword list, for its recall")
     p.add_argument("--decode-root", type=Path, help="default EXP/decode")
+    p.add_argument("--punct", type=Path, help="a punctuation model dir, for its held-out scores")
     p.add_argument("--note", action="append", default=[], help="a line to add (repeatable)")
     p.add_argument("--out", type=Path, help="default EXP/RESULTS.md")
     args = p.parse_args(argv)
@@ -335,6 +356,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     if args.hotwords_list is not None:
         for test in args.test:
             lines += hotword_lines(table, root, test, args.hotwords_list)
+    if args.punct is not None and (args.punct / "metrics.json").is_file():
+        lines += punct_lines(args.punct)
     if args.model is not None:
         lines += [model_line(args.model), ""]
     lines += [line + "\n" for line in training_lines(args.exp)]
