@@ -286,6 +286,13 @@ def _check_model_kind(train: Dict[str, Any], path: Path) -> None:
     encoder = train.get("encoder", "conformer")
     supported = ("supported: WeNet's U2/U2++ conformer (encoder: conformer, model: asr_model, "
                  "decoder: bitransformer or transformer)")  # fmt: skip
+    if model == "transducer":  # examples/*/rnnt: an LSTM or attention-over-history predictor
+        raise WenetImportError(
+            f"{path}: model 'transducer' cannot be imported: WeNet's predictors (an LSTM, or "
+            "attention over the last tokens) keep a state this toolkit's stateless predictor "
+            f"has no place for; {supported}, to which training with model.transducer_weight "
+            "adds this toolkit's transducer head (docs/heads.md)"
+        )
     if model != "asr_model":
         raise WenetImportError(f"{path}: model '{model}' cannot be imported; {supported}")
     if encoder != "conformer":
