@@ -4,6 +4,12 @@
 # model also trains a transducer head (docs/heads.md): decode it with --mode transducer_greedy
 # or transducer_beam.
 #
+# Punctuation and casing (docs/readable.md) are trained from text, not by this script: use the
+# LibriSpeech books as published (Project Gutenberg's texts of the books the corpus reads,
+# cased and punctuated), never the normalised librispeech-lm-norm.txt, which has no marks and
+# no case: wenet-lite train-punct --text books.txt --out exp/punct; then --punct exp/punct on
+# transcribe, stream and serve.
+#
 #   recipes/librispeech/run.sh [--stage N] [--stop-stage M] [--ngpu 8] [--dl-dir /data] ...
 #
 # Run from the repository root. Stages:

@@ -69,10 +69,14 @@ class Punctuator:
             raise PunctError(f"{path}: not a readable punctuation model ({e})") from e
         if not isinstance(blob, dict) or blob.get("kind") != KIND:
             raise PunctError(f"{path}: not a punctuation model (written by something else)")
-        cfg = PunctConfig(**blob["config"])
-        model = PunctModel(cfg)
-        model.load_state_dict(blob["state_dict"])
-        return cls(model, blob["vocab"], blob["mixed"], str(d))
+        try:
+            cfg = PunctConfig(**blob["config"])
+            model = PunctModel(cfg)
+            model.load_state_dict(blob["state_dict"])
+            return cls(model, blob["vocab"], blob["mixed"], str(d))
+        except (KeyError, TypeError, RuntimeError) as e:  # another version's layout
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise PunctError(f"{path}: a punctuation model of another layout ({first})") from e
 
     def save(self, directory: Union[str, Path]) -> Path:
         d = Path(directory)
