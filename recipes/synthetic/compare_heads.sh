@@ -46,7 +46,7 @@ for head in $heads; do
   esac
   echo "$(date '+%H:%M:%S') [$head] $steps steps${extra:+, $extra}"
   bash recipes/synthetic/run.sh --stage 3 --stop-stage 5 --data "$data" --exp "$out/$head" \
-    --config "$config" --hotwords false --rescore false --chunks 16 --lm-chunk "" \
+    --config "$config" --hotwords false --rescore false --punct false --chunks 16 --lm-chunk "" \
     --overrides "decoder.type=none train.max_steps=$steps $extra"
 done
 python3 recipes/common/heads_table.py --data "$data" --out "$out/HEADS.md" \

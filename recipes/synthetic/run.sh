@@ -23,7 +23,8 @@
 #                      (chunk by chunk with caches); with $rescore, attention rescoring of
 #                      the prefix beam's n-best (full context and simulated streaming at
 #                      $rescore_chunk, each with and without the LM) beside the plain beam; for a model
-#                      with a transducer head, its greedy and modified beam searches
+#                      with a transducer head, its greedy and modified beam searches; with
+#                      $punct, a punctuation and casing model of the fortune text
 #   6  stream test-clean with `wenet-lite stream --ref` for each chunk in $stream_chunks (and
 #                      with the LM at $lm_chunk; rescored with and without it at
 #                      $rescore_chunk), scored and compared with the simulated streaming
@@ -69,6 +70,9 @@ hotwords_score=${hotwords_score:-0.75}  # bonus per matched hotword token (chose
 rescore=${rescore:-true}          # stages 5 and 6 also decode with attention rescoring (U2++; the
                                   # model needs an attention decoder, as the default config has)
 rescore_chunk=${rescore_chunk-16} # ... simulated and streamed at this chunk ("": full context only)
+punct=${punct:-true}              # stage 5 also trains a punctuation and casing model on the fortune
+                                  # text (recipes/synthetic/local/fortune_text.py; 5 % held out)
+                                  # and RESULTS.md reports its scores beside the baseline's
 transducer=${transducer:-auto}    # stage 5 also decodes with the transducer head (greedy and modified
                                   # beam, full context; greedy simulated at each chunk): auto when
                                   # the model has one (e.g. --overrides model.transducer_weight=0.75)
@@ -104,7 +108,7 @@ while [ $# -gt 0 ]; do
       case "$name" in
         stage|stop_stage|hours|seed|jobs|config|overrides|average_num|chunks|stream_chunks|\
 lm_beam|token_min_logp|lm_weight|word_bonus|oov_penalty|blank_penalty|lm_text|lm_chunk|\
-hotwords|hotwords_score|rescore|rescore_chunk|rescore_lm_ctc_weight|transducer|device|export_chunk|\
+hotwords|hotwords_score|rescore|rescore_chunk|rescore_lm_ctc_weight|transducer|punct|device|export_chunk|\
 export_left|left_chunks|corpus|data|exp|init)
           printf -v "$name" '%s' "$2" ;;
         nj) jobs=$2 ;;  # the older spelling of --jobs
@@ -234,6 +238,12 @@ if run_stage 5; then
   resolve_lm_text
   log 5 "word LM of ${lm_text:-the training transcripts} -> $exp/lm.json"
   train_lm
+  if [ "$punct" = true ]; then
+    log 5 "punctuation and casing model of the fortune text -> $exp/punct"
+    python3 recipes/synthetic/local/fortune_text.py --out "$data/fortunes.txt"
+    if [ "$smoke" = 1 ]; then punct_size=(--max-steps 20 --dim 32); else punct_size=(--max-steps 500 --dim 128); fi
+    wenet-lite train-punct --text "$data/fortunes.txt" --out "$exp/punct" "${punct_size[@]}" --no-progress
+  fi
   log 5 "decode $test_part: full context greedy and with the word LM${lm_chunk:+ (also simulated streaming at chunk $lm_chunk)}; chunk ${chunks// /, }: chunk-masked and simulated streaming (two decodes at a time)"
   tasks=("decode_lm full_lm")  # the longest first
   if [ "$hotwords" = true ]; then
@@ -343,6 +353,7 @@ if run_stage 8; then
   python3 recipes/common/results_table.py --exp "$exp" --model "$model" \
     --train-data "$data/train-clean-100" --test "$data/$test_part" ${lm_text:+--lm-text "$lm_text"} \
     $([ -f "$exp/hotwords/unseen.txt" ] && echo "--hotwords-list $exp/hotwords/unseen.txt") \
+    $([ -f "$exp/punct/metrics.json" ] && echo "--punct $exp/punct") \
     --note "A demonstration on synthetic speech (espeak-ng and flite voices reading fortunes): it shows every stage working on a machine without data; it is not a model for real recordings." \
     --note "Corpus: $corpus ($hours h requested, seed $seed). Config: $config${overrides:+, overrides: $overrides}." \
     --note "Decoding and streaming use all left context; the exported models (TorchScript, ONNX in sherpa-onnx) run chunk $export_chunk with $export_left left chunks." \
