@@ -7,10 +7,12 @@
 # recipes/common/heads_table.py into $out/HEADS.md.
 #
 #   recipes/synthetic/compare_heads.sh [--heads "ctc cr-ctc hybrid hybrid-cr-ctc"] [--scale 1.0]
+#       [--extra "transducer.warmup_steps=300"] [--tag _w300]
 #
 # Run from the repository root after recipes/synthetic/run.sh --stop-stage 2 (the corpus,
 # manifests, CMVN and stored fbank in data/synthetic). --scale multiplies every run's steps (a
-# longer setting keeps the ratios). The attention decoder is left out of every run, so that
+# longer setting keeps the ratios); --extra adds settings to every run, --tag to the runs' names
+# (exp/heads/<head><tag>). The attention decoder is left out of every run, so that
 # "CTC" is CTC alone; CR-CTC needs SpecAugment, so its runs switch it on from the first step.
 set -euo pipefail
 
@@ -19,14 +21,19 @@ scale=${scale:-1.0}
 data=${data:-data/synthetic}
 out=${out:-exp/heads}
 config=${config:-conf/synthetic_small.yaml}
+extra_all=${extra_all:-}
+tag=${tag:-}
 while [ $# -gt 0 ]; do
   case "$1" in
     --heads) heads=$2 ;;
+    --extra) extra_all=$2 ;;
+    --tag) tag=$2 ;;
     --scale) scale=$2 ;;
     --data) data=$2 ;;
     --out) out=$2 ;;
     --config) config=$2 ;;
-    *) echo "$0: unknown option $1 (--heads, --scale, --data, --out, --config)" >&2; exit 2 ;;
+    *) echo "$0: unknown option $1 (--heads, --scale, --extra, --tag, --data, --out, --config)" >&2
+       exit 2 ;;
   esac
   shift 2
 done
@@ -44,11 +51,12 @@ for head in $heads; do
       extra="$specaug model.transducer_weight=0.75 model.cr_ctc_weight=0.2" ;;
     *) echo "$0: unknown head $head (ctc, cr-ctc, hybrid, hybrid-cr-ctc)" >&2; exit 2 ;;
   esac
-  echo "$(date '+%H:%M:%S') [$head] $steps steps${extra:+, $extra}"
-  bash recipes/synthetic/run.sh --stage 3 --stop-stage 5 --data "$data" --exp "$out/$head" \
+  extra="$extra $extra_all"
+  echo "$(date '+%H:%M:%S') [$head$tag] $steps steps${extra:+, $extra}"
+  bash recipes/synthetic/run.sh --stage 3 --stop-stage 5 --data "$data" --exp "$out/$head$tag" \
     --config "$config" --hotwords false --rescore false --punct false --chunks 16 --lm-chunk "" \
     --overrides "decoder.type=none train.max_steps=$steps $extra"
 done
 python3 recipes/common/heads_table.py --data "$data" --out "$out/HEADS.md" \
-  $(for head in $heads; do echo "--exp $head=$out/$head"; done) \
-  --note "Command: recipes/synthetic/compare_heads.sh${scale:+ --scale $scale} (config $config)."
+  $(for head in $heads; do echo "--exp $head$tag=$out/$head$tag"; done) \
+  --note "Command: recipes/synthetic/compare_heads.sh --scale $scale${extra_all:+ --extra \"$extra_all\"} (config $config)."

@@ -149,6 +149,12 @@ def test_decode_stream_and_results(smoke_run: Path) -> None:
         assert (smoke_run / f"{png}.png").read_bytes()[:4] == b"\x89PNG", png
         assert f"![{what}]({png}.png)" in results
     assert (smoke_run / "stream_one_file.txt").is_file()
+    # the punctuation model of the fortune text, its held-out scores beside the baseline's
+    metrics = json.loads((smoke_run / "punct" / "metrics.json").read_text())
+    assert metrics["steps"] == 20 and metrics["held-out lines"] > 0
+    assert "Punctuation and casing (`wenet-lite train-punct`" in results
+    base = next(r for r in rows if r.startswith("| baseline: first word capitalised"))
+    assert base.endswith(f"| {metrics['baseline']['case accuracy']:.2f} |")
 
 
 @pytest.mark.parametrize(
