@@ -86,6 +86,35 @@ def test_streamed_equals_simulated_and_batched(corpus: Path, test_audio, hybrid,
     assert _stream(ctc, test_audio[0], 0).token_ids != alone[0].token_ids  # the control
 
 
+@pytest.mark.parametrize("mode", ["transducer_greedy", "transducer_beam"])
+@pytest.mark.parametrize("slots", [False, True], ids=["own states", "slots"])
+def test_streams_joining_and_leaving_keep_their_tokens(test_audio, hybrid, mode, slots) -> None:
+    """Streams join every other step and leave when done, sharing each step's batch (the
+    joiner's too) with whoever is there: each gets the tokens and times it gets alone."""
+    search = SearchOptions(mode=mode, beam_size=3)
+    rec = open_streaming(hybrid, Chunking(4, 2), search, NO_ENDPOINT, slots=slots)
+    audios = [test_audio[k % len(test_audio)] for k in range(7)]
+    alone = [_stream(rec, a, seed=k) for k, a in enumerate(audios)]
+    streams, fed = [], []
+    step = 0
+    while len(streams) < len(audios) or not all(s.done for s in streams):
+        if step % 2 == 0 and len(streams) < len(audios):
+            streams.append(rec.create_stream())
+            fed.append(0)
+        for k, s in enumerate(streams):
+            if fed[k] < len(audios[k]):
+                piece = audios[k][fed[k] : fed[k] + 3200 + 800 * k]
+                s.accept_waveform(16000, piece)
+                fed[k] += piece.size
+                if fed[k] >= len(audios[k]):
+                    s.input_finished()
+        rec.decode_streams([s for s in streams if not s.done])
+        step += 1
+    for s, one in zip(streams, alone):
+        assert s.result().token_ids == one.token_ids and one.token_ids
+        assert s.result().timestamps == one.timestamps
+
+
 _ON_GPU = [EngineSpec(device="cuda")] if torch.cuda.is_available() else []
 
 

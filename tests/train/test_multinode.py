@@ -137,6 +137,19 @@ def test_two_nodes_train_in_lockstep_and_a_restart_resumes_exactly(synthetic_cor
     assert ranks[0]["digest"] == first["digest"]  # exactly the uninterrupted run's weights
 
 
+def test_two_nodes_train_the_hybrid_heads_in_lockstep(synthetic_corpus, data, tmp_path) -> None:
+    """The transducer head and CR-CTC's two views across two nodes: every step's weights
+    equal on both ranks, and they change each step."""
+    (tmp_path / "out").mkdir()
+    heads = ["train.max_steps=4", "model.transducer_weight=0.75", "model.cr_ctc_weight=0.2",
+             "specaug.enabled=true", "specaug.start_step=0"]  # fmt: skip
+    ranks, output = _two_nodes(data, tmp_path / "hybrid", tmp_path / "out",
+                               synthetic_corpus.tokenizer, heads)  # fmt: skip
+    assert ranks[0]["digest"] == ranks[1]["digest"] and ranks[0]["step"] == 4
+    assert ranks[0]["steps"] == ranks[1]["steps"] and len(set(ranks[0]["steps"])) == 4
+    assert "transducer" in (tmp_path / "hybrid" / "train.log").read_text()
+
+
 def _children(pid: int) -> List[int]:
     """The processes whose parent is ``pid`` (a torchrun agent's workers)."""
     found = []
