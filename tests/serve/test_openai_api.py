@@ -62,7 +62,7 @@ def test_every_format_is_what_transcribe_writes(api, tiny, audio_files) -> None:
     model_id = model[0].id
     assert client.models.retrieve(model_id).id == model_id
     for path in audio_files:
-        mine = transcribe(tiny.path, path)  # full context, as uploads are decoded by default
+        mine = transcribe(tiny.path, path, vad=False)  # full context, the whole file: an upload's
         with open(path, "rb") as f:
             got = client.audio.transcriptions.create(model=model_id, file=f)
         assert got.text == mine.text and mine.text
@@ -135,7 +135,7 @@ def test_bad_requests_get_openais_errors_and_the_server_goes_on(api, tiny, audio
         assert _status(call) == expected
         # the server goes on: a websocket stream and a good request still work
     text = c.audio.transcriptions.create(model=model_id, file=("a.flac", good)).text
-    assert text == transcribe(tiny.path, audio_files[0]).text
+    assert text == transcribe(tiny.path, audio_files[0], vad=False).text
     import soundfile as sf
 
     samples, _ = sf.read(audio_files[0], dtype="float32")
@@ -202,7 +202,7 @@ def test_streamed_events_and_requests_beside_a_live_stream(api, tiny, corpus, tm
     sf.write(path, joined, 16000, subtype="PCM_16")
     mine = transcribe(tiny.path, str(path), chunk_size=4, left_chunks=-1)  # the live stream's
     assert len(mine.segments) == 2
-    whole = transcribe(tiny.path, str(path))  # an upload's: full context
+    whole = transcribe(tiny.path, str(path), vad=False)  # an upload's: the whole file
     model_id = Path(tiny.path).stem
     client = _client(api.port)
 
@@ -244,10 +244,11 @@ def test_a_prompt_becomes_hotwords_with_the_prefix_beam(tiny, corpus, audio_file
     (tmp_path / "hot.txt").write_text("\n".join(phrases) + "\n")
     beam = dict(chunk_size=4, left_chunks=-1, mode="prefix_beam", beam=4, hotwords_score=3)
     files = audio_files[:3]
-    hot = [t.text for t in transcribe(tiny.path, files, hotwords=str(tmp_path / "hot.txt"), **beam)]
-    cold = [t.text for t in transcribe(tiny.path, files, **beam)]
+    hot = [t.text for t in transcribe(tiny.path, files, hotwords=str(tmp_path / "hot.txt"),
+                                      vad=False, **beam)]  # fmt: skip
+    cold = [t.text for t in transcribe(tiny.path, files, vad=False, **beam)]
     assert hot != cold, "the phrases should change a transcript"
-    whole = [t.text for t in transcribe(tiny.path, files, mode="prefix_beam", beam=4)]
+    whole = [t.text for t in transcribe(tiny.path, files, mode="prefix_beam", beam=4, vad=False)]
     s = start_server(tiny.path, *FLAGS, "--mode", "prefix_beam", "--beam", "4",
                      "--hotwords-score", "3")  # fmt: skip
     try:
@@ -299,7 +300,7 @@ def test_uploads_in_flight_hold_no_memory_count_as_connections_and_time_out(tiny
         time.sleep(0.5)
         model = Path(tiny.path).stem
         got = _client(s.port).audio.transcriptions.create(model=model, file=Path(audio_files[0]))
-        assert got.text == transcribe(tiny.path, audio_files[0]).text
+        assert got.text == transcribe(tiny.path, audio_files[0], vad=False).text
     finally:
         for c in held:
             c.close()
@@ -315,7 +316,7 @@ def test_uploads_stream_when_told_and_full_context_differs(tiny, audio_files) ->
         model = Path(tiny.path).stem
         got = _client(s.port).audio.transcriptions.create(model=model, file=Path(audio_files[0]))
         chunked = transcribe(tiny.path, audio_files[0], chunk_size=4, left_chunks=-1).text
-        assert got.text == chunked != transcribe(tiny.path, audio_files[0]).text
+        assert got.text == chunked != transcribe(tiny.path, audio_files[0], vad=False).text
     finally:
         assert s.stop() == 0, s.log()
 
@@ -342,7 +343,7 @@ def test_a_chunked_upload_is_taken_as_it_arrives(api, tiny, audio_files) -> None
                "Content-Type": f"multipart/form-data; boundary={boundary}"}  # fmt: skip
     got = requests.post(url, data=pieces(body, 777), headers=headers, timeout=60)
     assert got.status_code == 200, got.text
-    assert got.json()["text"] == transcribe(tiny.path, audio_files[0]).text
+    assert got.json()["text"] == transcribe(tiny.path, audio_files[0], vad=False).text
 
     def raw(request: bytes) -> bytes:
         return _raw(api.port, request)

@@ -58,13 +58,13 @@ def add_transcribe(sub: argparse._SubParsersAction) -> None:
         help="decode only the speech regions Silero VAD finds, in batches (auto: on where "
         "silero-vad is installed; off: the whole file)",
     )  # fmt: skip
-    vad.add_argument("--vad-threshold", type=float, default=0.5,
+    vad.add_argument("--vad-threshold", type=float, default=0.5, metavar="P",
                      help="speech probability that starts speech (0.5)")  # fmt: skip
-    vad.add_argument("--vad-min-speech-ms", type=int, default=250,
+    vad.add_argument("--vad-min-speech-ms", type=int, metavar="MS", default=250,
                      help="shorter speech is dropped (250)")  # fmt: skip
-    vad.add_argument("--vad-min-silence-ms", type=int, default=2000,
+    vad.add_argument("--vad-min-silence-ms", type=int, metavar="MS", default=2000,
                      help="silence that ends a speech region (2000)")  # fmt: skip
-    vad.add_argument("--vad-pad-ms", type=int, default=400,
+    vad.add_argument("--vad-pad-ms", type=int, metavar="MS", default=400,
                      help="audio kept on each side of a speech region (400)")  # fmt: skip
     p.set_defaults(func=_run_transcribe)
 

@@ -31,7 +31,7 @@ first capital and last mark are learnt from them, not from the padding"""
 
 @dataclass(frozen=True)
 class PunctConfig:
-    dim: int = 256
+    dim: int = 192
     num_layers: int = 4
     left: int = 4
     """words before each word that one layer sees"""
