@@ -13,6 +13,7 @@ syllable's rhythm under a melody of tones (as loud as the speech). One thread, f
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -21,17 +22,15 @@ import numpy as np
 import soundfile as sf
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests.signals
+
+from tests.signals import noise_and_tones  # noqa: E402
+
 
 def _gap(seconds: float, kind: int, rng: np.random.Generator) -> np.ndarray:
-    n = int(seconds * 16000)
     if kind == 0:
-        return rng.normal(0, 10 ** (-60 / 20), n).astype(np.float32)
-    t = np.arange(n) / 16000
-    notes = 220 * 2 ** (rng.integers(0, 12, size=int(seconds / 0.4) + 1) / 12)
-    phase = 2 * np.pi * np.cumsum(notes[(t / 0.4).astype(int)]) / 16000
-    tones = sum(np.sin(k * phase) / k for k in (1, 2, 3, 4)) * 0.3
-    noise = rng.normal(0, 0.2, n) * (0.5 + 0.5 * np.sin(2 * np.pi * 4 * t))
-    return (tones + noise).astype(np.float32)
+        return rng.normal(0, 10 ** (-60 / 20), int(seconds * 16000)).astype(np.float32)
+    return noise_and_tones(seconds, rng)
 
 
 def main() -> None:

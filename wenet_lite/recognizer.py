@@ -26,7 +26,7 @@ from wenet_lite.config.fields import FieldError, Setting, literal
 from wenet_lite.files.export_dir import ExportDir, is_export_dir
 from wenet_lite.host.cpu import PRECISIONS, auto_precision, cpu_model, native_bf16
 from wenet_lite.model.chunking import Chunking
-from wenet_lite.punct.punctuator import Punctuator, load_punctuator
+from wenet_lite.punct.punctuator import PunctSource, load_punctuator
 from wenet_lite.runtime.endpoint import EndpointConfig
 from wenet_lite.runtime.engines import ENGINES, Engine
 from wenet_lite.runtime.utterance import DecodeOptions
@@ -58,8 +58,6 @@ _log = logging.getLogger(__name__)
 Source = Union[str, Path, ExportDir, Tuple["ASRModel", "Tokenizer", "ExperimentConfig"]]
 """a model file, an export directory (its path, or as read), or ``load_model``'s triple"""
 Recognizer = Union["StreamingRecognizer", "OfflineRecognizer"]
-PunctSource = Union[str, Path, Punctuator]
-"""a punctuation model's directory, or one loaded"""
 
 
 class RuleError(FieldError):
@@ -280,7 +278,6 @@ def open_recognizer(
         change, before anything is loaded; FileNotFoundError / ValueError (CheckpointError, a
         bad export record) for a bad source, naming it.
     """
-
     spec = engine or EngineSpec()
     punctuator = load_punctuator(punct)  # a bad directory refused before the model loads
     rec = _open(source, chunking, search, endpoint, spec, offline, slots)

@@ -106,8 +106,8 @@ def subtitle_cues(
         for w in _short_words(seg.words, max_chars):
             trial = current + [w]
             too_long = trial and trial[-1].end - trial[0].start > max_seconds
-            sentence_end = bool(current) and current[-1].text.endswith(_SENTENCE_ENDS)
-            if current and (too_long or sentence_end or len(_wrap(trial, max_chars)) > max_lines):
+            if current and (too_long or current[-1].text.endswith(_SENTENCE_ENDS)
+                            or len(_wrap(trial, max_chars)) > max_lines):  # fmt: skip
                 groups.append(current)
                 current = [w]
             else:

@@ -39,10 +39,9 @@ from wenet_lite.features.audio import (
 )
 from wenet_lite.files.export_dir import ExportDir, is_export_dir
 from wenet_lite.model.chunking import Chunking
-from wenet_lite.punct.punctuator import load_punctuator
+from wenet_lite.punct.punctuator import PunctSource, load_punctuator
 from wenet_lite.recognizer import (
     EngineSpec,
-    PunctSource,
     Recognizer,
     Source,
     as_offline,
@@ -288,34 +287,16 @@ class Transcriber:
         result's times moved to file time, split at pauses."""
         rec = self._offline
         assert rec is not None
-        best: List[Any] = [None] * len(spans)
-        batch: List[Tuple[int, torch.Tensor]] = []
-
-        def flush() -> None:
-            if not batch:
-                return
-            for (k, _), hyps in zip(batch, rec.recognize_batch([f for _, f in batch])):
-                best[k] = hyps[0] if hyps else None
-            batch.clear()
-
         from tqdm import tqdm
 
-        for k, (a, b) in enumerate(tqdm(spans, desc=name, unit="region", leave=False,
-                                        disable=not self.progress or len(spans) < 20)):  # fmt: skip
-            feats = rec.features(samples[a:b], rate, name)
-            if feats.size(0) * rec.frame_shift_s > rec.options.max_window_seconds:
-                hyps = rec.recognize_long(feats, name)
-                best[k] = hyps[0] if hyps else None
-                continue
-            batch.append((k, feats))
-            if len(batch) == _VAD_BATCH:
-                flush()
-        flush()
+        shown = tqdm(spans, desc=name, unit="region", leave=False,
+                     disable=not self.progress or len(spans) < 20)  # fmt: skip
+        feats = (rec.features(samples[a:b], rate, name) for a, b in shown)
         segments: List[Segment] = []
-        for (a, _), hyp in zip(spans, best):
-            if hyp is None or not hyp.tokens:
+        for (a, _), hyps in zip(spans, rec.recognize_many(feats, _VAD_BATCH, name)):
+            if not hyps or not hyps[0].tokens:
                 continue
-            result = shifted(rec.result(hyp, pause=self.pause), a / rate)
+            result = shifted(rec.result(hyps[0], pause=self.pause), a / rate)
             segments.extend(split_at_pauses(result, self.pause))
         return Transcript(name, " ".join(s.text for s in segments), segments, duration)
 

@@ -8,8 +8,23 @@ from typing import List
 
 import numpy as np
 import onnxruntime
+import torch
 
 from wenet_lite.export.onnx import OUTPUT_NAMES
+
+
+def encoder_over_sherpa_windows(
+    model, feats: torch.Tensor, chunk_size: int, left_chunks: int
+) -> torch.Tensor:
+    """(1, T, D) our encoder's chunk-by-chunk output over the windows sherpa-onnx decodes of
+    (T_in, F) features: it decodes window k (frames k*shift .. k*shift+W-1) only once frame
+    k*shift+W exists (online-recognizer-*-impl.h IsReady), never the last incomplete one."""
+    sub = model.encoder.subsampling
+    window, shift = sub.window_size(chunk_size), chunk_size * sub.rate
+    num_windows = (feats.size(0) - window - 1) // shift + 1
+    frames = (num_windows - 1) * shift + window
+    with torch.no_grad():
+        return model.encoder.forward_chunk_by_chunk(feats[None, :frames], chunk_size, left_chunks)
 
 
 def sherpa_attn_mask(chunk_index: int, chunk_size: int, left_chunks: int) -> np.ndarray:

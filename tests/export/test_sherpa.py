@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.export.sherpa_loop import encoder_over_sherpa_windows
 from wenet_lite.export.onnx import export_onnx
 from wenet_lite.features.audio import load_audio
 from wenet_lite.features.fbank import compute_fbank
@@ -34,19 +35,11 @@ def _sherpa_text(recognizer: sherpa_onnx.OnlineRecognizer, samples: np.ndarray, 
 
 
 def _our_text(model_file: ModelFile, samples: np.ndarray, rate: int) -> str:
-    """wenet_lite's streaming path over the windows sherpa-onnx decodes.
-
-    sherpa decodes window k (frames k*shift .. k*shift+W-1) only once frame k*shift+W exists
-    (online-recognizer-ctc-impl.h IsReady), so its last window is the last one that rule allows.
-    """
+    """wenet_lite's streaming path over the windows sherpa-onnx decodes."""
     model, cfg = model_file.model, model_file.cfg
     feats = compute_fbank(samples, rate, cfg.features)  # (T, F)
-    sub = model.encoder.subsampling
-    window, shift = sub.window_size(CHUNK), CHUNK * sub.rate
-    num_windows = (feats.size(0) - window - 1) // shift + 1
-    frames = (num_windows - 1) * shift + window
+    out = encoder_over_sherpa_windows(model, feats, CHUNK, LEFT)
     with torch.no_grad():
-        out = model.encoder.forward_chunk_by_chunk(feats[None, :frames], CHUNK, LEFT)
         log_probs = model.ctc(out)
     hyp = ctc_greedy_search(log_probs, torch.tensor([log_probs.size(1)]))[0]
     return model_file.tokenizer.decode(hyp.tokens)

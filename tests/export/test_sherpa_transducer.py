@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.export.sherpa_loop import encoder_over_sherpa_windows
 from wenet_lite.data.manifest import load_cuts
 from wenet_lite.export.onnx import export_onnx
 from wenet_lite.features.audio import load_audio
@@ -57,13 +58,8 @@ def hybrid_file(tiny, tmp_path_factory):
 def _ours(model, cfg, tokenizer, samples: np.ndarray, beam: int = 0):
     """Our streaming recogniser, greedy with one symbol a frame (sherpa's greedy), over the
     audio of the windows sherpa decodes (it never decodes the last incomplete one)."""
-    feats = compute_fbank(samples, 16000, cfg.features)
-    sub = model.encoder.subsampling
-    window, shift = sub.window_size(CHUNK), CHUNK * sub.rate
-    num_windows = (feats.size(0) - window - 1) // shift + 1
-    frames = (num_windows - 1) * shift + window
-    with torch.no_grad():
-        out = model.encoder.forward_chunk_by_chunk(feats[None, :frames], CHUNK, LEFT)
+    out = encoder_over_sherpa_windows(model, compute_fbank(samples, 16000, cfg.features),
+                                      CHUNK, LEFT)  # fmt: skip
     lens = torch.tensor([out.size(1)])
     if beam:  # the n-best of sherpa's modified beam search with max_active_paths = beam
         found = transducer_beam_search(model.transducer, out, lens, beam, nbest=beam)[0]

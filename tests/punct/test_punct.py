@@ -139,3 +139,20 @@ def test_train_punct_cli_reports_scores(tmp_path: Path) -> None:
     assert "held out" in run.stdout and "baseline: f1 ," in run.stdout
     assert (tmp_path / "m" / "punct.pt").is_file()
     assert json.loads((tmp_path / "m" / "metrics.json").read_text())["steps"] == 5
+
+
+def test_bad_flags_and_stdin_lines_are_one_line_each(tmp_path: Path, punct_model: Path) -> None:
+    text = write_text(tmp_path / "t.txt", 20)
+    cli = [sys.executable, "-m", "wenet_lite"]
+    bad = [(["--held-out", "1.5"], "--held-out 1.5"), (["--right", "-1"], "--right -1"),
+           (["--dim", "0"], "--dim")]  # fmt: skip
+    for flags, said in bad:
+        command = [*cli, "train-punct", "--text", str(text), "--out", str(tmp_path / "m"), *flags]
+        run = subprocess.run(command, capture_output=True, text=True)
+        assert run.returncode == 2 and run.stderr.count("\n") == 1 and said in run.stderr
+    run = subprocess.run([*cli, "punctuate", "--model", str(punct_model)],
+                         input=b"did mary see the dog\n\xff\xfe bad\nTHE CAT SAW PARIS\n",
+                         capture_output=True)  # fmt: skip
+    assert run.returncode == 1 and run.stderr.decode().count("\n") == 1
+    assert "stdin line 2: not UTF-8" in run.stderr.decode()
+    assert run.stdout.decode().splitlines() == ["Did Mary see the dog?", "", "The cat saw Paris."]

@@ -14,6 +14,7 @@ import soundfile as sf
 pytest.importorskip("silero_vad")
 pytest.importorskip("onnxruntime")
 
+from tests.signals import noise_and_tones  # noqa: E402
 from wenet_lite import transcribe  # noqa: E402
 from wenet_lite.vad.silero import (  # noqa: E402
     WINDOW,
@@ -24,24 +25,13 @@ from wenet_lite.vad.silero import (  # noqa: E402
 )
 
 
-def noise_and_tones(seconds: float, seed: int = 0) -> np.ndarray:
-    """Noise swelling four times a second (a syllable's rhythm, which the rigged model
-    writes words for) over a melody of harmonic tones, a new note every 0.4 s."""
-    rng = np.random.default_rng(seed)
-    n = int(seconds * 16000)
-    t = np.arange(n) / 16000
-    notes = 220 * 2 ** (rng.integers(0, 12, size=int(seconds / 0.4) + 1) / 12)
-    phase = 2 * np.pi * np.cumsum(notes[(t / 0.4).astype(int)]) / 16000
-    tones = sum(np.sin(k * phase) / k for k in (1, 2, 3, 4)) * 0.3
-    noise = rng.normal(0, 0.2, n) * (0.5 + 0.5 * np.sin(2 * np.pi * 4 * t))
-    return (tones + noise).astype(np.float32)
-
-
 @pytest.fixture(scope="module")
 def gapped(test_audio, tmp_path_factory) -> tuple:
     """Speech, 30 s of noise and tones, speech: the file and where the second speech starts."""
     first, second = test_audio[0], test_audio[1]
-    x = np.concatenate([first, noise_and_tones(30.0), second]).astype(np.float32)
+    x = np.concatenate([first, noise_and_tones(30.0, np.random.default_rng(0)), second]).astype(
+        np.float32
+    )
     path = tmp_path_factory.mktemp("vad") / "gapped.wav"
     sf.write(path, x, 16000, subtype="FLOAT")
     return path, x, (first.size + 30 * 16000) / 16000

@@ -20,7 +20,8 @@ from wenet_lite.punct.text import apply_labels, plain_word
 if TYPE_CHECKING:
     from wenet_lite.runtime.result import Word
 
-__all__ = ["KIND", "MODEL_FILE", "PunctError", "PunctStream", "Punctuator"]
+__all__ = ["KIND", "MODEL_FILE", "PunctError", "PunctSource", "PunctStream", "Punctuator",
+           "load_punctuator"]  # fmt: skip
 
 KIND = "wenet-lite punctuation"
 MODEL_FILE = "punct.pt"
@@ -34,13 +35,10 @@ class Punctuator:
     """Labels words with their marks and cases (``words`` or ``text``), whole texts at once
     or (:meth:`stream`) as words arrive."""
 
-    def __init__(
-        self, model: PunctModel, vocab: Sequence[str], mixed: Dict[str, str], name: str = ""
-    ) -> None:
+    def __init__(self, model: PunctModel, vocab: Sequence[str], mixed: Dict[str, str]) -> None:
         self.model = model.eval()
         self.features = WordFeatures(vocab, model.cfg.buckets)
         self.mixed = dict(mixed)
-        self.name = name
 
     @property
     def right_context(self) -> int:
@@ -73,7 +71,7 @@ class Punctuator:
             cfg = PunctConfig(**blob["config"])
             model = PunctModel(cfg)
             model.load_state_dict(blob["state_dict"])
-            return cls(model, blob["vocab"], blob["mixed"], str(d))
+            return cls(model, blob["vocab"], blob["mixed"])
         except (KeyError, TypeError, RuntimeError) as e:  # another version's layout
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise PunctError(f"{path}: a punctuation model of another layout ({first})") from e
@@ -165,7 +163,11 @@ class PunctStream:
         return out
 
 
-def load_punctuator(model: Optional[Union[str, Path, Punctuator]]) -> Optional[Punctuator]:
+PunctSource = Union[str, Path, Punctuator]
+"""a punctuation model's directory, or one loaded"""
+
+
+def load_punctuator(model: Optional[PunctSource]) -> Optional[Punctuator]:
     """A punctuator from a directory, as given, or None."""
     if model is None or isinstance(model, Punctuator):
         return model

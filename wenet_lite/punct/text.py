@@ -9,6 +9,7 @@ word, as speech does.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
@@ -70,9 +71,9 @@ def split_text(line: str) -> List[Labelled]:
     for token in _TOKEN.findall(line):
         matches = list(_WORD.finditer(token))
         if not matches:  # marks alone
-            if out and _mark(token):
-                last = out[-1]
-                out[-1] = Labelled(last.word, _mark(token), last.case, last.written)
+            mark = _mark(token)
+            if out and mark:
+                out[-1] = dataclasses.replace(out[-1], mark=mark)
             continue
         for k, match in enumerate(matches):
             written = match.group(0).strip("'")

@@ -10,6 +10,7 @@ line with a period.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
@@ -23,7 +24,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import torch
 
 from wenet_lite.fileio import naming_text_errors, open_text, write_text_atomic
-from wenet_lite.punct.model import BOS, EOS, PunctConfig, PunctModel, WordFeatures
+from wenet_lite.punct.model import BOS, EOS, PunctConfig, PunctModel
 from wenet_lite.punct.punctuator import Punctuator
 from wenet_lite.punct.text import CASES, MARKS, Labelled, baseline, mixed_forms, split_text
 
@@ -105,37 +106,39 @@ def _split(lines: List[List[Labelled]], share: float, seed: int) -> Tuple[list, 
             [ws for i, ws in enumerate(lines) if i in held])  # fmt: skip
 
 
-def _windows(lines: List[List[Labelled]], window: int, rng: random.Random, count: int):
-    """``count`` windows of the running text: (words, marks, cases) each, a window that starts
-    where a line does opening with BOS and one that ends where a line does closing with EOS
-    (their labels -100: not learnt). Two in five start at a line's start (as a recogniser's
-    segment starts a text), two in five end at a line's end, the rest anywhere."""
-    flat = [w for words in lines for w in words]
-    ends = []
-    n = 0
-    for words in lines:
-        n += len(words)
-        ends.append(n)
-    starts = {0, *ends}
-    out = []
-    for _ in range(count):
-        kind = rng.random()
-        if kind < 0.4:
-            k = rng.randrange(len(ends))
-            start = ends[k - 1] if k else 0
-            stop = min(len(flat), start + window)
-        elif kind < 0.8:
-            stop = ends[rng.randrange(len(ends))]
-            start = max(0, stop - rng.randint(1, window))
-        else:
-            start = rng.randrange(max(1, len(flat) - 1))
-            stop = min(len(flat), start + window)
-        part = flat[start:stop]
-        head = [(BOS, -100, -100)] if start in starts else []
-        tail = [(EOS, -100, -100)] if stop in starts else []
-        items = head + [(w.word, w.mark, w.case) for w in part] + tail
-        out.append(([i[0] for i in items], [i[1] for i in items], [i[2] for i in items]))
-    return out
+class _RunningText:
+    """The training lines as one run of words, and where each line starts and ends."""
+
+    def __init__(self, lines: List[List[Labelled]]) -> None:
+        self.flat = [w for words in lines for w in words]
+        self.ends = list(itertools.accumulate(len(words) for words in lines))
+        self.starts = {0, *self.ends}
+
+    def windows(self, window: int, rng: random.Random, count: int):
+        """``count`` windows: (words, marks, cases) each, a window that starts where a line
+        does opening with BOS and one that ends where a line does closing with EOS (their
+        labels -100: not learnt). Two in five start at a line's start (as a recogniser's
+        segment starts a text), two in five end at a line's end, the rest anywhere."""
+        flat, ends = self.flat, self.ends
+        out = []
+        for _ in range(count):
+            kind = rng.random()
+            if kind < 0.4:
+                k = rng.randrange(len(ends))
+                start = ends[k - 1] if k else 0
+                stop = min(len(flat), start + window)
+            elif kind < 0.8:
+                stop = ends[rng.randrange(len(ends))]
+                start = max(0, stop - rng.randint(1, window))
+            else:
+                start = rng.randrange(max(1, len(flat) - 1))
+                stop = min(len(flat), start + window)
+            part = flat[start:stop]
+            head = [(BOS, -100, -100)] if start in self.starts else []
+            tail = [(EOS, -100, -100)] if stop in self.starts else []
+            items = head + [(w.word, w.mark, w.case) for w in part] + tail
+            out.append(([i[0] for i in items], [i[1] for i in items], [i[2] for i in items]))
+        return out
 
 
 def evaluate(punctuator: Punctuator, lines: List[List[Labelled]]) -> Dict[str, Dict[str, float]]:
@@ -168,8 +171,9 @@ def train_punct(
     vocab = [w for w, c in counts.most_common(cfg.vocab_size) if c >= 2]
     torch.manual_seed(options.seed)
     model = PunctModel(cfg)
-    features = WordFeatures(vocab, cfg.buckets)
-    words_total = sum(len(ws) for ws in train)
+    punctuator = Punctuator(model, vocab, mixed_forms(train))
+    text = _RunningText(train)
+    words_total = len(text.flat)
     per_step = max(1, options.batch_words // options.window)
     epoch_steps = options.epochs * words_total / options.batch_words
     steps = options.max_steps or max(1, math.ceil(epoch_steps))
@@ -188,8 +192,8 @@ def train_punct(
     started = time.monotonic()
     model.train()
     for step in bar:
-        batch = _windows(train, options.window, rng, per_step)
-        ids, grams, offsets, mask = features.batch([b[0] for b in batch])
+        batch = text.windows(options.window, rng, per_step)
+        ids, grams, offsets, mask = punctuator.features.batch([b[0] for b in batch])
         marks = torch.full_like(ids, -100)
         cases = torch.full_like(ids, -100)
         for i, (ws, m, c) in enumerate(batch):
@@ -208,7 +212,6 @@ def train_punct(
         if not progress and (step % 200 == 0 or step == steps - 1):
             log.info("step %d/%d: loss %.4f", step + 1, steps, loss.item())
     model.eval()
-    punctuator = Punctuator(model, vocab, mixed_forms(train))
     out_dir = Path(out)
     punctuator.save(out_dir)
     scores = evaluate(punctuator, held) if held else {}

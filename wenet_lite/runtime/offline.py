@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from contextlib import contextmanager
-from typing import Iterator, List, Optional, Sequence
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -113,10 +113,41 @@ class OfflineRecognizer:
         """The n best hypotheses (best first; one for greedy) of one utterance's samples; one
         longer than ``max_window_seconds`` in bounded memory."""
         feats = self.features(samples, rate, name)
-        seconds = feats.size(0) * self.frame_shift_s
-        if self.engine is None and seconds > self.options.max_window_seconds:
+        if self.needs_windows(feats):
             return self.recognize_long(feats, name)
         return self.recognize_batch([feats])[0]
+
+    def needs_windows(self, feats: torch.Tensor) -> bool:
+        """Whether an utterance of these (T_in, F) features is decoded in windows
+        (:meth:`recognize_long`): longer than ``max_window_seconds`` (full context)."""
+        seconds = feats.size(0) * self.frame_shift_s
+        return self.engine is None and seconds > self.options.max_window_seconds
+
+    def recognize_many(
+        self, feats: Iterable[torch.Tensor], batch: int, name: str = "audio"
+    ) -> List[List[Hypothesis]]:
+        """The n best of each utterance's features, in order: short ones decoded together in
+        padded batches of up to ``batch``, long ones alone in windows; the features are taken
+        as they come, so only one batch of them is held at a time."""
+        found: List[List[Hypothesis]] = []
+        waiting: List[Tuple[int, torch.Tensor]] = []
+
+        def flush() -> None:
+            for (k, _), hyps in zip(waiting, self.recognize_batch([f for _, f in waiting])):
+                found[k] = hyps
+            waiting.clear()
+
+        for f in feats:
+            found.append([])
+            if self.needs_windows(f):
+                found[-1] = self.recognize_long(f, name)
+                continue
+            waiting.append((len(found) - 1, f))
+            if len(waiting) == batch:
+                flush()
+        if waiting:
+            flush()
+        return found
 
     def recognize_batch(self, feats: Sequence[torch.Tensor]) -> List[List[Hypothesis]]:
         """The n best of each utterance of features (T_in, F), decoded together in one padded

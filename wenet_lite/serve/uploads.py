@@ -46,8 +46,6 @@ class UploadDecoder:
     def __init__(self, recognizer: OfflineRecognizer, max_batch: int) -> None:
         self.rec = recognizer
         self.max_batch = max(1, max_batch)
-        self.window_s = recognizer.options.max_window_seconds
-        self.frame_s = recognizer.frame_shift_s
         self._pending: List[_Waiting] = []
         self._lock = threading.Lock()
         self._running = False
@@ -60,7 +58,7 @@ class UploadDecoder:
         """The n best of one upload's samples (its features computed in ``pool``)."""
         loop = asyncio.get_running_loop()
         feats = await loop.run_in_executor(pool, self.rec.features, samples, rate, name)
-        long = feats.size(0) * self.frame_s > self.window_s
+        long = self.rec.needs_windows(feats)
         waiting = _Waiting(feats, name, loop.create_future(), loop, long)
         with self._lock:
             self._pending.append(waiting)
