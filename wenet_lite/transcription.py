@@ -25,7 +25,7 @@ import dataclasses
 import itertools
 import logging
 from pathlib import Path
-from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Iterable, Iterator, List, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 import torch
@@ -69,7 +69,7 @@ from wenet_lite.vad.silero import SileroVad, VadOptions, vad_available
 
 __all__ = ["FORMATS", "Cue", "Segment", "Transcriber", "Transcript", "format_transcript",
            "split_at_pauses", "subtitle_cues", "transcribe", "full_context_transcript",
-           "DEFAULT_PAUSE_S"]  # fmt: skip
+           "DEFAULT_PAUSE_S", "regions_transcript", "speech_spans"]  # fmt: skip
 
 _log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -265,12 +265,9 @@ class Transcriber:
     ) -> Transcript:
         rec = self._offline
         assert rec is not None, "an offline recogniser decodes whole files"
-        if self.vad is not None and samples.size:
-            at_16k = samples if rate == VAD_RATE else resample(samples, rate, VAD_RATE)
-            regions = self.vad.regions(at_16k, self.vad_options)
-            if regions != [(0, at_16k.size)]:  # else: the whole file is speech
-                scale = rate / VAD_RATE
-                spans = [(round(a * scale), round(b * scale)) for a, b in regions]
+        if self.vad is not None:
+            spans = speech_spans(self.vad, samples, rate, self.vad_options)
+            if spans is not None:
                 return self._regions(samples, rate, spans, name, duration)
         hyps = rec.recognize(samples, rate, name)
         return full_context_transcript(rec, hyps, name, duration, self.pause)
@@ -292,13 +289,42 @@ class Transcriber:
         shown = tqdm(spans, desc=name, unit="region", leave=False,
                      disable=not self.progress or len(spans) < 20)  # fmt: skip
         feats = (rec.features(samples[a:b], rate, name) for a, b in shown)
-        segments: List[Segment] = []
-        for (a, _), hyps in zip(spans, rec.recognize_many(feats, _VAD_BATCH, name)):
-            if not hyps or not hyps[0].tokens:
-                continue
-            result = shifted(rec.result(hyps[0], pause=self.pause), a / rate)
-            segments.extend(split_at_pauses(result, self.pause))
-        return Transcript(name, " ".join(s.text for s in segments), segments, duration)
+        found = rec.recognize_many(feats, _VAD_BATCH, name)
+        starts = [a / rate for a, _ in spans]
+        return regions_transcript(rec, zip(starts, found), name, duration, self.pause)
+
+
+def speech_spans(
+    vad: SileroVad, samples: np.ndarray, rate: int, options: VadOptions
+) -> Optional[List[Tuple[int, int]]]:
+    """The speech regions of a whole signal at ``rate`` Hz, as (start, end) samples at that
+    rate; None when it is all speech (decode it whole)."""
+    if not samples.size:
+        return None
+    at_16k = samples if rate == VAD_RATE else resample(samples, rate, VAD_RATE)
+    regions = vad.regions(at_16k, options)
+    if regions == [(0, at_16k.size)]:
+        return None
+    scale = rate / VAD_RATE
+    return [(round(a * scale), round(b * scale)) for a, b in regions]
+
+
+def regions_transcript(
+    rec: OfflineRecognizer,
+    found: Iterable[Tuple[float, List[Any]]],
+    name: str,
+    duration: float,
+    pause: float,
+) -> Transcript:
+    """The transcript of speech regions decoded alone: (the region's start in seconds, its n
+    best) each; times moved to file time, split at pauses."""
+    segments: List[Segment] = []
+    for start, hyps in found:
+        if not hyps or not hyps[0].tokens:
+            continue
+        result = shifted(rec.result(hyps[0], pause=pause), start)
+        segments.extend(split_at_pauses(result, pause))
+    return Transcript(name, " ".join(s.text for s in segments), segments, duration)
 
 
 def full_context_transcript(

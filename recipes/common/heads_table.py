@@ -5,12 +5,13 @@ of the test words never seen in training each search spelled right.
 
 Usage:
     python recipes/common/heads_table.py --data data/synthetic \
-        --exp ctc=exp/heads/ctc --exp hybrid=exp/heads/hybrid [--test test-clean] \
+        --exp ctc=exp/heads/ctc --exp hybrid=exp/heads/hybrid [--test test-clean ...] \
         [--note "text"] [--out exp/heads/HEADS.md]
 
 Reads NAME's EXP/decode/<test>/<mode>/summary.json and hyp.txt (``full``, ``chunk16_sim``,
 ``full_tgreedy``, ``full_tbeam``, ``chunk16_sim_tgreedy``) and EXP/tensorboard, as
-recipes/synthetic/run.sh's stages 3-5 leave them (recipes/synthetic/compare_heads.sh).
+recipes/synthetic/run.sh's stages 3-5 leave them (recipes/synthetic/compare_heads.sh);
+one table per --test.
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", type=Path, required=True, help="prepared data (with train-clean-100)")
     p.add_argument("--exp", action="append", required=True, help="NAME=EXP, one per head set")
-    p.add_argument("--test", default="test-clean")
+    p.add_argument("--test", action="append", help="a decoded part (repeatable; test-clean)")
     p.add_argument("--note", action="append", default=[], help="a line to add (repeatable)")
     p.add_argument("--out", type=Path, help="also write the table here")
     args = p.parse_args(argv)
@@ -107,8 +108,10 @@ def main(argv: Optional[List[str]] = None) -> None:
         runs.append((name, Path(exp)))
     from wenet_lite.host.cpu import cpu_summary
 
-    lines = table_lines(runs, args.data, args.test)
-    lines += ["", f"WER in % on {args.test}; {cpu_summary().splitlines()[0]}."]
+    lines: List[str] = []
+    for test in args.test or ["test-clean"]:
+        lines += [f"WER in % on {test}:", "", *table_lines(runs, args.data, test), ""]
+    lines += [f"{cpu_summary().splitlines()[0]}."]
     lines += ["", *args.note] if args.note else []
     text = "\n".join(lines) + "\n"
     print(text, end="")

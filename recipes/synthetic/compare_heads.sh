@@ -3,11 +3,12 @@
 # CTC alone, CR-CTC, the hybrid (CTC + transducer) and the hybrid with CR-CTC, each trained by
 # recipes/synthetic/run.sh's stages 3-5 for the steps that take the time CTC's 1500 take
 # (their step speeds measured by benchmarks/bench_train.py, docs/heads.md), then decoded on
-# test-clean (full context and simulated streaming at chunk 16) and tabled by
-# recipes/common/heads_table.py into $out/HEADS.md.
+# test-clean and on test-other (the same sentences read by voices training never hears; full
+# context and simulated streaming at chunk 16) and tabled by recipes/common/heads_table.py
+# into $out/HEADS.md. --decode-only decodes and tables runs trained before.
 #
 #   recipes/synthetic/compare_heads.sh [--heads "ctc cr-ctc hybrid hybrid-cr-ctc"] [--scale 1.0]
-#       [--extra "transducer.warmup_steps=300"] [--tag _w300]
+#       [--extra "transducer.warmup_steps=300"] [--tag _w300] [--decode-only true]
 #
 # Run from the repository root after recipes/synthetic/run.sh --stop-stage 2 (the corpus,
 # manifests, CMVN and stored fbank in data/synthetic). --scale multiplies every run's steps (a
@@ -23,6 +24,7 @@ out=${out:-exp/heads}
 config=${config:-conf/synthetic_small.yaml}
 extra_all=${extra_all:-}
 tag=${tag:-}
+decode_only=${decode_only:-false}
 while [ $# -gt 0 ]; do
   case "$1" in
     --heads) heads=$2 ;;
@@ -32,7 +34,8 @@ while [ $# -gt 0 ]; do
     --data) data=$2 ;;
     --out) out=$2 ;;
     --config) config=$2 ;;
-    *) echo "$0: unknown option $1 (--heads, --scale, --extra, --tag, --data, --out, --config)" >&2
+    --decode-only) decode_only=$2 ;;
+    *) echo "$0: unknown option $1 (--heads, --scale, --extra, --tag, --data, --out, --config, --decode-only)" >&2
        exit 2 ;;
   esac
   shift 2
@@ -52,11 +55,29 @@ for head in $heads; do
     *) echo "$0: unknown head $head (ctc, cr-ctc, hybrid, hybrid-cr-ctc)" >&2; exit 2 ;;
   esac
   extra="$extra $extra_all"
-  echo "$(date '+%H:%M:%S') [$head$tag] $steps steps${extra:+, $extra}"
-  bash recipes/synthetic/run.sh --stage 3 --stop-stage 5 --data "$data" --exp "$out/$head$tag" \
-    --config "$config" --hotwords false --rescore false --punct false --chunks 16 --lm-chunk "" \
-    --overrides "decoder.type=none train.max_steps=$steps $extra"
+  common=(--data "$data" --exp "$out/$head$tag" --config "$config" --hotwords false
+          --rescore false --punct false --chunks 16 --lm-chunk "")
+  if [ "$decode_only" != true ]; then
+    echo "$(date '+%H:%M:%S') [$head$tag] $steps steps${extra:+, $extra}"
+    bash recipes/synthetic/run.sh --stage 3 --stop-stage 5 "${common[@]}" \
+      --overrides "decoder.type=none train.max_steps=$steps $extra"
+  fi
+  tests=(test-clean)
+  for test in test-other; do
+    if [ -f "$data/$test/cuts.jsonl.gz" ]; then
+      tests+=("$test")
+    else
+      echo "$0: $data/$test is not prepared; add it with make_synthetic_librispeech.py --parts $test and prepare --parts $test (docs/heads.md)" >&2
+    fi
+  done
+  for test in "${tests[@]}"; do
+    if [ "$decode_only" = true ] || [ "$test" != test-clean ]; then
+      echo "$(date '+%H:%M:%S') [$head$tag] decode $test"
+      bash recipes/synthetic/run.sh --stage 5 --stop-stage 5 "${common[@]}" --test-part "$test"
+    fi
+  done
 done
 python3 recipes/common/heads_table.py --data "$data" --out "$out/HEADS.md" \
+  $(for test in "${tests[@]}"; do echo "--test $test"; done) \
   $(for head in $heads; do echo "--exp $head$tag=$out/$head$tag"; done) \
   --note "Command: recipes/synthetic/compare_heads.sh --scale $scale${extra_all:+ --extra \"$extra_all\"} (config $config)."

@@ -83,6 +83,8 @@ device=${device:-auto}            # train, decode and stream on this device (aut
                                   # present, else cpu); e.g. --device cpu, --device cuda
 export_chunk=${export_chunk:-16}
 export_left=${export_left:-4}
+test_part=${test_part:-test-clean}  # the part stages 5-8 decode, e.g. test-other: test-clean's
+                                  # sentences read by voices training never hears
 left_chunks=${left_chunks:--1}  # history chunks of chunked decoding and streaming (-1: all, as trained)
 if [ "$smoke" = 1 ]; then
   hours=${smoke_hours:-0.02}
@@ -109,7 +111,7 @@ while [ $# -gt 0 ]; do
         stage|stop_stage|hours|seed|jobs|config|overrides|average_num|chunks|stream_chunks|\
 lm_beam|token_min_logp|lm_weight|word_bonus|oov_penalty|blank_penalty|lm_text|lm_chunk|\
 hotwords|hotwords_score|rescore|rescore_chunk|rescore_lm_ctc_weight|transducer|punct|device|export_chunk|\
-export_left|left_chunks|corpus|data|exp|init)
+export_left|left_chunks|corpus|data|exp|init|test_part)
           printf -v "$name" '%s' "$2" ;;
         nj) jobs=$2 ;;  # the older spelling of --jobs
         *) echo "$0: unknown option $1" >&2; exit 2 ;;
@@ -119,7 +121,6 @@ export_left|left_chunks|corpus|data|exp|init)
   esac
 done
 
-test_part=test-clean
 resolve_lm_text() {  # after stage 0, which writes the corpus's LM text
   if [ -z "$lm_text" ] && [ -f "$corpus/librispeech-lm-norm.txt.gz" ]; then
     lm_text=$corpus/librispeech-lm-norm.txt.gz

@@ -25,7 +25,7 @@ SCRIPT = (
     / "local"
     / "make_synthetic_librispeech.py"
 )
-PARTS = ("train-clean-100", "dev-clean", "test-clean")
+PARTS = ("train-clean-100", "dev-clean", "test-clean", "test-other")
 APT_HINT = "apt-get install espeak-ng flite fortunes-min fortunes"
 HOURS = "0.01"  # 36 s of train; dev and test get their 10-utterance minimum
 
@@ -124,11 +124,20 @@ def test_parts_have_disjoint_sentences_and_meet_targets(corpora):
     assert not sentences[PARTS[0]] & sentences[PARTS[1]]
     assert not sentences[PARTS[0]] & sentences[PARTS[2]]
     assert not sentences[PARTS[1]] & sentences[PARTS[2]]
+    # test-other: test-clean's sentences read by voices no other part has
+    assert sentences[PARTS[3]] and not sentences[PARTS[3]] & (
+        sentences[PARTS[0]] | sentences[PARTS[1]]
+    )
+    speakers = {part: {uid.split("-")[0] for uid in utts} for part, utts in corpus.items()}
+    assert not speakers[PARTS[3]] & (speakers[PARTS[0]] | speakers[PARTS[1]] | speakers[PARTS[2]])
     train_s = sum(len(a) for _, a in corpus[PARTS[0]].values()) / 16000
     assert train_s >= float(HOURS) * 3600
     assert len(corpus[PARTS[1]]) >= 10 and len(corpus[PARTS[2]]) >= 10
     summary = json.loads((corpora["a"] / "SYNTHETIC.json").read_text())
     assert summary["seed"] == 0 and len(summary["voices"]) == 100
+    held_out = {v["name"].split("+")[1] for v in summary["held_out_voices"]}
+    assert len(summary["held_out_voices"]) == 20
+    assert not held_out & {v["name"].split("+")[-1] for v in summary["voices"]}
     # The LM text is the train pool: every spoken train sentence, no dev or test sentence.
     lm_text = _lm_text(corpora["a"].parent)
     assert summary["lm_text"]["sentences"] == len(lm_text) > len(sentences[PARTS[0]])
@@ -148,6 +157,31 @@ def test_same_seed_is_identical_whatever_the_jobs(corpora):
             np.testing.assert_array_equal(audio, b[part][uid][1], err_msg=uid)
     summary = "SYNTHETIC.json"
     assert (corpora["a"] / summary).read_bytes() == (corpora["b"] / summary).read_bytes()
+
+
+@needs_synth
+def test_parts_are_added_to_a_corpus_made_before_them(corpora, tmp_path):
+    """--parts test-other on a corpus without it writes the part the full run writes (same
+    seed, same hours), and merges it into SYNTHETIC.json; another seed is refused."""
+    out = tmp_path / "old"
+    shutil.copytree(corpora["a"].parent, out)
+    root = out / "LibriSpeech"
+    shutil.rmtree(root / "test-other")
+    summary = json.loads((root / "SYNTHETIC.json").read_text())
+    del summary["parts"]["test-other"]
+    (root / "SYNTHETIC.json").write_text(json.dumps(summary))
+    bad = _run(out, "--parts", "test-other", "--seed", "1")
+    assert bad.returncode == 1 and "--seed 0" in bad.stderr, bad.stderr
+    proc = _run(out, "--parts", "test-other", "--jobs", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert _read(root)["test-other"].keys() == _read(corpora["a"])["test-other"].keys()
+    merged = json.loads((root / "SYNTHETIC.json").read_text())
+    assert merged["parts"] == json.loads((corpora["a"] / "SYNTHETIC.json").read_text())["parts"]
+    again = _run(out, "--parts", "test-other")
+    assert again.returncode == 1 and "test-other exists" in again.stderr
+    assert not list(root.glob("*.partial"))
+    unknown = _run(out, "--parts", "test-dirty")
+    assert unknown.returncode == 2 and "--parts test-dirty" in unknown.stderr
 
 
 @needs_synth

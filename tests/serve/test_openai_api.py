@@ -62,7 +62,7 @@ def test_every_format_is_what_transcribe_writes(api, tiny, audio_files) -> None:
     model_id = model[0].id
     assert client.models.retrieve(model_id).id == model_id
     for path in audio_files:
-        mine = transcribe(tiny.path, path, vad=False)  # full context, the whole file: an upload's
+        mine = transcribe(tiny.path, path)  # full context, its speech regions: an upload's
         with open(path, "rb") as f:
             got = client.audio.transcriptions.create(model=model_id, file=f)
         assert got.text == mine.text and mine.text
@@ -135,7 +135,7 @@ def test_bad_requests_get_openais_errors_and_the_server_goes_on(api, tiny, audio
         assert _status(call) == expected
         # the server goes on: a websocket stream and a good request still work
     text = c.audio.transcriptions.create(model=model_id, file=("a.flac", good)).text
-    assert text == transcribe(tiny.path, audio_files[0], vad=False).text
+    assert text == transcribe(tiny.path, audio_files[0]).text
     import soundfile as sf
 
     samples, _ = sf.read(audio_files[0], dtype="float32")
@@ -172,6 +172,44 @@ def test_a_raw_request_without_a_token_or_to_another_path(api) -> None:
     assert api.health()["errors"] == 0
 
 
+def test_uploads_are_cut_to_their_speech_as_transcribe_cuts_them(api, tiny, corpus, tmp_path):
+    """Speech, 8 s of noise and tones, speech: the upload's words are `transcribe`'s with its
+    VAD, none where the VAD heard no speech; decoded whole (the control) the rigged model
+    writes words there."""
+    pytest.importorskip("silero_vad")
+    import soundfile as sf
+
+    from tests.signals import noise_and_tones
+    from wenet_lite.features.audio import load_audio
+
+    a, b = (load_audio(str(c.recording.sources[0].source), 16000)
+            for c in list(load_cuts(corpus / "test-clean"))[:2])  # fmt: skip
+    noise = noise_and_tones(8.0, np.random.default_rng(5))
+    path = tmp_path / "gapped.wav"
+    sf.write(path, np.concatenate([a, noise, b]), 16000, subtype="PCM_16")
+    with open(path, "rb") as f:
+        got = _client(api.port).audio.transcriptions.create(
+            model=Path(tiny.path).stem, file=f, response_format="verbose_json",
+            timestamp_granularities=["word"],
+        )  # fmt: skip
+    mine = transcribe(tiny.path, str(path), vad=True)
+    assert [(w.word, w.start) for w in got.words] == [
+        (w.text, round(w.start, 3)) for w in mine.words
+    ]
+    from wenet_lite.features.audio import load_audio as read
+    from wenet_lite.vad.silero import SileroVad
+
+    regions = [(x / 16000, y / 16000) for x, y in SileroVad().regions(read(str(path), 16000))]
+    assert len(regions) >= 2
+
+    def outside(words) -> list:  # words where the VAD heard no speech
+        return [w for w in words if not any(x <= w.start < y for x, y in regions)]
+
+    assert got.words and not outside(got.words)
+    whole = transcribe(tiny.path, str(path), vad=False)
+    assert outside(whole.words)  # the control
+
+
 def test_the_api_can_be_turned_off(tiny) -> None:
     s = start_server(tiny.path, *FLAGS, "--no-openai-api")
     try:
@@ -202,7 +240,7 @@ def test_streamed_events_and_requests_beside_a_live_stream(api, tiny, corpus, tm
     sf.write(path, joined, 16000, subtype="PCM_16")
     mine = transcribe(tiny.path, str(path), chunk_size=4, left_chunks=-1)  # the live stream's
     assert len(mine.segments) == 2
-    whole = transcribe(tiny.path, str(path), vad=False)  # an upload's: the whole file
+    whole = transcribe(tiny.path, str(path))  # an upload's: full context, speech regions
     model_id = Path(tiny.path).stem
     client = _client(api.port)
 
@@ -245,10 +283,10 @@ def test_a_prompt_becomes_hotwords_with_the_prefix_beam(tiny, corpus, audio_file
     beam = dict(chunk_size=4, left_chunks=-1, mode="prefix_beam", beam=4, hotwords_score=3)
     files = audio_files[:3]
     hot = [t.text for t in transcribe(tiny.path, files, hotwords=str(tmp_path / "hot.txt"),
-                                      vad=False, **beam)]  # fmt: skip
-    cold = [t.text for t in transcribe(tiny.path, files, vad=False, **beam)]
+                                      **beam)]  # fmt: skip
+    cold = [t.text for t in transcribe(tiny.path, files, **beam)]
     assert hot != cold, "the phrases should change a transcript"
-    whole = [t.text for t in transcribe(tiny.path, files, mode="prefix_beam", beam=4, vad=False)]
+    whole = [t.text for t in transcribe(tiny.path, files, mode="prefix_beam", beam=4)]
     s = start_server(tiny.path, *FLAGS, "--mode", "prefix_beam", "--beam", "4",
                      "--hotwords-score", "3")  # fmt: skip
     try:
@@ -300,7 +338,7 @@ def test_uploads_in_flight_hold_no_memory_count_as_connections_and_time_out(tiny
         time.sleep(0.5)
         model = Path(tiny.path).stem
         got = _client(s.port).audio.transcriptions.create(model=model, file=Path(audio_files[0]))
-        assert got.text == transcribe(tiny.path, audio_files[0], vad=False).text
+        assert got.text == transcribe(tiny.path, audio_files[0]).text
     finally:
         for c in held:
             c.close()
@@ -316,7 +354,7 @@ def test_uploads_stream_when_told_and_full_context_differs(tiny, audio_files) ->
         model = Path(tiny.path).stem
         got = _client(s.port).audio.transcriptions.create(model=model, file=Path(audio_files[0]))
         chunked = transcribe(tiny.path, audio_files[0], chunk_size=4, left_chunks=-1).text
-        assert got.text == chunked != transcribe(tiny.path, audio_files[0], vad=False).text
+        assert got.text == chunked != transcribe(tiny.path, audio_files[0]).text
     finally:
         assert s.stop() == 0, s.log()
 
@@ -343,7 +381,7 @@ def test_a_chunked_upload_is_taken_as_it_arrives(api, tiny, audio_files) -> None
                "Content-Type": f"multipart/form-data; boundary={boundary}"}  # fmt: skip
     got = requests.post(url, data=pieces(body, 777), headers=headers, timeout=60)
     assert got.status_code == 200, got.text
-    assert got.json()["text"] == transcribe(tiny.path, audio_files[0], vad=False).text
+    assert got.json()["text"] == transcribe(tiny.path, audio_files[0]).text
 
     def raw(request: bytes) -> bytes:
         return _raw(api.port, request)

@@ -1,5 +1,6 @@
 """OpenAI's Realtime transcription sessions on `wenet-lite serve`, driven by the official
-``openai`` client: with turn detection the session's transcripts are `wenet-lite stream`'s
+``openai`` client (the endpointer's turns: `serve --vad off`; the VAD's turns are in
+test_realtime_vad.py): with turn detection the session's transcripts are `wenet-lite stream`'s
 final segments for the same audio written to a file at the session's rate (24 kHz PCM);
 without it a committed buffer is one item with the stream's whole text (8 kHz G.711, decoded
 as libsndfile decodes it); a clear drops its audio; bad events get OpenAI's error events and
@@ -33,7 +34,7 @@ FLAGS = ("--chunk-size", "4", "--left-chunks", "-1", "--max-segment", "1.5")
 def rt(tiny, tmp_path_factory):
     token = tmp_path_factory.mktemp("rt") / "token"
     token.write_text("sekrit\n")
-    s = start_server(tiny.path, *FLAGS, "--token-file", str(token))
+    s = start_server(tiny.path, *FLAGS, "--token-file", str(token), "--vad", "off")
     yield s
     assert s.stop() == 0, s.log()
 

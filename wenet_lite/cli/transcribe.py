@@ -56,10 +56,8 @@ def add_transcribe(sub: argparse._SubParsersAction) -> None:
     vad.add_argument(
         "--vad", choices=("auto", "on", "off"), default="auto",
         help="decode only the speech regions Silero VAD finds, in batches (auto: on where "
-        "silero-vad is installed; off: the whole file)",
+        "silero-vad is installed; off: the whole file; --vad-threshold applies)",
     )  # fmt: skip
-    vad.add_argument("--vad-threshold", type=float, default=0.5, metavar="P",
-                     help="speech probability that starts speech (0.5)")  # fmt: skip
     vad.add_argument("--vad-min-speech-ms", type=int, metavar="MS", default=250,
                      help="shorter speech is dropped (250)")  # fmt: skip
     vad.add_argument("--vad-min-silence-ms", type=int, metavar="MS", default=2000,

@@ -13,15 +13,26 @@ decision follows what the model hears. A segment ends as soon as one rule holds:
 These are Kaldi's ``OnlineEndpointConfig`` rules 1, 2 and 5 with sherpa-onnx's defaults
 (2.4 s, 1.2 s, 20 s). Durations count encoder frames of decoded audio, so they are exact
 multiples of the encoder frame shift (40 ms for 10 ms fbank frames subsampled by 4).
+
+With ``vad_silence`` > 0 a neural VAD (Silero VAD, ``wenet_lite/vad``) decides silence instead
+of the blanks: rule "vad" ends a segment once the VAD has heard ``vad_silence`` seconds of
+quiet after speech (checked at the end of each chunk), and rules 1 and 2 give way to it; rule
+3 still bounds a segment.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 from wenet_lite.config import flag
+from wenet_lite.config.fields import FieldError, Setting
+from wenet_lite.vad.silero import VadOptions
 
-__all__ = ["EndpointConfig", "detect_endpoint"]
+__all__ = ["VAD_RULE", "EndpointConfig", "detect_endpoint"]
+
+VAD_RULE = 5
+"""the number ``Stream`` gives rule "vad" where rules are numbered"""
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,17 @@ class EndpointConfig:
                                     "holds (rule 3)", metavar="S"),
     )  # fmt: skip
     """seconds after which a segment ends whatever it holds"""
+    vad_silence: float = field(
+        default=0.0, metadata=flag("--vad-silence", "s of quiet after speech, as Silero VAD "
+                                   "hears it, that end a segment (rule vad, in place of rules "
+                                   "1 and 2; needs silero-vad; 0: off)", metavar="S"),
+    )  # fmt: skip
+    """seconds of quiet after speech (by the VAD) that end a segment; 0: no VAD"""
+    vad_threshold: float = field(
+        default=0.5, metadata=flag("--vad-threshold", "speech probability at which Silero "
+                                   "VAD hears speech", metavar="P"),
+    )  # fmt: skip
+    """the VAD's speech probability threshold (quiet is below it less 0.15)"""
 
     def __post_init__(self) -> None:
         for name in ("rule1_min_silence", "rule2_min_silence", "rule3_max_length"):
@@ -52,6 +74,19 @@ class EndpointConfig:
                 raise ValueError(
                     f"endpoint {name} must be a positive number of seconds, got {value}"
                 )
+        if not self.vad_silence >= 0:
+            raise FieldError("{silence}: give 0 (off) or more seconds",
+                             silence=Setting("vad_silence", self.vad_silence))  # fmt: skip
+        if not 0 < self.vad_threshold < 1:
+            raise FieldError("{threshold}: give a probability in (0, 1)",
+                             threshold=Setting("vad_threshold", self.vad_threshold))  # fmt: skip
+
+    def vad_options(self) -> Optional[VadOptions]:
+        """The VAD's settings of rule "vad" (None: the rule is off)."""
+        if not self.enabled or self.vad_silence == 0:
+            return None
+        return VadOptions(self.vad_threshold, min_speech_ms=250,
+                          min_silence_ms=round(self.vad_silence * 1000), pad_ms=0)  # fmt: skip
 
 
 def detect_endpoint(

@@ -54,7 +54,7 @@ from wenet_lite.model.subsampling import (
     window_size,
 )
 from wenet_lite.punct.punctuator import Punctuator
-from wenet_lite.runtime.endpoint import EndpointConfig, detect_endpoint
+from wenet_lite.runtime.endpoint import VAD_RULE, EndpointConfig, detect_endpoint
 from wenet_lite.runtime.engines import Engine
 from wenet_lite.runtime.result import Result, make_result, merge_results, punctuated, spell
 from wenet_lite.search.context import ContextGraph, hotword_phrases, word_starts
@@ -69,6 +69,9 @@ from wenet_lite.search.ctc_search import (
 from wenet_lite.search.options import SearchOptions
 from wenet_lite.search.rescore import Segment, check_decoder, rescore
 from wenet_lite.search.transducer_search import TransducerSearch, TransducerState, check_transducer
+from wenet_lite.vad.online import SpeechEvent, SpeechTracker, track
+from wenet_lite.vad.silero import RATE as VAD_RATE
+from wenet_lite.vad.silero import SileroVad, VadOptions
 
 __all__ = ["STREAM_CHUNKING", "Stream", "StreamCursor", "StreamingRecognizer"]
 
@@ -87,12 +90,24 @@ class Stream:
     ``StreamingRecognizer.decode_streams`` consume it while :attr:`is_ready`. Results:
     :meth:`partial_result` (the open segment), :attr:`final_results` (closed segments) and
     :meth:`result` (everything). Frame bookkeeping is in fbank frames ("input frames").
+    With a VAD (``vad``, or the recogniser's rule "vad") :meth:`take_speech_events` hands out
+    where its turns start and stop.
     """
 
     def __init__(
-        self, recognizer: StreamingRecognizer, hotwords: Optional[ContextGraph] = None
+        self,
+        recognizer: StreamingRecognizer,
+        hotwords: Optional[ContextGraph] = None,
+        vad: Optional[VadOptions] = None,
     ) -> None:
         self._rec = recognizer
+        options = vad if vad is not None else recognizer.vad_options
+        self.vad: Optional[SpeechTracker] = None
+        """the stream's VAD (rule "vad" ends its segments), or None"""
+        if options is not None:
+            recognizer.require_vad()
+            self.vad = SpeechTracker(options)
+        self._speech: List[SpeechEvent] = []
         self._context = hotwords if hotwords is not None else recognizer.models.context
         self.fbank = FbankStream(recognizer.cfg.features, recognizer.device)
         """Online features (computed for all ready streams at once by ``decode_streams``, on
@@ -159,7 +174,12 @@ class Stream:
             )
         if self._resampler is not None:
             x = self._resampler.resample_chunk(x)
-        self.fbank.accept_waveform(target, np.clip(x, -1.0, 1.0))
+        self._take_audio(np.clip(x, -1.0, 1.0))
+
+    def _take_audio(self, x: np.ndarray) -> None:
+        self.fbank.accept_waveform(self.fbank.cfg.sample_rate, x)
+        if self.vad is not None:
+            self.vad.accept(x)
 
     def input_finished(self) -> None:
         """No more audio: the rest is decoded (a last partial chunk included) and closed."""
@@ -167,7 +187,7 @@ class Stream:
             return
         if self._resampler is not None:
             tail = self._resampler.resample_chunk(np.zeros(0, np.float32), last=True)
-            self.fbank.accept_waveform(self.fbank.cfg.sample_rate, np.clip(tail, -1.0, 1.0))
+            self._take_audio(np.clip(tail, -1.0, 1.0))
         self.fbank.input_finished()
         self._check_done()
 
@@ -209,6 +229,18 @@ class Stream:
         """Its slot in the recogniser's :class:`StatePool` (None: it holds its state, or it
         is done)."""
         return self._slot
+
+    def take_speech_events(self) -> List[SpeechEvent]:
+        """The VAD's turn starts and stops found since the last call (decided by the end of
+        the last decoded chunk, so the same whatever sizes the audio came in)."""
+        events, self._speech = self._speech, []
+        return events
+
+    @property
+    def chunk_end_sample(self) -> int:
+        """The 16 kHz sample where the next chunk's frames end (the VAD runs up to it)."""
+        rec = self._rec
+        return (self._next_frame + rec.chunk_size * rec.subsampling_rate) * rec.hop_samples
 
     def take_pending(self) -> List[Tuple[int, Segment]]:
         """The closed segments that wait for attention rescoring, as (index, segment); taken
@@ -323,12 +355,19 @@ class Stream:
         self._kept_from = min(self._next_frame, self.fbank.num_frames_ready)
         self.fbank.discard_before(self._kept_from)
         frame_s = rec.subsampling_rate * rec.frame_shift_s
+        heard_quiet = False
+        if self.vad is not None:  # its events up to this chunk's end (decode_streams ran it)
+            events = self.vad.take(self._next_frame * rec.hop_samples)
+            self._speech += events
+            heard_quiet = any(e.kind == "stopped" for e in events)
         ended = detect_endpoint(
             rec.endpoint,
             self._hyp.num_tokens > 0,
-            self._trailing_blanks * frame_s,
+            0.0 if self.vad is not None else self._trailing_blanks * frame_s,  # rules 1, 2 off
             self._segment_frames * frame_s,
         )
+        if heard_quiet:
+            ended = VAD_RULE
         limit = rec.max_segment_frames
         if not ended and limit and self._segment_frames + rec.chunk_size > limit:
             _log.info(
@@ -358,6 +397,8 @@ class Stream:
 
     def _check_done(self) -> None:
         if not self._done and self.fbank.finished and not self.is_ready:
+            if self.vad is not None:  # what the decoded audio's windows decided
+                self._speech += self.vad.take()
             self._close_segment()
             self._hyp = Hypothesis([], 0.0, [], 1.0)
             self._segment_frames = 0
@@ -466,6 +507,13 @@ class StreamingRecognizer:
         self.min_window_size: int = min_input_frames(self._layers)
         """input frames that give one encoder frame: a shorter final window gives nothing"""
         self.frame_shift_s: float = cfg.features.frame_shift_ms / 1000
+        self.hop_samples: int = round(cfg.features.sample_rate * self.frame_shift_s)
+        """samples per fbank frame"""
+        self.vad_options: Optional[VadOptions] = self.endpoint.vad_options()
+        """the VAD of every stream (rule "vad" of ``endpoint``), or None"""
+        self._vad: Optional[SileroVad] = None
+        if self.vad_options is not None:
+            self.require_vad()  # a missing VAD is said now, not at the first stream
         self.max_segment_frames: int = WENET_MAX_POSITIONS if cfg.encoder.pos_enc == "wenet" else 0
         """encoder frames after which a segment ends without an endpoint (0: never); WeNet's
         absolute positions stop at its table's end"""
@@ -511,7 +559,8 @@ class StreamingRecognizer:
             "search": dataclasses.asdict(self.options),
             "endpoint": dataclasses.asdict(self.endpoint),
             "describe": f"search {self.options.describe()}, {self.chunking.describe()}, "
-            + ("streamed" if self.endpoint.enabled else "streamed, no endpointing"),
+            + ("streamed" if self.endpoint.enabled else "streamed, no endpointing")
+            + (", VAD endpoints" if self.vad_options is not None else ""),
         }
 
     @property
@@ -524,10 +573,23 @@ class StreamingRecognizer:
         """Chunks of history each chunk sees (-1: all)."""
         return self.chunking.left_chunks
 
-    def create_stream(self, hotwords: Optional[ContextGraph] = None) -> Stream:
+    def create_stream(
+        self, hotwords: Optional[ContextGraph] = None, vad: Optional[VadOptions] = None
+    ) -> Stream:
         """A new stream; ``hotwords``: its own graph (:meth:`hotwords_graph`) instead of the
-        recognizer's list."""
-        return Stream(self, hotwords)
+        recognizer's list; ``vad``: its own VAD settings (its turns end its segments) instead
+        of the recognizer's (``endpoint.vad_silence``)."""
+        return Stream(self, hotwords, vad)
+
+    def require_vad(self) -> SileroVad:
+        """The VAD the streams share (loaded once); VadError naming what is missing."""
+        if self._vad is None:
+            rate = self.cfg.features.sample_rate
+            if rate != VAD_RATE:
+                raise ValueError(f"the VAD runs on {VAD_RATE} Hz audio; this model's features "
+                                 f"are at {rate} Hz")  # fmt: skip
+            self._vad = SileroVad()
+        return self._vad
 
     def hotwords_graph(self, lines: Sequence[str], source: str = "hotwords") -> ContextGraph:
         """A hotword graph for one stream: the recognizer's phrases (``options.hotwords``) and
@@ -559,6 +621,9 @@ class StreamingRecognizer:
             if s.recognizer is not self:
                 raise ValueError("a stream can only be decoded by the recognizer that created it")
         compute_ready([s.fbank for s in ready])  # every ready stream's new frames, one call
+        heard = [s for s in ready if s.vad is not None]
+        if heard:  # every VAD up to its chunk's end, one model call a window
+            track(self.require_vad(), [s.vad for s in heard], [s.chunk_end_sample for s in heard])
         feats, lens = self._batch_windows(ready)  # (B, W, F), (B,)
         slots = None
         if self.pool is not None:

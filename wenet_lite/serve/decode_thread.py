@@ -124,7 +124,7 @@ class DecodeThread:
                 c.graph = b.graph.result()
         if b.kind != "settings" or b.now:
             c.rate = b.rate
-            c.stream = self.rec.create_stream(c.graph)
+            c.stream = self.rec.create_stream(c.graph, b.vad)
             c.cursor = StreamCursor(c.stream)
             c.protocol.stream_replaced(b)
         return True

@@ -75,7 +75,7 @@ class StreamHub:
         model's), with ``graph``'s hotwords."""
         self.counters.connections += 1
         c = Client(f"{self._prefix}{self.counters.connections}", protocol, peer,
-                   self.rec.create_stream(graph))  # fmt: skip
+                   self.rec.create_stream(graph, protocol.stream_vad()))  # fmt: skip
         c.rate = rate
         self.streams[c.id] = c
         return c

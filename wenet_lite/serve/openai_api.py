@@ -42,7 +42,7 @@ from wenet_lite.serve.protocols import Protocol
 from wenet_lite.serve.upload_form import UploadForm
 from wenet_lite.serve.uploads import UploadDecoder
 from wenet_lite.transcript import Segment, Transcript, format_transcript
-from wenet_lite.transcription import DEFAULT_PAUSE_S, full_context_transcript
+from wenet_lite.transcription import DEFAULT_PAUSE_S
 
 __all__ = ["ApiError", "RESPONSE_FORMATS", "RequestPeer", "RequestProtocol", "TranscriptionApi",
            "hotword_phrase", "prompt_phrases"]  # fmt: skip
@@ -305,14 +305,13 @@ class TranscriptionApi:
         finally:
             job.close()
         try:
-            hyps = await self.uploads.hypotheses(samples, job.rate, job.name, self.pool)
+            return await self.uploads.transcript(samples, job.rate, job.name, DEFAULT_PAUSE_S,
+                                                 self.pool)  # fmt: skip
         except AudioError as e:
             raise _audio_error(e, job) from None
         except Exception as e:  # noqa: BLE001 - logged where it failed; the client gets a 500
             raise ApiError(500, f"the transcription failed ({type(e).__name__})",
                            kind="server_error") from None  # fmt: skip
-        duration = samples.size / job.rate
-        return full_context_transcript(self.uploads.rec, hyps, job.name, duration, DEFAULT_PAUSE_S)
 
     async def _events(self, c: Client, job: _Job, feeder: asyncio.Future) -> AsyncIterator[bytes]:
         """Server-sent events: a delta per segment as it becomes final, then the text."""

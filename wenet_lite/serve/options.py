@@ -133,6 +133,16 @@ class ServerOptions:
             "and for a prompt's hotwords under the prefix beam)",
         ),
     )
+    vad: Literal["auto", "on", "off"] = field(
+        default="auto",
+        metadata=flag(
+            "--vad",
+            "Silero VAD in the OpenAI API: uploads decoded in full context are cut to their "
+            "speech regions (as `transcribe` does), and it decides Realtime server_vad turns "
+            "with the session's threshold, silence_duration_ms and prefix_padding_ms (auto: "
+            "where silero-vad is installed; off: whole uploads, turns by the endpointer)",
+        ),
+    )
 
     def __post_init__(self) -> None:
         for name in ("max_connections", "max_batch_size", "max_message_size", "workers",
@@ -144,6 +154,8 @@ class ServerOptions:
                 raise _wrong(self, name, "must be >= 0")
         if self.upload_context not in ("full", "streamed"):
             raise _wrong(self, "upload_context", "must be full or streamed")
+        if self.vad not in ("auto", "on", "off"):
+            raise _wrong(self, "vad", "must be auto, on or off")
         if not self.max_upload_mb > 0:
             raise _wrong(self, "max_upload_mb", "must be > 0")
         if not self.max_queued_audio > 0:
@@ -157,6 +169,15 @@ class ServerOptions:
     @property
     def origins(self) -> Tuple[str, ...]:
         return tuple(o.strip().rstrip("/") for o in self.allowed_origins.split(",") if o.strip())
+
+    @property
+    def uses_vad(self) -> bool:
+        """Whether the API's uploads and Realtime turns use the VAD (auto: when installed)."""
+        if self.vad == "auto":
+            from wenet_lite.vad.silero import vad_available
+
+            return vad_available()
+        return self.vad == "on"
 
     @property
     def scheme(self) -> str:

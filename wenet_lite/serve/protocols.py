@@ -238,13 +238,15 @@ class Boundary:
     ``clear``: the stream is dropped for a new one; ``settings``: new streams take ``rate``
     and the hotword graph that ``graph`` (a ``concurrent.futures.Future``, None: no change)
     gives once built, the current stream too when ``now`` (it has no audio).
-    ``seconds``: the audio of the stream that a commit or clear ends."""
+    ``seconds``: the audio of the stream that a commit or clear ends. ``vad``: the VAD
+    settings (``VadOptions``) of the streams it starts (None: the recogniser's)."""
 
     kind: str
     rate: int
     seconds: float = 0.0
     now: bool = False
     graph: Any = None
+    vad: Any = None
 
 
 @dataclass(frozen=True)
@@ -268,11 +270,13 @@ class Partial(str):
 @dataclass(frozen=True)
 class Served:
     """What a protocol may need to know of the server: the served model's id and language,
-    and whether its search takes hotwords (a beam: CTC's prefix beam or the transducer's)."""
+    whether its search takes hotwords (a beam: CTC's prefix beam or the transducer's), and
+    whether its VAD decides Realtime turns (`serve --vad`)."""
 
     model_id: str
     language: str
     beam: bool
+    vad: bool = False
 
 
 class Protocol:
@@ -297,6 +301,10 @@ class Protocol:
     def started(self) -> bool:
         """Whether audio may come (a protocol with a start signal: once it came)."""
         return True
+
+    def stream_vad(self) -> Any:
+        """The VAD settings (``VadOptions``) of its streams; None: the recogniser's."""
+        return None
 
     def greeting(self) -> Optional[str]:
         """The first message of a session, sent when the connection opens (if any)."""

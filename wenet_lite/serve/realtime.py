@@ -14,12 +14,20 @@ Client events: ``session.update`` (a ``transcription`` session: ``audio.input.fo
 How a session maps onto the server's streams: the audio of one input buffer (from the start,
 or a commit or clear, to the next commit or clear) is one stream of the decode loop, decoded as
 it arrives, resampled in the stream from the session's rate. With turn detection
-(``server_vad``, the default) each segment the endpointer closes is an item: speech started
-when its first token appears, then speech stopped, committed, deltas and the completed
-transcript; the session's transcripts are `wenet-lite stream`'s final segments for the same
-audio at that rate. Without it the client commits: the buffer is one item whose transcript is
-the stream's whole text. A clear drops the buffer's stream. A format change needs an empty
-buffer; hotwords (``keywords``, and the ``prompt``'s phrases) apply from the next buffer.
+(``server_vad``, the default) and the server's VAD (`serve --vad`, on where silero-vad is
+installed), Silero VAD decides the turns with the session's ``threshold``,
+``silence_duration_ms`` and ``prefix_padding_ms`` (OpenAI's defaults 0.5, 500 and 300):
+speech started where it hears speech (``audio_start_ms`` padded back by the prefix), speech
+stopped once the silence lasted, and the segment ends there (the endpointer's rule "vad"), so
+the session's transcripts are `wenet-lite stream --vad-silence S --vad-threshold P`'s final
+segments for the same audio. Without the VAD each segment the endpointer closes is an item,
+speech started when its first token appears (the parameters are kept and echoed, not used).
+Either way an item is speech started, speech stopped, committed, deltas and the completed
+transcript (with the VAD a turn is one item: the segments rule 3, ``--max-segment``, ends
+inside it are joined). Without turn detection the client commits: the buffer is one item
+whose transcript is the stream's whole text. A clear drops the buffer's stream. A format
+change needs an empty buffer; hotwords (``keywords``, and the ``prompt``'s phrases) and turn
+detection's parameters apply from the next buffer.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple, Union
 import numpy as np
 
 from wenet_lite.features.g711 import decode_alaw, decode_ulaw
+from wenet_lite.runtime.result import Result
 from wenet_lite.runtime.streaming import Stream, StreamCursor
 from wenet_lite.serve.openai_api import hotword_phrase, prompt_phrases
 from wenet_lite.serve.protocols import (
@@ -47,6 +56,7 @@ from wenet_lite.serve.protocols import (
     Start,
     json_depth,
 )
+from wenet_lite.vad.silero import VadOptions
 
 __all__ = ["RealtimeProtocol"]
 
@@ -58,6 +68,24 @@ _FORMATS = {  # type -> the rates it may have
 _BETA_FORMATS = {"pcm16": ("audio/pcm", 24000), "g711_ulaw": ("audio/pcmu", 8000),
                  "g711_alaw": ("audio/pcma", 8000)}  # fmt: skip
 _MAX_KEYWORDS = 1000
+
+
+@dataclass(frozen=True)
+class _Turns:
+    """``server_vad``'s parameters (OpenAI's defaults)."""
+
+    threshold: float = 0.5
+    silence_ms: int = 500
+    prefix_ms: int = 300
+
+    def vad(self) -> VadOptions:
+        return VadOptions(self.threshold, min_speech_ms=250, min_silence_ms=self.silence_ms,
+                          pad_ms=self.prefix_ms)  # fmt: skip
+
+    def echo(self) -> Dict[str, Any]:
+        return {"type": "server_vad", "threshold": self.threshold,
+                "silence_duration_ms": self.silence_ms,
+                "prefix_padding_ms": self.prefix_ms}  # fmt: skip
 
 
 class _EventError(Exception):
@@ -72,7 +100,7 @@ class _EventError(Exception):
 class _Settings:
     kind: str = "audio/pcm"
     rate: int = 24000
-    vad: bool = True
+    turns: Optional[_Turns] = _Turns()
     prompt: str = ""
     keywords: Tuple[str, ...] = ()
 
@@ -85,8 +113,10 @@ class RealtimeProtocol(Protocol):
     segmented = True
     ends_by_closing = True
 
-    def __init__(self, model_id: str, language: str, beam: bool) -> None:
+    def __init__(self, model_id: str, language: str, beam: bool, vad: bool = False) -> None:
         self.model_id, self.language, self.beam = model_id, language, beam
+        self.vad = vad
+        """the server's VAD decides turns (else the endpointer)"""
         self.settings = _Settings()
         self._beta = False
         self._events = 0
@@ -104,10 +134,13 @@ class RealtimeProtocol(Protocol):
         self._sent = ""  # text sent as deltas for it
         self._completed = False  # this stream's end is rendered
         self._previous: Optional[str] = None
+        self._stopped = False  # the VAD said speech stopped for the open item
+        self._start_s = 0.0  # where the open item's speech started
+        self._parts: List[str] = []  # the open item's texts of segments ended inside it
 
     @classmethod
     def open(cls, served: Served) -> RealtimeProtocol:
-        return cls(served.model_id, served.language, served.beam)
+        return cls(served.model_id, served.language, served.beam, served.vad)
 
     # --- the event loop's side ----------------------------------------------------------------
 
@@ -196,7 +229,7 @@ class RealtimeProtocol(Protocol):
         index = len(self._buffer_ids) - 1
         self._committed.add(index)
         replies: Tuple[str, ...] = ()
-        if not self.settings.vad:  # one item a buffer: committed now, transcribed at its end
+        if self.settings.turns is None:  # one item a buffer: committed now, transcribed at its end
             item = self._buffer_ids[index]
             replies = (self._event("input_audio_buffer.committed", item_id=item,
                                    previous_item_id=self._last_committed),)  # fmt: skip
@@ -212,7 +245,12 @@ class RealtimeProtocol(Protocol):
         self._seconds[len(self._buffer_ids) - 1] = seconds
         self._buffered = 0
         self._buffer_ids.append(self._new_id())
-        return Boundary(kind, self.settings.rate, seconds)
+        return Boundary(kind, self.settings.rate, seconds, vad=self.stream_vad())
+
+    def stream_vad(self) -> Optional[VadOptions]:
+        """The VAD of the next buffer's stream: server_vad's, where the server has a VAD."""
+        turns = self.settings.turns
+        return turns.vad() if self.vad and turns is not None else None
 
     def _update(self, event: Dict[str, Any], beta: bool) -> Actions:
         session = event.get("session")
@@ -232,14 +270,16 @@ class RealtimeProtocol(Protocol):
             )  # fmt: skip
         hotwords = self._hotwords(new)
         rebuild = hotwords != self._hotwords(self.settings)
+        turns_changed = new.turns != self.settings.turns
         self.settings, self._beta = new, beta
         reply = self._event(
             "transcription_session.updated" if beta else "session.updated",
             session=self._session(),
         )  # fmt: skip
         boundary = None
-        if format_changed or rebuild:  # from the open buffer on when it is empty
-            boundary = Boundary("settings", new.rate, 0.0, now=self._buffered == 0)
+        if format_changed or rebuild or turns_changed:  # the open buffer's too when empty
+            boundary = Boundary("settings", new.rate, 0.0, now=self._buffered == 0,
+                                vad=self.stream_vad())  # fmt: skip
         return Actions(replies=(reply,), boundary=boundary,
                        hotwords=hotwords if rebuild else None)  # fmt: skip
 
@@ -277,7 +317,8 @@ class RealtimeProtocol(Protocol):
                 )  # fmt: skip
             new.kind, new.rate = kind, int(rate)
         if "turn_detection" in inp:
-            new.vad = _turn_detection(inp["turn_detection"], "session.audio.input.turn_detection")
+            where = "session.audio.input.turn_detection"
+            new.turns = _turn_detection(inp["turn_detection"], where, new.turns)
         if "transcription" in inp and inp["transcription"] is not None:
             self._read_transcription(
                 _object(inp["transcription"], "session.audio.input.transcription"), new,
@@ -294,7 +335,8 @@ class RealtimeProtocol(Protocol):
                 )  # fmt: skip
             new.kind, new.rate = _BETA_FORMATS[name]
         if "turn_detection" in session:
-            new.vad = _turn_detection(session["turn_detection"], "session.turn_detection")
+            new.turns = _turn_detection(session["turn_detection"], "session.turn_detection",
+                                        new.turns)  # fmt: skip
         if session.get("input_audio_transcription") is not None:
             path = "session.input_audio_transcription"
             self._read_transcription(_object(session["input_audio_transcription"], path), new,
@@ -331,7 +373,7 @@ class RealtimeProtocol(Protocol):
         s = self.settings
         transcription = {"model": self.model_id, "language": self.language,
                          "prompt": s.prompt, "keywords": list(s.keywords)}  # fmt: skip
-        turn = {"type": "server_vad"} if s.vad else None
+        turn = s.turns.echo() if s.turns is not None else None
         if self._beta:
             beta = {v: k for k, v in _BETA_FORMATS.items()}
             return {"id": self.session_id, "object": "realtime.transcription_session",
@@ -362,7 +404,9 @@ class RealtimeProtocol(Protocol):
         if self._completed:
             return [], stream.done
         out: List[str] = []
-        if self.settings.vad:
+        if self.settings.turns is not None and stream.vad is not None:
+            return self._vad_events(stream, cursor)
+        if self.settings.turns is not None:
             finals = cursor.new_finals()
             for _, r in finals:
                 self._open_item(out, r.start, r.timestamps)
@@ -381,12 +425,7 @@ class RealtimeProtocol(Protocol):
             if stream.done:
                 self._completed = True
                 if self._index in self._committed and not finals:
-                    # a commit with no turn open: answered by an empty item all the same
-                    item = self._buffer_ids[self._index]
-                    out.append(self._event("input_audio_buffer.committed", item_id=item,
-                                           previous_item_id=self._previous))  # fmt: skip
-                    out.append(self._completed_event(item, "", 0.0))
-                    self._previous = item
+                    self._empty_item(out)
             return out, stream.done
         # no turn detection: the buffer is one item, transcribed when committed
         item = self._buffer_ids[self._index]
@@ -404,10 +443,77 @@ class RealtimeProtocol(Protocol):
         self._delta(out, " ".join(t for t in finals if t), item)
         return out, False
 
+    def _vad_events(self, stream: Stream, cursor: StreamCursor) -> Tuple[List[str], bool]:
+        """Turns by the VAD: its starts and stops, and the segments they end, in time order. A
+        turn is one item: segments that rule 3 ends inside it are joined into its text."""
+        out: List[str] = []
+        speech = [(e.decided / 16000, 0, e) for e in stream.take_speech_events()]
+        finals = [(r.end, 1, r) for _, r in cursor.new_finals()]
+        happened = sorted(speech + finals, key=lambda x: (x[0], x[1]))
+        for k, (_, _, what) in enumerate(happened):
+            if isinstance(what, Result):
+                if self._item is None:  # words the VAD did not hear as a turn: their own item
+                    self._open_item(out, what.start, what.timestamps)
+                    self._close_item(out, what.text, what.end)
+                else:
+                    self._parts.append(what.text)
+                    if self._stopped:
+                        self._close_item(out, " ".join(t for t in self._parts if t), what.end)
+            elif what.kind == "started":
+                if self._item is None:
+                    self._item = self._new_id()
+                    out.append(self._event("input_audio_buffer.speech_started",
+                                           item_id=self._item,
+                                           audio_start_ms=self._ms(what.seconds)))  # fmt: skip
+                    self._start_s, self._stopped, self._parts = what.seconds, False, []
+            elif self._item is not None and not self._stopped:  # stopped
+                out.append(self._event("input_audio_buffer.speech_stopped", item_id=self._item,
+                                       audio_end_ms=self._ms(what.seconds)))  # fmt: skip
+                self._stopped = True
+                if not any(isinstance(x[2], Result) for x in happened[k + 1 :]):
+                    # the turn's last segment held no words: the text is what came before
+                    self._close_item(out, " ".join(t for t in self._parts if t), what.seconds)
+        if not stream.done and self._item is not None:
+            parts = self._parts + ([stream.partial_result(False).text]
+                                   if stream.hypothesis.num_tokens else [])  # fmt: skip
+            self._delta(out, " ".join(t for t in parts if t))
+        if stream.done:
+            self._completed = True
+            if self._item is not None:  # a turn still open at the buffer's end
+                end = max(stream.segment_start, self._start_s)
+                self._close_item(out, " ".join(t for t in self._parts if t), end)
+            elif self._index in self._committed and not finals:
+                self._empty_item(out)
+        return out, stream.done
+
+    def _empty_item(self, out: List[str]) -> None:
+        """A commit with no turn open: answered by an empty item all the same."""
+        item = self._buffer_ids[self._index]
+        out.append(self._event("input_audio_buffer.committed", item_id=item,
+                               previous_item_id=self._previous))  # fmt: skip
+        out.append(self._completed_event(item, "", 0.0))
+        self._previous = item
+
+    def _close_item(self, out: List[str], text: str, end: float) -> None:
+        """The open item's end: speech stopped (unless the VAD said so), committed, the last
+        delta and the completed transcript."""
+        item = self._item
+        if not self._stopped:
+            out.append(self._event("input_audio_buffer.speech_stopped", item_id=item,
+                                   audio_end_ms=self._ms(end)))  # fmt: skip
+        out.append(self._event("input_audio_buffer.committed", item_id=item,
+                               previous_item_id=self._previous))  # fmt: skip
+        self._delta(out, text)
+        out.append(self._completed_event(item, text, max(0.0, end - self._start_s)))
+        self._previous, self._item, self._sent = item, None, ""
+        self._stopped, self._parts = False, []
+
     def _open_item(self, out: List[str], start: float, timestamps: List[float]) -> None:
         if self._item is None:
             self._item = self._new_id()
+            self._stopped = False
             first = timestamps[0] if timestamps else start
+            self._start_s = first
             out.append(self._event("input_audio_buffer.speech_started", item_id=self._item,
                                    audio_start_ms=self._ms(first)))  # fmt: skip
 
@@ -443,13 +549,31 @@ def _object(value: Any, path: str) -> Dict[str, Any]:
     return value
 
 
-def _turn_detection(value: Any, path: str) -> bool:
-    """Whether turn detection is on: ``server_vad`` (``semantic_vad`` is taken as it; the
-    endpointer's rules decide the turns) or null."""
+def _turn_detection(value: Any, path: str, now: Optional[_Turns]) -> Optional[_Turns]:
+    """Turn detection's parameters (None: off): ``server_vad`` (``semantic_vad`` is taken as
+    it), each parameter given or kept from ``now``."""
     if value is None:
-        return False
-    kind = _object(value, path).get("type", "server_vad")
+        return None
+    given = _object(value, path)
+    kind = given.get("type", "server_vad")
     if kind not in ("server_vad", "semantic_vad"):
         raise _EventError(f"turn_detection type {str(kind)[:40]!r}: server_vad or null",
                           "invalid_value", f"{path}.type")  # fmt: skip
-    return True
+    turns = now or _Turns()
+    threshold = given.get("threshold", turns.threshold)
+    if (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, (int, float))
+        or not (0 < threshold < 1)
+    ):
+        raise _EventError(f"threshold {str(threshold)[:20]}: a number between 0 and 1",
+                          "invalid_value", f"{path}.threshold")  # fmt: skip
+    values = []
+    for name, was in (("silence_duration_ms", turns.silence_ms),
+                      ("prefix_padding_ms", turns.prefix_ms)):  # fmt: skip
+        v = given.get(name, was)
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 60000:
+            raise _EventError(f"{name} {str(v)[:20]}: whole milliseconds from 0 to 60000",
+                              "invalid_value", f"{path}.{name}")  # fmt: skip
+        values.append(v)
+    return _Turns(float(threshold), values[0], values[1])

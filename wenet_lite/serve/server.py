@@ -68,6 +68,7 @@ from wenet_lite.serve.protocols import (
 from wenet_lite.serve.realtime import RealtimeProtocol
 from wenet_lite.serve.uploads import UploadDecoder
 from wenet_lite.serve.workers import Board, peer_host, supervise
+from wenet_lite.vad.silero import SileroVad
 
 __all__ = ["Secrets", "Server", "ServerOptions", "serve"]
 
@@ -141,8 +142,11 @@ class Server:
             max(1, int(options.max_queued_audio * self.sample_rate)), options.max_unsent,
             options.max_wait_ms, f"{worker}." if options.workers > 1 else "",
         )  # fmt: skip
+        vad = options.openai_api and options.uses_vad
+        if vad:
+            recognizer.require_vad()  # loaded once, before the first session needs it
         self._served = Served(options.model_id or "wenet-lite", options.language.lower(),
-                              recognizer.options.takes_hotwords)  # fmt: skip
+                              recognizer.options.takes_hotwords, vad)  # fmt: skip
         self.api: Optional[TranscriptionApi] = None
         self._adapters: Dict[str, Any] = dict(PROTOCOLS)
         if options.openai_api:
@@ -367,7 +371,7 @@ class Server:
                 graph = await self.hub.graph_now(start.hotwords, f"{c.name}: hotwords")
             except ValueError as e:
                 raise ProtocolError(str(e)) from None
-            c.stream = self.rec.create_stream(graph)  # it has had no audio yet
+            c.stream = self.rec.create_stream(graph, c.protocol.stream_vad())  # no audio yet
             c.cursor = StreamCursor(c.stream)
         self.hub.send(c, start.reply)
 
@@ -484,7 +488,7 @@ def _upload_decoder(rec: StreamingRecognizer, options: ServerOptions) -> Optiona
         spec,
         rec.punctuator,
     )
-    return UploadDecoder(offline, options.max_batch_size)
+    return UploadDecoder(offline, options.max_batch_size, SileroVad() if options.uses_vad else None)
 
 
 def serve(

@@ -1,6 +1,9 @@
 """Uploaded files decoded in full context: what `wenet-lite transcribe FILE` computes, for a
 request that has the whole file and no latency to keep.
 
+With a VAD, an upload's speech regions are found first (in the request pool) and each is
+queued as an utterance of its own, so the regions of one upload are batched like many uploads
+and non-speech costs no encoder time; the transcript is `transcribe`'s with its VAD.
 Requests queue their features; one thread decodes them, the utterances waiting at that moment
 in one padded batch (at most ``max_batch`` of them, none longer than the window), the longer
 ones alone in overlapping windows (``runtime/long_audio.py``). Batched equals alone (the
@@ -16,13 +19,16 @@ import concurrent.futures
 import logging
 import threading
 from dataclasses import dataclass
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 import torch
 
 from wenet_lite.runtime.offline import OfflineRecognizer
 from wenet_lite.search.ctc_search import Hypothesis
+from wenet_lite.transcript import Transcript
+from wenet_lite.transcription import full_context_transcript, regions_transcript, speech_spans
+from wenet_lite.vad.silero import SileroVad, VadOptions
 
 __all__ = ["UploadDecoder"]
 
@@ -43,8 +49,12 @@ class _Waiting:
 class UploadDecoder:
     """The full-context decoding of a server's uploads (see the module docstring)."""
 
-    def __init__(self, recognizer: OfflineRecognizer, max_batch: int) -> None:
+    def __init__(
+        self, recognizer: OfflineRecognizer, max_batch: int, vad: Optional[SileroVad] = None
+    ) -> None:
         self.rec = recognizer
+        self.vad = vad
+        self.vad_options = VadOptions()  # transcribe's defaults
         self.max_batch = max(1, max_batch)
         self._pending: List[_Waiting] = []
         self._lock = threading.Lock()
@@ -52,6 +62,25 @@ class UploadDecoder:
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="uploads")
         self.batches = 0
         self.decoded = 0
+
+    async def transcript(self, samples: np.ndarray, rate: int, name: str, pause: float,
+                         pool: concurrent.futures.Executor) -> Transcript:  # fmt: skip
+        """One upload's transcript: its speech regions' (with a VAD) or the whole file's."""
+        loop = asyncio.get_running_loop()
+        duration = samples.size / rate
+        spans = None
+        if self.vad is not None:
+            spans = await loop.run_in_executor(
+                pool, speech_spans, self.vad, samples, rate, self.vad_options
+            )
+        if spans is None:
+            hyps = await self.hypotheses(samples, rate, name, pool)
+            return full_context_transcript(self.rec, hyps, name, duration, pause)
+        found = await asyncio.gather(
+            *(self.hypotheses(samples[a:b], rate, name, pool) for a, b in spans)
+        )
+        starts = [a / rate for a, _ in spans]
+        return regions_transcript(self.rec, zip(starts, found), name, duration, pause)
 
     async def hypotheses(self, samples: np.ndarray, rate: int, name: str,
                          pool: concurrent.futures.Executor) -> List[Hypothesis]:  # fmt: skip

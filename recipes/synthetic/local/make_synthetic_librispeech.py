@@ -5,7 +5,7 @@ Usage:
     python recipes/synthetic/local/make_synthetic_librispeech.py --out data/synth --hours 1 \
         --seed 0 [--jobs 4]
 
-Writes DIR/LibriSpeech/{train-clean-100,dev-clean,test-clean}/<spk>/<chapter>/ holding
+Writes DIR/LibriSpeech/{train-clean-100,dev-clean,test-clean,test-other}/<spk>/<chapter>/ holding
 <spk>-<chapter>-<utt>.flac (16 kHz mono, 16 bit) and <spk>-<chapter>.trans.txt ("ID TEXT",
 upper case), the real corpus's layout, so one `prepare` reads both; plus LibriSpeech/
 SYNTHETIC.json (hours, counts, voices, seed) and DIR/librispeech-lm-norm.txt.gz: the whole
@@ -15,6 +15,10 @@ it. `--lm-text-only` writes just that file (for a corpus generated before it exi
 Text: sentences from Debian's fortune cookies, kept only where the transcript is certain (no
 digits, symbols, initials or acronyms), and disjoint across the three parts. Voices: espeak-ng
 and flite at 100 settings of accent, variant, rate and pitch; one setting is one speaker.
+test-other holds test-clean's sentences read by 20 held-out voices: espeak-ng voice variants
+that no other part uses (so no training utterance has their timbre), in the same accents, so
+test-clean against test-other measures how a model copes with voices it never heard.
+`--parts test-other` adds it to a corpus generated before it existed.
 
 Determinism: an utterance's text, voice and noise depend only on (seed, part, index), and a
 part is the shortest prefix of that sequence reaching its target duration, so a seed gives
@@ -52,7 +56,8 @@ from wenet_lite.fileio import atomic_open, write_text_atomic
 APT_HINT = "apt-get install espeak-ng flite fortunes-min fortunes"
 FORTUNE_DIR = Path("/usr/share/games/fortunes")
 SAMPLE_RATE = 16000
-PARTS = ("train-clean-100", "dev-clean", "test-clean")
+PARTS = ("train-clean-100", "dev-clean", "test-clean", "test-other")
+HELD_OUT = "test-other"  # test-clean's sentences, voices no other part has
 LM_TEXT = "librispeech-lm-norm.txt.gz"  # the name of LibriSpeech's LM corpus file
 EVAL_SHARE = 0.05  # dev and test each add this fraction of the train hours ...
 MAX_EVAL_HOURS = 0.25  # ... up to this much (~250 utterances, ~2,700 words): enough to score
@@ -80,6 +85,11 @@ FLITE_F0: Dict[str, Optional[Tuple[float, float]]] = {
     "slt": (145.0, 220.0),
 }
 FLITE_SETTINGS_PER_VOICE = 4
+# espeak-ng variants of the held-out voices: none is in ESPEAK_VARIANTS.
+HELD_OUT_VARIANTS = ("Alex", "Andy", "Annie", "belinda", "benjamin")
+HELD_OUT_VARIANTS += ("edward", "john", "linda", "paul", "steph")
+HELD_OUT_VOICES = 20
+FIRST_HELD_OUT_SPEAKER = 900
 
 _ALLOWED = re.compile(r"[A-Za-z ,.;:!?'\"()-]+")
 _EXPAND = ((re.compile(r"\bMr\."), "Mister"), (re.compile(r"\bMrs\."), "Missus"))
@@ -121,14 +131,7 @@ class Utterance:
 def build_voices() -> List[Voice]:
     """The fixed table of voice settings: 80 espeak-ng and 20 flite speakers."""
     rng = np.random.default_rng(VOICE_TABLE_SEED)
-    combos = [(a, v) for a in ESPEAK_ACCENTS for v in ESPEAK_VARIANTS]
-    voices: List[Voice] = []
-    for i in sorted(rng.choice(len(combos), ESPEAK_VOICES, replace=False)):
-        accent, variant = combos[i]
-        rate, pitch = round(rng.uniform(140, 195)), round(rng.uniform(30, 70))
-        peak = round(rng.uniform(-6, -1), 1)
-        spk = FIRST_SPEAKER + len(voices)
-        voices.append(Voice(spk, "espeak-ng", f"{accent}+{variant}", rate, pitch, peak))
+    voices = _espeak_voices(rng, ESPEAK_VARIANTS, ESPEAK_VOICES, FIRST_SPEAKER)
     for name, f0 in FLITE_F0.items():
         for _ in range(FLITE_SETTINGS_PER_VOICE):
             stretch = round(rng.uniform(0.85, 1.2), 2)
@@ -136,6 +139,28 @@ def build_voices() -> List[Voice]:
             peak = round(rng.uniform(-6, -1), 1)
             spk = FIRST_SPEAKER + len(voices)
             voices.append(Voice(spk, "flite", name, stretch, pitch, peak))
+    return voices
+
+
+def build_held_out_voices() -> List[Voice]:
+    """HELD_OUT's speakers: HELD_OUT_VARIANTS in the training accents, rates and pitches."""
+    rng = np.random.default_rng(VOICE_TABLE_SEED + 1)
+    return _espeak_voices(rng, HELD_OUT_VARIANTS, HELD_OUT_VOICES, FIRST_HELD_OUT_SPEAKER)
+
+
+def _espeak_voices(
+    rng: np.random.Generator, variants: Tuple[str, ...], count: int, first: int
+) -> List[Voice]:
+    """``count`` espeak-ng speakers numbered from ``first``: accent and variant pairs drawn
+    without repeats, each with its rate, pitch and level."""
+    combos = [(a, v) for a in ESPEAK_ACCENTS for v in variants]
+    voices: List[Voice] = []
+    for i in sorted(rng.choice(len(combos), count, replace=False)):
+        accent, variant = combos[i]
+        rate, pitch = round(rng.uniform(140, 195)), round(rng.uniform(30, 70))
+        peak = round(rng.uniform(-6, -1), 1)
+        spk = first + len(voices)
+        voices.append(Voice(spk, "espeak-ng", f"{accent}+{variant}", rate, pitch, peak))
     return voices
 
 
@@ -186,12 +211,13 @@ def load_sentences(text_dir: Path) -> List[Tuple[str, str]]:
 
 
 def split_sentences(sentences: List[Tuple[str, str]], seed: int) -> List[List[Tuple[str, str]]]:
-    """Disjoint sentence pools for PARTS, in order: train, dev, test."""
+    """Disjoint sentence pools for PARTS, in order: train, dev, test (test-other reads test's)."""
     n_eval = max(MIN_EVAL_SENTENCES, round(EVAL_SENTENCE_SHARE * len(sentences)))
     if len(sentences) < 4 * n_eval:
         raise SystemExit(f"error: only {len(sentences)} usable sentences; install: {APT_HINT}")
     order = np.random.default_rng([seed, 7]).permutation(len(sentences))
     picks = [order[2 * n_eval :], order[:n_eval], order[n_eval : 2 * n_eval]]
+    picks.append(picks[2])
     return [[sentences[i] for i in sorted(p)] for p in picks]
 
 
@@ -280,7 +306,14 @@ def make_part(
     pool: Optional[ProcessPoolExecutor],
     jobs: int = 1,
 ) -> Dict[str, object]:
-    """Synthesise the shortest prefix of `utts` reaching target_s and min_utts; write it."""
+    """Synthesise the shortest prefix of `utts` reaching target_s and min_utts; write it.
+
+    The part is written into root/<part>.partial and renamed to root/<part> once whole, so an
+    interrupted run never leaves a part that looks complete.
+    """
+    staging = root / f"{PARTS[part_index]}.partial"
+    if staging.exists():
+        shutil.rmtree(staging)
     rows: Dict[Tuple[str, str], List[str]] = {}  # (speaker, chapter) -> transcript lines
     total_s, count, mean_s = 0.0, 0, 3.0
     bar = tqdm(total=round(target_s), unit="s", desc=PARTS[part_index], file=sys.stderr)
@@ -290,7 +323,7 @@ def make_part(
         audios = in_order(pool, jobs, batch) if pool else map(synthesize, batch)
         for utt, audio in zip(batch, audios):
             speaker, chapter, _ = utt.uid.split("-")
-            folder = root / PARTS[part_index] / speaker / chapter
+            folder = staging / speaker / chapter
             folder.mkdir(parents=True, exist_ok=True)
             sf.write(str(folder / f"{utt.uid}.flac"), audio, SAMPLE_RATE, "PCM_16", format="FLAC")
             rows.setdefault((speaker, chapter), []).append(f"{utt.uid} {utt.transcript}")
@@ -301,8 +334,9 @@ def make_part(
         mean_s = total_s / count
     bar.close()
     for (speaker, chapter), lines in rows.items():
-        trans = root / PARTS[part_index] / speaker / chapter / f"{speaker}-{chapter}.trans.txt"
+        trans = staging / speaker / chapter / f"{speaker}-{chapter}.trans.txt"
         trans.write_text("\n".join(sorted(lines)) + "\n")
+    staging.rename(root / PARTS[part_index])
     return {
         "utterances": count,
         "hours": round(total_s / 3600, 4),
@@ -388,6 +422,13 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     )
     p.add_argument("--text-dir", type=Path, default=FORTUNE_DIR, help="fortune files to read")
     p.add_argument(
+        "--parts",
+        default=",".join(PARTS),
+        metavar="P,P",
+        help="the parts to write (all); parts missing from a corpus generated before, e.g. "
+        f"--parts {HELD_OUT}, are added to it with the seed it was made with",
+    )
+    p.add_argument(
         "--lm-text-only",
         action="store_true",
         help=f"write only DIR/{LM_TEXT} (the train sentence pool of this --seed) and exit",
@@ -395,8 +436,19 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.lm_text_only:
         return args
-    if args.hours is None:
-        p.error("--hours is required (unless --lm-text-only)")
+    args.parts = [part.strip() for part in args.parts.split(",") if part.strip()]
+    unknown = sorted(set(args.parts) - set(PARTS))
+    if unknown or not args.parts:
+        p.error(f"--parts {','.join(unknown) or '(none)'}: choose from {', '.join(PARTS)}")
+    summary = args.out / "LibriSpeech" / "SYNTHETIC.json"
+    adding = PARTS[0] not in args.parts and summary.is_file()
+    if args.hours is None and not adding:
+        p.error("--hours is required (unless --lm-text-only, or --parts adds to a corpus)")
+    if adding and args.hours is None:  # the corpus's own train and eval hours
+        earlier = json.loads(summary.read_text())
+        args.hours = earlier["hours_requested_train"]
+        if args.eval_hours is None:
+            args.eval_hours = earlier["hours_requested_eval"]
     if args.hours <= 0 or args.jobs < 1:
         p.error(f"--hours ({args.hours}) must be > 0 and --jobs ({args.jobs}) >= 1")
     if args.eval_hours is None:
@@ -416,15 +468,22 @@ def main(argv: Optional[List[str]] = None) -> None:
         return
     check_requirements(args.text_dir)
     root = args.out / "LibriSpeech"
-    for part in PARTS:
+    for part in args.parts:
         if (root / part).exists():
             raise SystemExit(f"error: {root / part} exists; remove it or choose another --out")
+    summary_file = root / "SYNTHETIC.json"
+    earlier = json.loads(summary_file.read_text()) if summary_file.is_file() else None
+    if earlier is not None and earlier.get("seed") != args.seed:
+        raise SystemExit(
+            f"error: {summary_file} was made with --seed {earlier.get('seed')}; adding parts "
+            f"to it needs the same seed (not {args.seed})"
+        )
     sentences = load_sentences(args.text_dir)
     pools = split_sentences(sentences, args.seed)
     write_lm_text(args.out, pools[0])
-    voices = build_voices()
-    targets = [args.hours * 3600, args.eval_hours * 3600, args.eval_hours * 3600]
-    summary: Dict[str, object] = {
+    voices, held_out = build_voices(), build_held_out_voices()
+    targets = [args.hours * 3600] + [args.eval_hours * 3600] * 3
+    summary: Dict[str, object] = earlier or {
         "generator": "recipes/synthetic/local/make_synthetic_librispeech.py",
         "seed": args.seed,
         "hours_requested_train": args.hours,
@@ -437,7 +496,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     pool = ProcessPoolExecutor(args.jobs) if args.jobs > 1 else None
     try:
         for i, part in enumerate(PARTS):
-            utts = plan(i, pools[i], voices, args.seed)
+            if part not in args.parts:
+                continue
+            utts = plan(i, pools[i], held_out if part == HELD_OUT else voices, args.seed)
             min_utts = 1 if i == 0 else MIN_EVAL_UTTS
             stats = make_part(root, i, targets[i], min_utts, utts, pool, args.jobs)
             summary["parts"][part] = {"sentences": len(pools[i]), **stats}
@@ -447,8 +508,9 @@ def main(argv: Optional[List[str]] = None) -> None:
             # (at most `jobs`) running calls finish, each bounded by VOICE_TIMEOUT_S
             pool.shutdown(wait=True, cancel_futures=True)
     summary["voices"] = [asdict(v) for v in voices]
+    summary["held_out_voices"] = [asdict(v) for v in held_out]
     # written last, atomically: the recipe takes its presence to mean a complete corpus
-    write_text_atomic(root / "SYNTHETIC.json", json.dumps(summary, indent=1) + "\n")
+    write_text_atomic(summary_file, json.dumps(summary, indent=1) + "\n")
     print(json.dumps(summary["parts"], indent=1))
 
 
