@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """What readable output costs: the VAD per hour of audio (one file's windows in order) and per
-stream (many streams' windows in one batched call), and punctuation per 1,000 words (whole
-texts, and word by word as a stream labels them).
+stream (many streams' windows in one batched call, bare and as live streams' turns are tracked:
+a 640 ms chunk of every stream, rule "vad"), and punctuation per 1,000 words (whole texts, and
+word by word as a stream labels them).
 
     python benchmarks/bench_readable.py [--punct DIR] [--minutes 10] [--streams 1 16 64]
 
@@ -63,6 +64,27 @@ def main() -> None:
         rows.append(f"| VAD, batched streams | {n} streams | {1000 * per_window / n:.3f} ms | "
                     f"stream per 32 ms window ({100 * per_window / 0.032:.1f} % of a core "
                     "for all) |")  # fmt: skip
+
+    from wenet_lite.vad.online import SpeechTracker, track
+    from wenet_lite.vad.silero import VadOptions
+
+    chunk = 20 * WINDOW  # 640 ms: a chunk of 16 encoder frames
+    for n in args.streams:
+        trackers = [SpeechTracker(VadOptions(min_silence_ms=500)) for _ in range(n)]
+        pieces = rng.normal(0, 0.05, (n, chunk)).astype(np.float32)
+
+        def chunks(trackers=trackers, pieces=pieces) -> None:
+            for _ in range(5):
+                for t, x in zip(trackers, pieces):
+                    t.accept(x)
+                track(vad, trackers, [t.received for t in trackers])
+                for t in trackers:
+                    t.take()
+
+        per_chunk = _best(chunks) / 5
+        rows.append(f"| VAD, live streams' turns | {n} streams, 640 ms chunks | "
+                    f"{1000 * per_chunk / n / 0.64:.3f} ms | stream per second of audio "
+                    f"({100 * per_chunk / 0.64:.1f} % of a core for all) |")  # fmt: skip
 
     from wenet_lite.punct.model import PunctConfig, PunctModel
     from wenet_lite.punct.punctuator import Punctuator

@@ -282,14 +282,19 @@ def punct_lines(model: Path) -> List[str]:
     lines = [
         f"Punctuation and casing (`wenet-lite train-punct`, `{model}`): {m['training words']} "
         f"words of {', '.join(Path(t).name for t in m['texts'])} in {m['minutes']} min; scored "
-        f"on {m['held-out lines']} held-out lines ({m['model']['words']} words), each alone:",
+        f"on {m['held-out lines']} held-out lines ({m['model']['words']} words), each alone and "
+        "8 at a time run together (the sentence ends inside a longer segment):",
         "",
         "| | " + " | ".join(keys) + " |",
         "|---|" + "---|" * len(keys),
     ]
-    for who, name in (("model", "the model"), ("baseline", "baseline: first word capitalised, "
-                                                "a period at the end")):  # fmt: skip
-        lines.append(f"| {name} | " + " | ".join(f"{m[who][k]:.2f}" for k in keys) + " |")
+    rule = "baseline: first word capitalised, a period at the end"
+    for suffix, how in (("", "lines alone"), (", running text", "8 lines run together")):
+        for who, name in (("model", "the model"), ("baseline", rule)):
+            if who + suffix in m:
+                scores = m[who + suffix]
+                lines.append(f"| {name}, {how} | "
+                             + " | ".join(f"{scores[k]:.2f}" for k in keys) + " |")  # fmt: skip
     return lines + [""]
 
 

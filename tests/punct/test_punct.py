@@ -48,6 +48,11 @@ def test_training_beats_the_baseline_on_held_out_text(punct_model: Path) -> None
     assert model["f1 all marks"] > base["f1 all marks"] + 30, (model, base)
     assert model["f1 ?"] > 80 and model["f1 ,"] > 80 and base["f1 ?"] == 0
     assert model["case accuracy"] > base["case accuracy"] + 5
+    # lines run together: the sentence ends inside are the model's alone
+    run, run_base = metrics["model, running text"], metrics["baseline, running text"]
+    assert run["words"] == model["words"]
+    assert run["f1 ."] > run_base["f1 ."] + 40 and run["f1 capital"] > run_base["f1 capital"] + 40
+    assert base["f1 ."] > run_base["f1 ."] + 40  # the control: the rule needs a line a sentence
     p = Punctuator.load(punct_model)
     assert p.text("did john see nasa") == "Did John see NASA?"
     assert p.text("MARY LIKED MCDONALD BUT PARIS LEFT THE CAT") == (

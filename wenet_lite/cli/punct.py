@@ -21,7 +21,8 @@ def add_train_punct(sub: argparse._SubParsersAction) -> None:
         "gzipped if named .gz), to write a recogniser's words with the mark after each "
         "(none , . ? !) and its case (lower, Capitalised, UPPER, mixed as written). A share "
         "of the lines is held out and scored (F1 of each mark, case accuracy) beside a "
-        "baseline that capitalises the first word and ends the line with a period; "
+        "baseline that capitalises the first word and ends the text with a period, each line "
+        "alone and 8 lines run together (where sentence ends inside a text count); "
         "DIR/metrics.json keeps the scores. Use it with `punctuate --model DIR`, and give DIR "
         "to transcribe, stream and serve (their punctuation flag).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -62,7 +63,7 @@ def _run_train_punct(args: argparse.Namespace) -> int:
                                 max_steps=args.max_steps)  # fmt: skip
     metrics = train_punct(args.text, args.out, cfg, options, progress=not args.no_progress)
     print(f"{args.out}: {metrics['training words']} words trained in {metrics['minutes']} min")
-    for who in ("model", "baseline"):
+    for who in ("model", "baseline", "model, running text", "baseline, running text"):
         scores = metrics.get(who)
         if isinstance(scores, dict):
             shown = ", ".join(f"{k} {v}" for k, v in scores.items() if k != "words")

@@ -3,9 +3,11 @@
 Any cased, punctuated text serves, a document or a sentence a line. A share of the lines is
 held out; the model learns from windows of the running text of the rest (most of them starting
 or ending where a line does, so that a text's start and end teach its first capital and last
-mark), and is measured on the held-out lines each alone, as a recogniser's segments come: F1 of
-each mark and case accuracy, beside the baseline that capitalises the first word and ends the
-line with a period.
+mark), and is measured on the held-out lines two ways, beside the baseline that capitalises the
+first word and ends the text with a period: each line alone (a short recogniser segment that
+holds one line), and :data:`RUN_LINES` lines at a time run together (a long segment, e.g. a
+speech region of a recording, whose sentence ends inside it only the model can find). Scores:
+F1 of each mark and of all marks, and case accuracy.
 """
 
 from __future__ import annotations
@@ -75,7 +77,8 @@ def score_labels(
     gold: Sequence[Tuple[Sequence[int], Sequence[int]]],
     pred: Sequence[Tuple[Sequence[int], Sequence[int]]],
 ) -> Dict[str, float]:
-    """F1 (%) of each mark and of all marks together, and case accuracy (%) over the words."""
+    """F1 (%) of each mark and of all marks together, case accuracy (%) over the words, and F1
+    of the capital case (most words are lower case, which the accuracy mostly counts)."""
     pairs_m = [(g, p) for (gm, _), (pm, _) in zip(gold, pred) for g, p in zip(gm, pm)]
     pairs_c = [(g, p) for (_, gc), (_, pc) in zip(gold, pred) for g, p in zip(gc, pc)]
     out: Dict[str, float] = {}
@@ -93,6 +96,11 @@ def score_labels(
     fn = sum(g != 0 and p != g for g, p in pairs_m)
     out["f1 all marks"] = round(f1(tp, fp, fn), 2)
     out["case accuracy"] = round(100.0 * sum(g == p for g, p in pairs_c) / max(len(pairs_c), 1), 2)
+    cap = CASES.index("capital")  # the case a sentence's start needs: its F1 as the marks'
+    tp = sum(g == cap and p == cap for g, p in pairs_c)
+    fp = sum(g != cap and p == cap for g, p in pairs_c)
+    fn = sum(g == cap and p != cap for g, p in pairs_c)
+    out["f1 capital"] = round(f1(tp, fp, fn), 2)
     out["words"] = len(pairs_c)
     return out
 
@@ -141,17 +149,26 @@ class _RunningText:
         return out
 
 
+RUN_LINES = 8
+"""held-out lines run together for the running-text scores"""
+
+
 def evaluate(punctuator: Punctuator, lines: List[List[Labelled]]) -> Dict[str, Dict[str, float]]:
-    """The model's and the baseline's scores on lines each punctuated alone."""
-    gold = [([w.mark for w in ws], [w.case for w in ws]) for ws in lines]
-    texts = [[w.word for w in ws] for ws in lines]
-    pred = []
-    for i in range(0, len(texts), 256):
-        pred.extend(punctuator.labels(texts[i : i + 256]))
-    return {
-        "model": score_labels(gold, pred),
-        "baseline": score_labels(gold, [baseline(t) for t in texts]),
-    }
+    """The model's and the baseline's scores on lines each punctuated alone, and on runs of
+    :data:`RUN_LINES` lines (module doc)."""
+    runs = [
+        [w for ws in lines[i : i + RUN_LINES] for w in ws] for i in range(0, len(lines), RUN_LINES)
+    ]
+    out: Dict[str, Dict[str, float]] = {}
+    for suffix, texts_of in (("", lines), (", running text", runs)):
+        gold = [([w.mark for w in ws], [w.case for w in ws]) for ws in texts_of]
+        texts = [[w.word for w in ws] for ws in texts_of]
+        pred = []
+        for i in range(0, len(texts), 256):
+            pred.extend(punctuator.labels(texts[i : i + 256]))
+        out["model" + suffix] = score_labels(gold, pred)
+        out["baseline" + suffix] = score_labels(gold, [baseline(t) for t in texts])
+    return out
 
 
 def train_punct(
