@@ -142,3 +142,31 @@ def test_delay_penalty_moves_the_loss() -> None:
     assert torch.allclose(torch.stack(plain), torch.stack(same), atol=1e-4)
     delayed = head.losses(enc, frames, targets, tokens, 4, delay_penalty=0.5)
     assert abs(float(delayed[1]) - float(same[1])) > 1e-3
+
+
+def test_the_losses_equal_warprnnt_numba_where_it_is_installed() -> None:
+    """NeMo's loss (warprnnt-numba, an optional reference: `pip install warprnnt-numba`) on the
+    same full joiner: our lattice sum and the pruned loss with a covering window give its
+    per-utterance values and gradients."""
+    numba_loss = pytest.importorskip("warprnnt_numba").RNNTLossNumba
+    torch.manual_seed(0)
+    B, T, U, V, D = 3, 9, 4, 7, 8
+    head = TransducerHead(D, V, 6, 5, 2)
+    g, targets, frames, tokens = _batch(4, B, T, U, V)
+    enc = torch.randn(B, T, D, requires_grad=True)
+    pred = head.predictor.after_each(targets)
+    logits = head.joiner(enc.unsqueeze(2), pred.unsqueeze(1))  # (B, T, U+1, V)
+    theirs = numba_loss(blank=0, reduction="none")(logits, targets.int(), frames.int(),
+                                                    tokens.int())  # fmt: skip
+    px, py = _full_lattice(logits, targets)
+    ours = -lattice_log_prob(px, py, frames, tokens)
+    assert torch.allclose(ours, theirs.float(), atol=1e-4), (ours, theirs)
+    want = torch.autograd.grad(theirs.sum(), [enc, *head.joiner.parameters()])
+    _, pruned = _losses(head, enc, frames, targets, tokens, U + 1)
+    assert abs(float(pruned) - float(theirs.sum())) < 1e-4 * float(theirs.sum())
+    got = torch.autograd.grad(pruned, [enc, *head.joiner.parameters()])
+    for a, b in zip(got, want):
+        assert torch.allclose(a, b, atol=1e-4)
+    # the control: a narrow window is not their loss
+    _, narrow = _losses(head, enc, frames, targets, tokens, 2)
+    assert float(narrow) > float(theirs.sum()) + 1e-3

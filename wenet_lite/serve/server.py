@@ -68,6 +68,7 @@ from wenet_lite.serve.protocols import (
 from wenet_lite.serve.realtime import RealtimeProtocol
 from wenet_lite.serve.uploads import UploadDecoder
 from wenet_lite.serve.workers import Board, peer_host, supervise
+from wenet_lite.vad.silero import RATE as VAD_RATE
 from wenet_lite.vad.silero import SileroVad
 
 __all__ = ["Secrets", "Server", "ServerOptions", "serve"]
@@ -142,7 +143,7 @@ class Server:
             max(1, int(options.max_queued_audio * self.sample_rate)), options.max_unsent,
             options.max_wait_ms, f"{worker}." if options.workers > 1 else "",
         )  # fmt: skip
-        vad = options.openai_api and options.uses_vad
+        vad = options.openai_api and _uses_vad(recognizer, options)
         if vad:
             recognizer.require_vad()  # loaded once, before the first session needs it
         self._served = Served(options.model_id or "wenet-lite", options.language.lower(),
@@ -488,7 +489,16 @@ def _upload_decoder(rec: StreamingRecognizer, options: ServerOptions) -> Optiona
         spec,
         rec.punctuator,
     )
-    return UploadDecoder(offline, options.max_batch_size, SileroVad() if options.uses_vad else None)
+    vad = SileroVad() if _uses_vad(rec, options) else None
+    return UploadDecoder(offline, options.max_batch_size, vad)
+
+
+def _uses_vad(rec: StreamingRecognizer, options: ServerOptions) -> bool:
+    """Whether the API runs the VAD: ``--vad on`` (refused where it cannot run), or auto where
+    silero-vad is installed and the model hears 16 kHz audio, as the VAD does."""
+    if options.vad == "auto":
+        return options.uses_vad and rec.cfg.features.sample_rate == VAD_RATE
+    return options.uses_vad
 
 
 def serve(
