@@ -78,6 +78,9 @@ __all__ = ["STREAM_CHUNKING", "Stream", "StreamCursor", "StreamingRecognizer"]
 STREAM_CHUNKING = Chunking(16, -1)
 """The default of ``StreamingRecognizer`` and `wenet-lite stream`: 640 ms, all history."""
 _SOXR_QUALITY = "HQ"  # as features.audio.load_audio, so streamed and offline samples agree
+MAX_SPEECH_EVENTS = 256
+"""a stream keeps at most this many untaken VAD events (the newest): flat memory for hours when
+no one reads them"""
 HISTORY_WARNING_SECONDS = 120.0
 """With all history (-1): warn once a stream's attention cache spans this much audio."""
 _log = logging.getLogger(__name__)
@@ -358,7 +361,7 @@ class Stream:
         heard_quiet = False
         if self.vad is not None:  # its events up to this chunk's end (decode_streams ran it)
             events = self.vad.take(self._next_frame * rec.hop_samples)
-            self._speech += events
+            self._speech = (self._speech + events)[-MAX_SPEECH_EVENTS:]
             heard_quiet = any(e.kind == "stopped" for e in events)
         ended = detect_endpoint(
             rec.endpoint,
