@@ -132,7 +132,8 @@ def _run_transcribe(args: argparse.Namespace) -> int:
 
     if args.vad == "on" and chunking.streaming:
         raise UsageError(
-            "--vad on works in full context; --chunk-size ends segments by endpointing"
+            "--vad on works in full context; with --chunk-size the VAD ends segments: give "
+            "--vad-silence S"
         )
     try:
         vad_options = VadOptions(args.vad_threshold, args.vad_min_speech_ms,
