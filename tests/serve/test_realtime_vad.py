@@ -60,13 +60,13 @@ def _turns(pcm: np.ndarray, silence_ms: int, prefix_ms: int):
     return tracker.take()
 
 
-def _stream_finals(model: Path, path: Path, silence: float) -> List[str]:
+def _stream_json(model: Path, path: Path, silence: float) -> List[dict]:
     out = subprocess.run(
         [sys.executable, "-m", "wenet_lite", "stream", "--model", str(model), *FLAGS,
          "--vad-silence", str(silence), "--json", str(path)],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
-    return [x["text"] for x in map(json.loads, out.splitlines()) if x["type"] == "final"]
+    return [json.loads(line) for line in out.splitlines()]
 
 
 def _run(port: int, pcm: np.ndarray, silence_ms: int, prefix_ms: int) -> List:
@@ -104,7 +104,11 @@ def test_turns_follow_the_vad_and_its_parameters(vad_server, tiny, pauses, tmp_p
     ]
     assert [e.audio_end_ms for e in stopped[:2]] == [round(e.at / 16) for e in stops]
     texts: Dict[str, str] = {e.item_id: e.transcript for e in events if e.type == COMPLETED}
-    assert [texts[e.item_id] for e in started] == _stream_finals(tiny.path, path, 0.5)
+    lines = _stream_json(tiny.path, path, 0.5)
+    assert [texts[e.item_id] for e in started] == [x["text"] for x in lines if x["type"] == "final"]
+    # `stream --json` says where its VAD heard speech: the same turns, the starts unpadded
+    heard = [(x["event"], x["time"]) for x in lines if x["type"] == "speech"]
+    assert heard == [(e.kind, round(e.at / 16000, 3)) for e in _turns(pauses, 500, 0)]
     for e in started:  # every item: started, stopped, committed, completed, in that order
         kinds = [x.type for x in events if getattr(x, "item_id", None) == e.item_id]
         order = ["input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped",

@@ -14,9 +14,11 @@ Up to ``max_streams`` inputs are decoded concurrently, batched through one encod
 Output, text mode: partial hypotheses on stderr whenever they change (``NAME ... TEXT``, the
 last words of the open segment), and each final segment on stdout: ``NAME START-END TEXT`` then
 an indented line of ``WORD START-END`` entries. With ``json_lines``: one JSON object per line on
-stdout, ``type`` ``partial``, ``final`` (with words, tokens, token times and confidence) or
-``error``, and a last line of type ``summary`` (the recogniser's settings, input and failure
-counts, audio and wall seconds; `wenet-lite score` reads it). A partial line says only what
+stdout, ``type`` ``partial``, ``final`` (with words, tokens, token times and confidence),
+``speech`` (with ``--vad-silence``: where the VAD heard speech start or stop, ``event``
+``started`` or ``stopped`` at ``time`` seconds) or ``error``, and a last line of type
+``summary`` (the recogniser's settings, input and failure counts, audio and wall seconds;
+`wenet-lite score` reads it). A partial line says only what
 changed: ``words_kept`` words of the previous partial line of the same segment stay, and
 ``text`` holds the words after them, so an hour without endpointing never repeats the whole
 segment (the first partial of a segment has ``words_kept`` 0). Every input that is decoded
@@ -232,6 +234,10 @@ class _Printer:
             words = "  ".join(f"{w.text} {w.start:.2f}-{w.end:.2f}" for w in r.words)
             print(f"    {words}", file=self.out, flush=True)
 
+    def speech(self, name: str, kind: str, seconds: float) -> None:
+        if self.json_lines:
+            self._json({"type": "speech", "file": name, "event": kind, "time": round(seconds, 3)})
+
     def error(self, name: str, message: str) -> None:
         print(f"wenet-lite stream: error: {message}", file=self.err, flush=True)
         if self.json_lines:
@@ -366,7 +372,9 @@ def _feed(a: _Active) -> None:
 
 
 def _show(a: _Active, printer: _Printer) -> None:
-    """Print a stream's new final segments and its partial result if it changed."""
+    """Print a stream's VAD events, new final segments and its partial result if it changed."""
+    for e in a.stream.take_speech_events():
+        printer.speech(a.name, e.kind, e.seconds)
     if a.cursor.pending:
         for index, r in a.cursor.new_finals():
             printer.final(a.name, index, r)
