@@ -361,7 +361,7 @@ class Stream:
         heard_quiet = False
         if self.vad is not None:  # its events up to this chunk's end (decode_streams ran it)
             events = self.vad.take(self._next_frame * rec.hop_samples)
-            self._speech = (self._speech + events)[-MAX_SPEECH_EVENTS:]
+            self._keep_speech(events)
             heard_quiet = any(e.kind == "stopped" for e in events)
         ended = detect_endpoint(
             rec.endpoint,
@@ -398,10 +398,13 @@ class Stream:
                 self._pending.append((len(self._closed) - 1, segment))
         self._encoded = []
 
+    def _keep_speech(self, events: List[SpeechEvent]) -> None:
+        self._speech = (self._speech + events)[-MAX_SPEECH_EVENTS:]
+
     def _check_done(self) -> None:
         if not self._done and self.fbank.finished and not self.is_ready:
             if self.vad is not None:  # what the decoded audio's windows decided
-                self._speech += self.vad.take()
+                self._keep_speech(self.vad.take())
             self._close_segment()
             self._hyp = Hypothesis([], 0.0, [], 1.0)
             self._segment_frames = 0

@@ -171,15 +171,6 @@ class ServerOptions:
         return tuple(o.strip().rstrip("/") for o in self.allowed_origins.split(",") if o.strip())
 
     @property
-    def uses_vad(self) -> bool:
-        """Whether the API's uploads and Realtime turns use the VAD (auto: when installed)."""
-        if self.vad == "auto":
-            from wenet_lite.vad.silero import vad_available
-
-            return vad_available()
-        return self.vad == "on"
-
-    @property
     def scheme(self) -> str:
         return "s" if self.certfile else ""
 

@@ -56,6 +56,7 @@ from wenet_lite.serve.protocols import (
     Start,
     json_depth,
 )
+from wenet_lite.vad.silero import RATE as VAD_RATE
 from wenet_lite.vad.silero import VadOptions
 
 __all__ = ["RealtimeProtocol"]
@@ -410,14 +411,7 @@ class RealtimeProtocol(Protocol):
             finals = cursor.new_finals()
             for _, r in finals:
                 self._open_item(out, r.start, r.timestamps)
-                item = self._item
-                out.append(self._event("input_audio_buffer.speech_stopped", item_id=item,
-                                       audio_end_ms=self._ms(r.end)))  # fmt: skip
-                out.append(self._event("input_audio_buffer.committed", item_id=item,
-                                       previous_item_id=self._previous))  # fmt: skip
-                self._delta(out, r.text)
-                out.append(self._completed_event(item, r.text, r.end - r.start))
-                self._previous, self._item, self._sent = item, None, ""
+                self._close_item(out, r.text, r.end, r.start)
             if not stream.done and stream.hypothesis.num_tokens:
                 partial = stream.partial_result(False)
                 self._open_item(out, partial.start, partial.timestamps)
@@ -447,7 +441,7 @@ class RealtimeProtocol(Protocol):
         """Turns by the VAD: its starts and stops, and the segments they end, in time order. A
         turn is one item: segments that rule 3 ends inside it are joined into its text."""
         out: List[str] = []
-        speech = [(e.decided / 16000, 0, e) for e in stream.take_speech_events()]
+        speech = [(e.decided / VAD_RATE, 0, e) for e in stream.take_speech_events()]
         finals = [(r.end, 1, r) for _, r in cursor.new_finals()]
         happened = sorted(speech + finals, key=lambda x: (x[0], x[1]))
         for k, (_, _, what) in enumerate(happened):
@@ -458,7 +452,7 @@ class RealtimeProtocol(Protocol):
                 else:
                     self._parts.append(what.text)
                     if self._stopped:
-                        self._close_item(out, " ".join(t for t in self._parts if t), what.end)
+                        self._close_item(out, self._turn_text(), what.end)
             elif what.kind == "started":
                 if self._item is None:
                     self._item = self._new_id()
@@ -472,16 +466,14 @@ class RealtimeProtocol(Protocol):
                 self._stopped = True
                 if not any(isinstance(x[2], Result) for x in happened[k + 1 :]):
                     # the turn's last segment held no words: the text is what came before
-                    self._close_item(out, " ".join(t for t in self._parts if t), what.seconds)
+                    self._close_item(out, self._turn_text(), what.seconds)
         if not stream.done and self._item is not None:
-            parts = self._parts + ([stream.partial_result(False).text]
-                                   if stream.hypothesis.num_tokens else [])  # fmt: skip
-            self._delta(out, " ".join(t for t in parts if t))
+            partial = stream.partial_result(False).text if stream.hypothesis.num_tokens else ""
+            self._delta(out, self._turn_text(partial))
         if stream.done:
             self._completed = True
             if self._item is not None:  # a turn still open at the buffer's end
-                end = max(stream.segment_start, self._start_s)
-                self._close_item(out, " ".join(t for t in self._parts if t), end)
+                self._close_item(out, self._turn_text(), max(stream.segment_start, self._start_s))
             elif self._index in self._committed and not finals:
                 self._empty_item(out)
         return out, stream.done
@@ -494,9 +486,16 @@ class RealtimeProtocol(Protocol):
         out.append(self._completed_event(item, "", 0.0))
         self._previous = item
 
-    def _close_item(self, out: List[str], text: str, end: float) -> None:
+    def _turn_text(self, more: str = "") -> str:
+        """The open turn's text: its segments so far, then ``more``."""
+        return " ".join(t for t in [*self._parts, more] if t)
+
+    def _close_item(
+        self, out: List[str], text: str, end: float, start: Optional[float] = None
+    ) -> None:
         """The open item's end: speech stopped (unless the VAD said so), committed, the last
-        delta and the completed transcript."""
+        delta and the completed transcript (its seconds from ``start``, by default where the
+        item's speech started)."""
         item = self._item
         if not self._stopped:
             out.append(self._event("input_audio_buffer.speech_stopped", item_id=item,
@@ -504,7 +503,8 @@ class RealtimeProtocol(Protocol):
         out.append(self._event("input_audio_buffer.committed", item_id=item,
                                previous_item_id=self._previous))  # fmt: skip
         self._delta(out, text)
-        out.append(self._completed_event(item, text, max(0.0, end - self._start_s)))
+        start = self._start_s if start is None else start
+        out.append(self._completed_event(item, text, max(0.0, end - start)))
         self._previous, self._item, self._sent = item, None, ""
         self._stopped, self._parts = False, []
 

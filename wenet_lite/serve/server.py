@@ -69,7 +69,7 @@ from wenet_lite.serve.realtime import RealtimeProtocol
 from wenet_lite.serve.uploads import UploadDecoder
 from wenet_lite.serve.workers import Board, peer_host, supervise
 from wenet_lite.vad.silero import RATE as VAD_RATE
-from wenet_lite.vad.silero import SileroVad
+from wenet_lite.vad.silero import vad_available
 
 __all__ = ["Secrets", "Server", "ServerOptions", "serve"]
 
@@ -154,7 +154,8 @@ class Server:
             self.api = TranscriptionApi(
                 self.hub, recognizer, self._served.model_id, self._served.language,
                 self._secrets.token, options.max_connections,
-                int(options.max_upload_mb * 1e6) + 64 * 1024, _upload_decoder(recognizer, options),
+                int(options.max_upload_mb * 1e6) + 64 * 1024,
+                _upload_decoder(recognizer, options, vad),
             )  # fmt: skip
             self._adapters[RealtimeProtocol.name] = RealtimeProtocol
         self._stopping = False
@@ -474,7 +475,9 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _upload_decoder(rec: StreamingRecognizer, options: ServerOptions) -> Optional[UploadDecoder]:
+def _upload_decoder(
+    rec: StreamingRecognizer, options: ServerOptions, vad: bool
+) -> Optional[UploadDecoder]:
     """Full-context decoding of uploads over the recogniser's own fp32 model (no second copy),
     with its search; None when uploads stream (``--upload-context streamed``, or an export
     directory: no model to run whole files)."""
@@ -489,16 +492,15 @@ def _upload_decoder(rec: StreamingRecognizer, options: ServerOptions) -> Optiona
         spec,
         rec.punctuator,
     )
-    vad = SileroVad() if _uses_vad(rec, options) else None
-    return UploadDecoder(offline, options.max_batch_size, vad)
+    return UploadDecoder(offline, options.max_batch_size, rec.require_vad() if vad else None)
 
 
 def _uses_vad(rec: StreamingRecognizer, options: ServerOptions) -> bool:
     """Whether the API runs the VAD: ``--vad on`` (refused where it cannot run), or auto where
     silero-vad is installed and the model hears 16 kHz audio, as the VAD does."""
     if options.vad == "auto":
-        return options.uses_vad and rec.cfg.features.sample_rate == VAD_RATE
-    return options.uses_vad
+        return vad_available() and rec.cfg.features.sample_rate == VAD_RATE
+    return options.vad == "on"
 
 
 def serve(
