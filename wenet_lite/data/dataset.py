@@ -32,7 +32,8 @@ from lhotse import CutSet
 from lhotse.cut import Cut
 
 from wenet_lite.config import DataConfig, FeatureConfig, SpecAugConfig
-from wenet_lite.data.manifest import cut_samples, cut_text
+from wenet_lite.data.commands import DataCommandRefused
+from wenet_lite.data.manifest import cut_array, cut_samples, cut_text
 from wenet_lite.data.tokenizer import Tokenizer
 from wenet_lite.features.audio import AudioError, speed_perturb
 from wenet_lite.features.fbank import INT16_SCALE, compute_fbank, num_frames
@@ -223,7 +224,9 @@ def load_stored_fbank(cut: Cut) -> Optional[torch.Tensor]:
     if not cut.has_custom(FBANK_FIELD):
         return None
     try:
-        feats = cut.load_custom(FBANK_FIELD)  # (T_in, F) float16
+        feats = cut_array(cut, FBANK_FIELD)  # (T_in, F) float16
+    except DataCommandRefused:
+        raise  # a hostile path is an error, never quietly replaced by the audio
     except (OSError, ValueError, EOFError):
         return None  # removed or damaged since it was stored: the caller uses the audio
     return torch.from_numpy(feats.astype(np.float32))

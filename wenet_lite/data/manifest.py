@@ -20,6 +20,7 @@ Kaldi and WeNet do, and stored absolute.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import logging
 import os
@@ -41,6 +42,7 @@ from lhotse.audio import AudioLoadingError
 from lhotse.cut import Cut
 
 from wenet_lite.data.commands import check_sources
+from wenet_lite.data.storage import ShardError, read_bytes
 from wenet_lite.features.audio import (
     AudioError,
     decode_audio_bytes,
@@ -53,6 +55,7 @@ from wenet_lite.fileio import atomic_open, temporary_path
 __all__ = [
     "CUTS_FILENAME",
     "ReadResult",
+    "cut_array",
     "cut_samples",
     "cut_text",
     "Skips",
@@ -434,41 +437,98 @@ def cut_samples(cut: Cut, rate: int) -> np.ndarray:
     """(N,) float32 mono samples in [-1, 1] at ``rate`` of what a cut spans: the whole file, or
     its segment (Kaldi ``segments``). The one audio reader of decode and training.
 
-    A single audio file is read by ``features.audio.load_audio``, audio read from a shard
-    (encoded, in memory) by ``features.audio.decode_audio_bytes``; other sources (URLs, one
-    file per channel) by lhotse. Raises AudioError naming the file.
+    Every source is read by the toolkit's own readers, never by lhotse (which would run a
+    ``pipe:`` path through a shell): a file by ``features.audio.load_audio``, audio held in
+    memory (read from a shard) by ``features.audio.decode_audio_bytes``, an http(s) URL (and,
+    with ``--allow-data-commands``, a command) through ``data.storage.open_location``. A
+    recording of several sources (one file per channel) is their channels' mean. The sources
+    pass ``check_sources`` first, however the cut was built. Raises AudioError naming the
+    source.
     """
     if not cut.has_recording:
         raise AudioError(cut.id, "missing", "the cut has no recording")
+    check_sources([cut], f"cut {cut.id}")
     sources = cut.recording.sources
-    if len(sources) == 1 and sources[0].type == "memory" and isinstance(sources[0].source, bytes):
-        return _decode_memory(cut, sources[0].source, rate)  # read from a shard
-    if len(sources) != 1 or sources[0].type != "file":
-        check_sources([cut], f"cut {cut.id}")
-        try:
-            audio = cut.resample(rate).load_audio()  # (Ch, N)
-        except Exception as e:  # lhotse raises many types for a bad source
-            where = ", ".join(str(s.source) for s in sources)
-            raise AudioError(where, "unreadable", f"cannot read cut {cut.id} ({e})") from None
-        return np.clip(audio.mean(axis=0), -1.0, 1.0).astype(np.float32)
-    path = sources[0].source
-    samples = load_audio(path, rate)
+    parts = [(_source_samples(cut, s, rate), max(1, len(s.channels))) for s in sources]
+    if len(parts) == 1:
+        samples = parts[0][0]
+    else:  # one source per channel: weight each by the channels it holds
+        n = min(p.size for p, _ in parts)
+        total = sum(w for _, w in parts)
+        samples = sum(p[:n] * np.float32(w / total) for p, w in parts).astype(np.float32)
+    where = str(sources[0].source) if sources[0].type == "file" else cut.id
+    return _segment(cut, samples, rate, where)
+
+
+def _source_samples(cut: Cut, source: Any, rate: int) -> np.ndarray:
+    """(N,) float32 samples at ``rate`` of one audio source (checked by ``check_sources``)."""
+    if source.type == "file":
+        return load_audio(source.source, rate)
+    if source.type == "memory" and isinstance(source.source, bytes):
+        return _decode_bytes(source.source, f"{cut.id} (in a shard)", rate)
+    if source.type == "url":
+        location = str(source.source)
+    elif source.type == "command":
+        location = "pipe:" + str(source.source)
+    else:  # a Shar source whose audio the shard did not hold (a .nodata member)
+        raise AudioError(cut.id, "missing", f"cut {cut.id} holds no audio ({source.type} source)")
+    try:
+        data = read_bytes(location)
+    except ShardError as e:
+        raise AudioError(cut.id, "missing", str(e)) from None
+    return _decode_bytes(data, location, rate)
+
+
+def _segment(cut: Cut, samples: np.ndarray, rate: int, where: str) -> np.ndarray:
+    """The part of a recording's samples that ``cut`` spans (all of it for a whole file)."""
     if cut.start > 0 or cut.duration < cut.recording.duration - 1e-3:
         first = int(round(cut.start * rate))
         samples = samples[first : first + int(round(cut.duration * rate))]
         if samples.size == 0:
             raise AudioError(
-                path, "empty", f"segment {cut.id} at {cut.start:.2f} s lies past its end"
+                where, "empty", f"segment {cut.id} at {cut.start:.2f} s lies past its end"
             )
     return samples
 
 
-def _decode_memory(cut: Cut, data: bytes, rate: int) -> np.ndarray:
-    """(N,) float32 samples at ``rate`` of a cut holding its encoded audio in memory."""
-    samples, file_rate = decode_audio_bytes(data, f"{cut.id} (in a shard)")
+def _decode_bytes(data: bytes, name: str, rate: int) -> np.ndarray:
+    """(N,) float32 samples at ``rate`` of an encoded audio file held in memory."""
+    samples, file_rate = decode_audio_bytes(data, name)
     if file_rate != rate:
         samples = np.clip(resample(samples, file_rate, rate), -1.0, 1.0).astype(np.float32)
     return samples
+
+
+def cut_array(cut: Cut, name: str) -> np.ndarray:
+    """A cut's stored array ``name`` (the ``fbank`` of ``compute-fbank``), read by the toolkit:
+    a member of a shard (in memory) or a ``.npy`` file in a folder, never through lhotse (which
+    would open a ``pipe:`` path through a shell). ValueError naming the cut for any other
+    storage, a path that is not a folder on this machine, or a file that is not a plain
+    ``.npy`` array; OSError when the file cannot be read."""
+    check_sources([cut], f"cut {cut.id}")
+    field = (cut.custom or {}).get(name)
+    array = getattr(field, "array", field)
+    if array is None or not hasattr(array, "storage_type"):
+        raise ValueError(f"cut {cut.id} has no stored array {name!r}")
+    kind, key = array.storage_type, array.storage_key
+    if kind == "memory_npy" and isinstance(key, bytes):
+        return _npy(io.BytesIO(key), f"cut {cut.id}'s {name} (in a shard)")
+    if kind == "numpy_files":
+        folder, key = Path(str(array.storage_path)), str(key)
+        if not folder.is_dir() or Path(key).is_absolute() or ".." in Path(key).parts:
+            raise ValueError(
+                f"cut {cut.id}'s {name}: {folder}/{key} is not a file inside a folder here"
+            )
+        with open(folder / key, "rb") as f:
+            return _npy(f, str(folder / key))
+    raise ValueError(f"cut {cut.id}'s {name}: stored as {kind!r}, which the toolkit does not read")
+
+
+def _npy(f: Any, name: str) -> np.ndarray:
+    try:
+        return np.load(f, allow_pickle=False)
+    except (ValueError, EOFError) as e:
+        raise ValueError(f"{name}: not a .npy array ({e})") from None
 
 
 def write_text(cuts: CutSet, path: Pathlike) -> None:

@@ -226,9 +226,12 @@ def _shar_cut(line: str, where: str) -> Cut:
         raise ShardError(f"{where}: not a cut (nested too deeply)") from None
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise ShardError(f"{where}: not a cut ({e})") from None
+    if not isinstance(cut, Cut):
+        kind = type(cut).__name__
+        raise ShardError(f"{where}: not a cut (a lhotse {kind} line; a shard lists cuts)")
     try:
         check_sources([cut], where)
-    except DataCommandRefused as e:
+    except ValueError as e:  # DataCommandRefused among them
         raise ShardError(str(e)) from None
     return cut
 

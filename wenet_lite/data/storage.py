@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import select
+import signal
 import subprocess
 import tempfile
 import time
@@ -140,11 +142,14 @@ class _Watched(io.RawIOBase):
 @contextlib.contextmanager
 def _pipe(location: str) -> Iterator[IO[bytes]]:
     """The output of the user's ``pipe:`` command, run by ``/bin/sh``; its stderr goes to a
-    temporary file (a pipe could fill and block it), whose last line names a failure."""
+    temporary file (a pipe could fill and block it), whose last line names a failure. The
+    command runs in a process group of its own, ended whole when the read is abandoned (a
+    stalled ``sleep`` under the shell must not outlive it)."""
     command = location[len("pipe:") :]
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(command, shell=True, stdout=subprocess.PIPE, stderr=err,
-                                stdin=subprocess.DEVNULL, bufsize=0)  # fmt: skip
+                                stdin=subprocess.DEVNULL, bufsize=0,
+                                start_new_session=True)  # fmt: skip
         assert proc.stdout is not None
         out = proc.stdout
         watched = _Watched(out.read, location, lambda s: bool(select.select([out], [], [], s)[0]))
@@ -154,7 +159,7 @@ def _pipe(location: str) -> Iterator[IO[bytes]]:
             while stream.read(1 << 16):  # the rest, so that the command can finish
                 pass
         except BaseException:
-            proc.kill()
+            _end_group(proc)
             raise
         finally:
             out.close()
@@ -165,6 +170,14 @@ def _pipe(location: str) -> Iterator[IO[bytes]]:
         raise NotThere(
             f"{location}: the command exited with {code} ({lines[-1] if lines else 'no message'})"
         )
+
+
+def _end_group(proc: subprocess.Popen) -> None:
+    """Kill a command's whole process group (the shell and every child it started)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
 
 
 def read_bytes(location: str) -> bytes:
