@@ -135,6 +135,8 @@ def test_main_configs_have_the_documented_dims() -> None:
          "encoder.chunk.size: appears twice (line 5 of"),
         (b"train:\n  lr: 1.0\ntrain:\n  lr: 2.0\n", "train: appears twice (line 3 of"),
         (b"encoder:\n  d_model: \xff\n", "is not UTF-8 text"),
+        (b"features:\n  ? {a: 1}\n  : 3\n", "is not valid YAML: while constructing a mapping"),
+        (b"? [1, 2]\n: x\n", "found a list as a key"),
     ],
 )  # fmt: skip
 def test_silently_wrong_files_are_errors(tmp_path: Path, data: bytes, words: str) -> None:

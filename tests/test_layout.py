@@ -50,17 +50,29 @@ LAYERS: List[Tuple[str, ...]] = [
 
 SUBLAYERS: Dict[str, List[Tuple[str, ...]]] = {
     "wenet_lite.runtime": [
-        ("positions", "result", "endpoint", "long_audio"),
+        ("positions", "result", "endpoint", "long_audio", "segments"),
         ("engines",),
         ("utterance",),
         ("offline", "streaming"),
+        ("cursor",),
     ],
     "wenet_lite.serve": [
-        ("options", "gate", "workers", "protocols", "http_exchange", "upload_form", "uploads"),
+        (
+            "options",
+            "http_front",
+            "workers",
+            "protocols",
+            "upload_form",
+            "uploads",
+            "realtime_session",
+            "realtime_turns",
+        ),
+        ("gate",),
         ("connection",),
         ("decode_thread",),
         ("hub",),
         ("openai_api", "realtime"),
+        ("routes", "sessions"),
         ("server",),
     ],
 }
@@ -102,14 +114,15 @@ def _running(tree: ast.AST) -> Iterable[ast.AST]:
     return (n for n in ast.walk(tree) if id(n) not in skipped)
 
 
-def _imports(source: str, known: Set[str]) -> Set[str]:
+def _imports(source: str, known: Set[str], typed: bool = False) -> Set[str]:
     """The package's modules that ``source`` imports (``from P import x``: ``P.x`` when that
-    is a module, else ``P``; the version string is no dependency)."""
+    is a module, else ``P``; the version string is no dependency); ``typed``: the imports
+    for type checking only too."""
     found = set()
     tree = ast.parse(source)
     names = {id(a) for n in ast.walk(tree) if isinstance(n, ast.Call)
              and ast.unparse(n.func).endswith("getLogger") for a in n.args}  # fmt: skip
-    for node in _running(tree):
+    for node in ast.walk(tree) if typed else _running(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             for alias in node.names:
                 sub = f"{node.module}.{alias.name}"
@@ -125,9 +138,9 @@ def _imports(source: str, known: Set[str]) -> Set[str]:
     return {m for m in found if m in known}
 
 
-def _graph(sources: Dict[str, str]) -> Dict[str, Set[str]]:
+def _graph(sources: Dict[str, str], typed: bool = False) -> Dict[str, Set[str]]:
     known = set(sources)
-    return {m: _imports(text, known) - {m} for m, text in sources.items()}
+    return {m: _imports(text, known, typed) - {m} for m, text in sources.items()}
 
 
 def _sublayer(module: str) -> Optional[Tuple[str, int]]:
@@ -178,9 +191,11 @@ def relative_imports(sources: Dict[str, str]) -> List[str]:
 
 
 def import_cycles(sources: Dict[str, str]) -> List[List[str]]:
+    """Cycles of imports, those for type checking only included (a type that needs its user
+    is a circle all the same)."""
     # Package __init__ modules only re-export their children: leave them out of cycles.
     packages = {_module_name(p) for p in PACKAGE.rglob("__init__.py")}
-    graph = {m: deps - packages for m, deps in _graph(sources).items()}
+    graph = {m: deps - packages for m, deps in _graph(sources, typed=True).items()}
     cycles: List[List[str]] = []
     done: Set[str] = set()
 
@@ -273,8 +288,9 @@ def _peer_and_protocol_classes() -> Set[str]:
 def protocol_branches(name: str, source: str, protocols: Set[str],
                       classes: Set[str] = frozenset()) -> List[str]:  # fmt: skip
     """Comparisons with a protocol's name or with anything named protocol, and isinstance or
-    type tests against an adapter or peer class (``classes``) or anything named so: the
-    server deciding by protocol or peer instead of calling it."""
+    type tests against an adapter or peer class (``classes``) or anything named so, or of a
+    peer or protocol whatever the class (it may be passed in): the server deciding by
+    protocol or peer instead of calling it."""
     found = []
     for node in ast.walk(ast.parse(source)):
         where = f"{name}:{getattr(node, 'lineno', 0)}"
@@ -285,7 +301,8 @@ def protocol_branches(name: str, source: str, protocols: Set[str],
                 c.value for o in operands for c in ast.walk(o)
                 if isinstance(c, ast.Constant) and isinstance(c.value, str)
             }  # fmt: skip
-            if constants & protocols or any("protocol" in t.lower() for t in texts):
+            typed_peer = any(t.startswith("type(") and "peer" in t.lower() for t in texts)
+            if constants & protocols or typed_peer or any("protocol" in t.lower() for t in texts):
                 found.append(f"{where} {ast.unparse(node)}")
         elif isinstance(node, ast.MatchValue) and isinstance(node.value, ast.Constant):
             if node.value.value in protocols:
@@ -293,7 +310,9 @@ def protocol_branches(name: str, source: str, protocols: Set[str],
         elif isinstance(node, ast.Call) and ast.unparse(node.func) in ("isinstance", "issubclass"):
             tested = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
             tested |= {n.attr for n in ast.walk(node.args[1]) if isinstance(n, ast.Attribute)}
-            if tested & classes or "Protocol" in ast.unparse(node.args[1]):
+            subject = ast.unparse(node.args[0]).lower()
+            if (tested & classes or "Protocol" in ast.unparse(node.args[1])
+                    or "peer" in subject or "protocol" in subject):  # fmt: skip
                 found.append(f"{where} {ast.unparse(node)}")
     return found
 
@@ -392,8 +411,16 @@ def test_planted_relative_import_fails() -> None:
 
 
 def test_planted_cycle_fails() -> None:
-    sources = _planted("wenet_lite.fileio", "import wenet_lite.config.schema")
+    sources = _planted("wenet_lite.fileio", "import wenet_lite.config.loading")
     assert import_cycles(sources)
+
+
+def test_planted_type_only_cycle_fails() -> None:
+    text = (
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import wenet_lite.config.loading"
+    )
+    assert not layer_violations(_planted("wenet_lite.fileio", text))  # no dependency at run time
+    assert import_cycles(_planted("wenet_lite.fileio", text))  # but a circle of the types
 
 
 def test_planted_private_access_in_the_protocols_fails() -> None:
@@ -460,6 +487,8 @@ def test_planted_private_imports_and_uses_anywhere_fail() -> None:
 def test_planted_branch_on_a_peer_fails_whatever_its_name() -> None:
     protocols, classes = _protocol_names(), _peer_and_protocol_classes()
     for text in ("if isinstance(c.peer, RequestPeer):\n    pass",
-                 "ok = isinstance(c.protocol, (str, RequestProtocol))"):  # fmt: skip
+                 "ok = isinstance(c.protocol, (str, RequestProtocol))",
+                 "def f(c, kind):\n    return isinstance(c.peer, kind)",  # the class passed in
+                 "ok = type(peer) is kind", "ok = isinstance(self.peer, cls)"):  # fmt: skip
         assert protocol_branches("server.py", text, protocols, classes), text
     assert not protocol_branches("server.py", "ok = isinstance(a, Boundary)", protocols, classes)

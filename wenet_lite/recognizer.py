@@ -20,17 +20,18 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple, Union
 
 from wenet_lite.config.fields import FieldError, Setting, literal
 from wenet_lite.files.export_dir import ExportDir, is_export_dir
 from wenet_lite.host.cpu import PRECISIONS, auto_precision, cpu_model, native_bf16
 from wenet_lite.model.chunking import Chunking
-from wenet_lite.punct.punctuator import PunctSource, load_punctuator
+from wenet_lite.punct.punctuator import PunctSource, Punctuator, load_punctuator
 from wenet_lite.runtime.endpoint import EndpointConfig
 from wenet_lite.runtime.engines import ENGINES, Engine
 from wenet_lite.runtime.utterance import DecodeOptions
 from wenet_lite.search.options import SearchOptions
+from wenet_lite.vad.silero import VadChoice, VadOptions, choose_vad
 
 if TYPE_CHECKING:
     from wenet_lite.config import ExperimentConfig
@@ -252,6 +253,8 @@ def open_recognizer(
     offline: Optional[DecodeOptions] = None,
     slots: Optional[bool] = None,
     punct: Optional[PunctSource] = None,
+    vad: VadChoice = "off",
+    vad_options: Optional[VadOptions] = None,
 ) -> Recognizer:
     """A recogniser over any source: streaming for chunked ``chunking``, offline for full
     context (``Chunking(0)``) or when ``offline`` gives `decode`'s batch mode.
@@ -273,16 +276,36 @@ def open_recognizer(
         punct: a punctuation model (`wenet-lite train-punct`: its directory, or a
             ``Punctuator``): final results cased and punctuated, each word with its mark
             (partial results stay as recognised).
+        vad: Silero VAD ("on", "off", "auto": where silero-vad is installed; or one loaded):
+            offline, a whole file's speech regions are decoded (:meth:`~wenet_lite.runtime.
+            offline.OfflineRecognizer.file_results`); streaming, streams may end their segments
+            by it (the endpoint rule ``vad_silence`` turns it on). ``vad_options``: offline,
+            its threshold, shortest speech and silence, and padding.
     Raises:
         RuleError (a ValueError) for a combination that cannot run, naming the fields to
         change, before anything is loaded; FileNotFoundError / ValueError (CheckpointError, a
         bad export record) for a bad source, naming it.
     """
     spec = engine or EngineSpec()
-    punctuator = load_punctuator(punct)  # a bad directory refused before the model loads
-    rec = _open(source, chunking, search, endpoint, spec, offline, slots)
-    rec.punctuator = punctuator
-    return rec
+    stages = _Stages(load_punctuator(punct), vad, vad_options)  # a bad directory refused first
+    return _open(source, chunking, search, endpoint, spec, offline, slots, stages)
+
+
+@dataclass(frozen=True)
+class _Stages:
+    """The optional stages a recogniser is built with (its constructor's arguments)."""
+
+    punctuator: Optional[Punctuator]
+    vad: VadChoice
+    vad_options: Optional[VadOptions]
+
+    def streaming(self, rate: int, endpoint: Optional[EndpointConfig]) -> Dict[str, Any]:
+        rule = endpoint is not None and endpoint.vad_options() is not None
+        return {"punctuator": self.punctuator, "vad": choose_vad("on" if rule else self.vad, rate)}
+
+    def offline(self, rate: int) -> Dict[str, Any]:
+        return {"punctuator": self.punctuator, "vad": choose_vad(self.vad, rate),
+                "vad_options": self.vad_options}  # fmt: skip
 
 
 def _open(
@@ -293,6 +316,7 @@ def _open(
     spec: EngineSpec,
     offline: Optional[DecodeOptions],
     slots: Optional[bool],
+    stages: _Stages,
 ) -> Recognizer:
     import torch
 
@@ -314,6 +338,7 @@ def _open(
         return StreamingRecognizer(
             _export_dir_engine(source, spec), source.cfg, source.tokenizer, search,
             endpoint=endpoint, source=str(source.directory), slots=slots,
+            **stages.streaming(source.cfg.features.sample_rate, endpoint),
         )  # fmt: skip
     if isinstance(source, (str, Path)):
         from wenet_lite.files.model_file import load_model
@@ -327,14 +352,17 @@ def _open(
         name = "the model"
         if spec.device != "cpu":
             model = model.to(spec.device)
+    rate = cfg.features.sample_rate
     if offline is not None:
-        return _open_offline(model, tokenizer, cfg, spec, offline, search, name)
+        return _open_offline(model, tokenizer, cfg, spec, offline, search, name,
+                             stages.offline(rate))  # fmt: skip
     if spec.exported:  # before the export (the recogniser checks it again, as for torch)
         check_chunking(cfg.encoder, chunking, cached=True, source=name)
     made = make_engine(spec, model, chunking)
     return StreamingRecognizer(
-        made, cfg, tokenizer, search, endpoint=endpoint, model=model, source=name, slots=slots
-    )
+        made, cfg, tokenizer, search, endpoint=endpoint, model=model, source=name, slots=slots,
+        **stages.streaming(rate, endpoint),
+    )  # fmt: skip
 
 
 def open_streaming(
@@ -345,11 +373,12 @@ def open_streaming(
     engine: Optional[EngineSpec] = None,
     slots: Optional[bool] = None,
     punct: Optional[PunctSource] = None,
+    vad: VadChoice = "off",
 ) -> StreamingRecognizer:
     """:func:`open_recognizer` for streaming, typed: ``chunking`` (default: an export
     directory's, else 16/4) must stream; full context is :func:`open_offline`'s. ``slots``:
     the streams' states in one batched tensor with a slot each (default: on a GPU with a fixed
-    cache; see ``StreamingRecognizer``)."""
+    cache; see ``StreamingRecognizer``); ``punct``, ``vad`` as :func:`open_recognizer`'s."""
     from wenet_lite.runtime.streaming import StreamingRecognizer
 
     if chunking is not None and not chunking.streaming:
@@ -357,7 +386,8 @@ def open_streaming(
             f"chunking={chunking.describe()} is full context, which does not stream: open it "
             "with open_offline"
         )
-    rec = open_recognizer(source, chunking, search, endpoint, engine, slots=slots, punct=punct)
+    rec = open_recognizer(source, chunking, search, endpoint, engine, slots=slots, punct=punct,
+                          vad=vad)  # fmt: skip
     assert isinstance(rec, StreamingRecognizer)  # chunked: a streaming recogniser
     return rec
 
@@ -368,15 +398,18 @@ def open_offline(
     search: Optional[SearchOptions] = None,
     engine: Optional[EngineSpec] = None,
     punct: Optional[PunctSource] = None,
+    vad: VadChoice = "off",
+    vad_options: Optional[VadOptions] = None,
 ) -> OfflineRecognizer:
     """:func:`open_recognizer` for whole utterances, typed: ``options`` is the mode (default:
     full context in bounded windows, what `transcribe` and `decode` run), ``search`` its search
-    when given; ``punct`` as :func:`open_recognizer`'s."""
+    when given; ``punct``, ``vad`` and ``vad_options`` as :func:`open_recognizer`'s."""
     from wenet_lite.runtime.offline import OfflineRecognizer
 
     rec = open_recognizer(
-        source, None, search, None, engine, offline=options or DecodeOptions(), punct=punct
-    )
+        source, None, search, None, engine, offline=options or DecodeOptions(), punct=punct,
+        vad=vad, vad_options=vad_options,
+    )  # fmt: skip
     assert isinstance(rec, OfflineRecognizer)  # offline= always gives one
     return rec
 
@@ -404,6 +437,7 @@ def _open_offline(
     options: DecodeOptions,
     search: Optional[SearchOptions],
     name: str,
+    stages: Dict[str, Any],
 ) -> OfflineRecognizer:
     """Simulated streaming runs on ``spec``'s engine unless that is eager torch in fp32 (the
     model's own chunk-by-chunk forward); the other modes run the eager model."""
@@ -417,4 +451,4 @@ def _open_offline(
     width = model.encoder.d_model
     if options.simulate_streaming and (spec.exported or spec.resolved(width=width) != "fp32"):
         made = make_engine(spec, model, options.chunking)
-    return OfflineRecognizer(model, tokenizer, cfg, options, made, name)
+    return OfflineRecognizer(model, tokenizer, cfg, options, made, name, **stages)

@@ -16,9 +16,11 @@ from typing import Iterable, List, Sequence, Tuple
 
 from wenet_lite.runtime.result import Result, Word, join_words, unspaced
 
-__all__ = ["FORMATS", "Cue", "Segment", "Transcript", "format_transcript", "split_at_pauses",
-           "subtitle_cues"]  # fmt: skip
+__all__ = ["DEFAULT_PAUSE_S", "FORMATS", "Cue", "Segment", "Transcript", "format_transcript",
+           "pauses_transcript", "split_at_pauses", "subtitle_cues"]  # fmt: skip
 
+DEFAULT_PAUSE_S = 0.8
+"""full context: seconds between words that start a new segment, by default"""
 FORMATS = ("txt", "json", "srt", "vtt", "tsv")
 """what `wenet-lite transcribe --format` writes"""
 
@@ -74,6 +76,14 @@ def split_at_pauses(result: Result, pause: float) -> List[Segment]:
         groups[-1].append(w)
     return [Segment(g[0].start, g[-1].end, join_words([w.text for w in g]), tuple(g))
             for g in groups]  # fmt: skip
+
+
+def pauses_transcript(
+    source: str, results: Iterable[Result], duration: float, pause: float
+) -> Transcript:
+    """The transcript of final results in file time, each split at its pauses."""
+    segments = [segment for r in results for segment in split_at_pauses(r, pause)]
+    return Transcript(source, " ".join(s.text for s in segments), segments, duration)
 
 
 _SENTENCE_ENDS = (".", "?", "!")

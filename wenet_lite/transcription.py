@@ -25,7 +25,7 @@ import dataclasses
 import itertools
 import logging
 from pathlib import Path
-from typing import Any, Iterable, Iterator, List, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 import torch
@@ -35,11 +35,10 @@ from wenet_lite.features.audio import (
     check_rate,
     decode_audio_bytes,
     read_audio_blocks,
-    resample,
 )
 from wenet_lite.files.export_dir import ExportDir, is_export_dir
 from wenet_lite.model.chunking import Chunking
-from wenet_lite.punct.punctuator import PunctSource, load_punctuator
+from wenet_lite.punct.punctuator import PunctSource
 from wenet_lite.recognizer import (
     EngineSpec,
     Recognizer,
@@ -51,32 +50,27 @@ from wenet_lite.recognizer import (
 )
 from wenet_lite.runtime.endpoint import EndpointConfig
 from wenet_lite.runtime.offline import OfflineRecognizer
-from wenet_lite.runtime.result import shifted
 from wenet_lite.runtime.streaming import StreamingRecognizer
 from wenet_lite.runtime.utterance import DecodeOptions
 from wenet_lite.search.options import SearchOptions
 from wenet_lite.transcript import (  # the transcript and its formats, importable from here too
+    DEFAULT_PAUSE_S,
     FORMATS,
     Cue,
     Segment,
     Transcript,
     format_transcript,
+    pauses_transcript,
     split_at_pauses,
     subtitle_cues,
 )
-from wenet_lite.vad.silero import RATE as VAD_RATE
-from wenet_lite.vad.silero import SileroVad, VadOptions, vad_available
+from wenet_lite.vad.silero import VadOptions
 
 __all__ = ["FORMATS", "Cue", "Segment", "Transcriber", "Transcript", "format_transcript",
-           "split_at_pauses", "subtitle_cues", "transcribe", "full_context_transcript",
-           "DEFAULT_PAUSE_S", "regions_transcript", "speech_spans"]  # fmt: skip
+           "split_at_pauses", "subtitle_cues", "transcribe", "DEFAULT_PAUSE_S"]  # fmt: skip
 
 _log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
-
-
-DEFAULT_PAUSE_S = 0.8
-"""full context: seconds between words that start a new segment, by default"""
 
 
 class Transcriber:
@@ -92,7 +86,9 @@ class Transcriber:
 
     Args:
         model: a model file, an export directory, a ``(model, tokenizer, config)`` triple in
-            memory, or an opened recogniser (``open_recognizer``: streaming or offline).
+            memory, or an opened recogniser (``open_recognizer``: streaming or offline; it
+            keeps its own engine, punctuator and VAD, so ``engine``, ``punct``, ``vad`` and
+            ``vad_options`` are refused beside it).
         chunk_size: 0 (default) full context; C > 0 streams in chunks of C encoder frames.
         left_chunks: chunks of history while streaming (4: constant memory; -1 all).
         search: the search (greedy by default; prefix beam, LM, hotwords, rescoring). Its
@@ -145,30 +141,27 @@ class Transcriber:
                 "threads=...), not beside it (they would be ignored)"
             )
         opened = as_streaming(model) or as_offline(model)
-        if opened is not None and (engine is not None or device is not None or threads != 1):
-            raise ValueError(
-                "an opened recogniser has its engine, device and threads: engine=, device= and "
-                "threads= would be ignored"
-            )
+        if opened is not None:
+            _refuse_beside(engine=engine, device=device, threads=threads if threads != 1 else None,
+                           punct=punct, vad=vad, vad_options=vad_options)  # fmt: skip
         self.pause = pause
         self.upsample = upsample
+        self.progress = progress
         self.search = _search_from(search, search_options)
-        self.recognizer: Recognizer
         spec = engine or EngineSpec(threads=threads, device=device or "cpu")
+        if vad and chunk_size > 0:
+            raise ValueError(
+                "vad=True works in full context (chunk_size=0); streaming ends segments by "
+                "endpointing"
+            )
+        self.recognizer: Recognizer
         if opened is not None:
             self.recognizer = opened
-            if punct is not None:
-                self.recognizer.punctuator = load_punctuator(punct)
         elif chunk_size == 0 and not is_export_dir(model):  # an export directory only streams
-            self.recognizer = open_offline(
-                model,
-                DecodeOptions(
-                    self.search, max_window_seconds=max_window_seconds, window_progress=progress
-                ),
-                self.search,
-                spec,
-                punct,
-            )
+            options = DecodeOptions(self.search, max_window_seconds=max_window_seconds,
+                                    window_progress=progress)  # fmt: skip
+            self.recognizer = open_offline(model, options, self.search, spec, punct, vad,
+                                           vad_options)  # fmt: skip
         else:
             chunking = Chunking(chunk_size, left_chunks) if chunk_size > 0 else None
             self.recognizer = open_streaming(
@@ -177,16 +170,6 @@ class Transcriber:
         self._streaming = as_streaming(self.recognizer)
         self._offline = as_offline(self.recognizer)
         self.sample_rate: int = self.recognizer.cfg.features.sample_rate
-        self.progress = progress
-        self.vad_options = vad_options or VadOptions()
-        self.vad: Optional[SileroVad] = None
-        if vad and self._streaming is not None:
-            raise ValueError(
-                "vad=True works in full context (chunk_size=0); streaming ends segments by "
-                "endpointing"
-            )
-        if self._offline is not None and (vad or (vad is None and vad_available())):
-            self.vad = SileroVad()
 
     @property
     def streaming(self) -> bool:
@@ -263,83 +246,24 @@ class Transcriber:
     def _full_context(
         self, samples: np.ndarray, rate: int, name: str, duration: float
     ) -> Transcript:
+        """Decoded by its speech spans (the recogniser's VAD), split at pauses."""
         rec = self._offline
         assert rec is not None, "an offline recogniser decodes whole files"
-        if self.vad is not None:
-            spans = speech_spans(self.vad, samples, rate, self.vad_options)
-            if spans is not None:
-                return self._regions(samples, rate, spans, name, duration)
-        hyps = rec.recognize(samples, rate, name)
-        return full_context_transcript(rec, hyps, name, duration, self.pause)
-
-    def _regions(
-        self,
-        samples: np.ndarray,
-        rate: int,
-        spans: List[Tuple[int, int]],
-        name: str,
-        duration: float,
-    ) -> Transcript:
-        """The speech regions decoded (short ones in batches of :data:`_VAD_BATCH`), each
-        result's times moved to file time, split at pauses."""
-        rec = self._offline
-        assert rec is not None
-        from tqdm import tqdm
-
-        shown = tqdm(spans, desc=name, unit="region", leave=False,
-                     disable=not self.progress or len(spans) < 20)  # fmt: skip
-        feats = (rec.features(samples[a:b], rate, name) for a, b in shown)
-        found = rec.recognize_many(feats, _VAD_BATCH, name)
-        starts = [a / rate for a, _ in spans]
-        return regions_transcript(rec, zip(starts, found), name, duration, self.pause)
+        results = rec.file_results(samples, rate, name, self.pause, self.progress)
+        return pauses_transcript(name, results, duration, self.pause)
 
 
-def speech_spans(
-    vad: SileroVad, samples: np.ndarray, rate: int, options: VadOptions
-) -> Optional[List[Tuple[int, int]]]:
-    """The speech regions of a whole signal at ``rate`` Hz, as (start, end) samples at that
-    rate; None when it is all speech (decode it whole)."""
-    if not samples.size:
-        return None
-    at_16k = samples if rate == VAD_RATE else resample(samples, rate, VAD_RATE)
-    regions = vad.regions(at_16k, options)
-    if regions == [(0, at_16k.size)]:
-        return None
-    scale = rate / VAD_RATE
-    return [(round(a * scale), round(b * scale)) for a, b in regions]
+def _refuse_beside(**given: Any) -> None:
+    """ValueError naming the options given beside an opened recogniser (they would change it
+    for every other holder, or be ignored)."""
+    named = [name for name, value in given.items() if value is not None]
+    if named:
+        raise ValueError(
+            f"an opened recogniser keeps its own engine, device, threads, punctuator and VAD: "
+            f"{', '.join(f'{n}=' for n in named)} would change it or be ignored; give them to "
+            "open_recognizer"
+        )
 
-
-def regions_transcript(
-    rec: OfflineRecognizer,
-    found: Iterable[Tuple[float, List[Any]]],
-    name: str,
-    duration: float,
-    pause: float,
-) -> Transcript:
-    """The transcript of speech regions decoded alone: (the region's start in seconds, its n
-    best) each; times moved to file time, split at pauses."""
-    segments: List[Segment] = []
-    for start, hyps in found:
-        if not hyps or not hyps[0].tokens:
-            continue
-        result = shifted(rec.result(hyps[0], pause=pause), start)
-        segments.extend(split_at_pauses(result, pause))
-    return Transcript(name, " ".join(s.text for s in segments), segments, duration)
-
-
-def full_context_transcript(
-    rec: OfflineRecognizer, hyps: List[Any], name: str, duration: float, pause: float
-) -> Transcript:
-    """The transcript of a whole file's n best (the best one's words, split into segments
-    where ``pause`` seconds pass between words): what `transcribe` writes in full context."""
-    if not hyps or not hyps[0].tokens:
-        return Transcript(name, "", [], duration)
-    segments = split_at_pauses(rec.result(hyps[0], pause=pause), pause)
-    return Transcript(name, " ".join(s.text for s in segments), segments, duration)
-
-
-_VAD_BATCH = 8
-"""speech regions decoded together in one padded batch"""
 
 _BLOCK_SECONDS = 10.0
 """streaming: seconds of audio read and decoded at a time"""

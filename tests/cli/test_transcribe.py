@@ -274,12 +274,17 @@ def test_the_load_once_api(tiny, files, test_audio) -> None:
     with pytest.raises(ValueError, match="audio is a path, a list of paths, or samples"):
         transcribe(tiny.path, [0.0, 0.1, 0.2])  # samples as a list
     from wenet_lite.recognizer import EngineSpec
+    from wenet_lite.vad.silero import VadOptions
 
     for dropped in ({"device": "cpu"}, {"threads": 2}):  # refused, not silently dropped
         with pytest.raises(ValueError, match="engine= carries the device and threads"):
             Transcriber(tiny.path, engine=EngineSpec(), **dropped)
-    with pytest.raises(ValueError, match="an opened recogniser has its engine"):
-        Transcriber(tr.recognizer, threads=2)
+    for changed in ({"threads": 2}, {"punct": "p"}, {"vad": True}, {"vad": False},
+                    {"vad_options": VadOptions()}):  # fmt: skip
+        with pytest.raises(
+            ValueError, match=f"an opened recogniser keeps its own.*{next(iter(changed))}="
+        ):
+            Transcriber(tr.recognizer, **changed)  # it would change every other holder
     pcm = (test_audio[0] * 32767).astype(np.int16)
     with pytest.raises(ValueError, match="divide 16-bit PCM by 32768"):
         tr.array(pcm, 16000)

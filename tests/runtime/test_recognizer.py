@@ -92,7 +92,7 @@ def test_a_cursor_hands_out_each_final_segment_once(tiny, test_audio) -> None:
     """StreamCursor: the server and `stream`'s printer take new segments through it."""
     import numpy as np
 
-    from wenet_lite.runtime.streaming import StreamCursor
+    from wenet_lite.runtime.cursor import StreamCursor
 
     rec = open_recognizer(tiny.path, CHUNKING, endpoint=EndpointConfig(rule2_min_silence=0.5))
     gap = np.zeros(16000, np.float32)

@@ -162,14 +162,18 @@ def test_the_search_state_carried_across_chunks_is_what_makes_it_exact(
 ) -> None:
     """The control: a stream whose search starts afresh at each chunk no longer gives the
     exact tokens (the test above can tell a state that is not carried)."""
-    from wenet_lite.runtime.streaming import Stream
-    from wenet_lite.search.transducer_search import TransducerState
+    from wenet_lite.search.stream_search import Transducer
 
     model, tokenizer, cfg = hybrid
     search = SearchOptions(mode="transducer_greedy")
     rec = open_streaming((model, tokenizer, cfg), Chunking(4, 2), search, NO_ENDPOINT)
     exact = _stream(rec, test_audio[1], 1).token_ids
-    monkeypatch.setattr(Stream, "transducer_state", property(lambda self: TransducerState()))
+    step = Transducer.step
+
+    def forgetful(self, chunk, states):  # every chunk from a new state
+        return step(self, chunk, [self.new_state() for _ in states])
+
+    monkeypatch.setattr(Transducer, "step", forgetful)
     assert _stream(rec, test_audio[1], 1).token_ids != exact
 
 

@@ -92,6 +92,7 @@ def server(tiny) -> ServerProcess:  # noqa: F811
     s = start_server(
         tiny.path, "--chunk-size", "4", "--left-chunks", "-1", "--idle-timeout", "3",
         "--max-connections", "24", "--max-message-size", "100000", "--log-interval", "1",
+        "--max-connections-per-peer", "0",
     )  # fmt: skip
     yield s
     assert s.stop() == 0, s.log()

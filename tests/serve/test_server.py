@@ -340,7 +340,8 @@ def test_two_thousand_short_connections_keep_memory_flat(server: ServerProcess, 
 
 def test_two_workers_share_the_port(tiny, files, capsys):
     reference = stream_reference(capsys, tiny.path, files, "--chunk-size", "4")
-    s = start_server(tiny.path, "--chunk-size", "4", "--jobs", "2", "--max-connections", "4")
+    s = start_server(tiny.path, "--chunk-size", "4", "--jobs", "2", "--max-connections", "4",
+                     "--max-connections-per-peer", "0")  # fmt: skip
     try:
         sherpa, wenet = asyncio.run(_all_sessions(s.url, dict(list(files.items())[:2])))
         _check_against_reference(sherpa, wenet, {n: reference[n] for n in sherpa})

@@ -18,7 +18,7 @@ from wenet_lite.model.chunking import Chunking  # noqa: E402
 from wenet_lite.recognizer import open_recognizer  # noqa: E402
 from wenet_lite.runtime.endpoint import EndpointConfig  # noqa: E402
 from wenet_lite.vad.online import SpeechTracker, track  # noqa: E402
-from wenet_lite.vad.silero import WINDOW, SileroVad, VadOptions, speech_regions  # noqa: E402
+from wenet_lite.vad.silero import WINDOW, SileroVad, VadError, VadOptions, speech_regions  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -134,8 +134,10 @@ def test_rule_vad_ends_segments_the_same_in_any_pieces_and_batched(tiny, talk) -
 
 
 def test_a_streams_own_vad_settings(tiny, talk) -> None:
-    rec = open_recognizer(tiny.path, Chunking(8, -1))
-    assert rec.vad_options is None
+    rec = open_recognizer(tiny.path, Chunking(8, -1), vad="on")
+    assert rec.vad_options is None and rec.vad is not None
+    with pytest.raises(VadError, match="opened without a VAD"):  # the VAD is chosen at opening
+        open_recognizer(tiny.path, Chunking(8, -1)).create_stream(vad=VadOptions())
     s = _stream(rec, [talk], vad=VadOptions(min_silence_ms=500, pad_ms=0))
     ruled = _stream(open_recognizer(tiny.path, Chunking(8, -1),
                                     endpoint=EndpointConfig(vad_silence=0.5)), [talk])  # fmt: skip
@@ -150,10 +152,16 @@ def test_bad_vad_settings_are_one_line(tiny) -> None:
 
     with pytest.raises(ValueError, match=r"vad_threshold=1.5: give a probability"):
         EndpointConfig(vad_threshold=1.5)
-    with pytest.raises(ValueError, match=r"vad_silence=-1: give 0 \(off\)"):
-        EndpointConfig(vad_silence=-1)
+    for bad in (-1, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match=rf"vad_silence={bad}: give 0 \(off\)"):
+            EndpointConfig(vad_silence=bad)
     run = subprocess.run(
         [sys.executable, "-m", "wenet_lite", "stream", "--model", str(tiny.path),
          "--vad-silence", "-1", "x.wav"], capture_output=True, text=True,
     )  # fmt: skip
     assert run.returncode == 2 and "--vad-silence -1" in run.stderr, run.stderr
+    run = subprocess.run(
+        [sys.executable, "-m", "wenet_lite", "stream", "--model", str(tiny.path),
+         "--vad-silence", "inf", "x.wav"], capture_output=True, text=True,
+    )  # fmt: skip
+    assert run.returncode == 2 and "--vad-silence inf: give 0 (off)" in run.stderr, run.stderr

@@ -6,6 +6,7 @@ directories fail in one line naming the file or key, and write nothing."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import shutil
@@ -212,8 +213,8 @@ def test_a_segment_ends_where_wenets_positions_end(imported, caplog) -> None:
     model, tokenizer, cfg = load_model(imported["librispeech"])
     rec = open_recognizer((model, tokenizer, cfg), Chunking(16, 4),
                           endpoint=EndpointConfig(enabled=False))  # fmt: skip
-    assert rec.max_segment_frames == WENET_MAX_POSITIONS
-    rec.max_segment_frames = 64
+    assert rec.segment_rules.max_frames == WENET_MAX_POSITIONS
+    rec.segment_rules = dataclasses.replace(rec.segment_rules, max_frames=64)
     seen = []
     real = rec.engine.run
 
@@ -224,7 +225,7 @@ def test_a_segment_ends_where_wenets_positions_end(imported, caplog) -> None:
     rec.engine.run = run
     stream = rec.create_stream()
     samples = np.random.default_rng(0).standard_normal(16000 * 6).astype(np.float32) * 0.3
-    with caplog.at_level(logging.INFO, logger="wenet_lite.runtime.streaming"):
+    with caplog.at_level(logging.INFO, logger="wenet_lite.runtime.endpoint"):
         stream.accept_waveform(16000, samples)
         stream.input_finished()
         rec.decode_until_done([stream])

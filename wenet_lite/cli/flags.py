@@ -395,10 +395,12 @@ def recognizer_from(
     options: SearchOptions,
     endpoint: EndpointConfig,
     announce: bool = False,
+    vad: str = "off",
 ) -> StreamingRecognizer:
     """The streaming recognizer of `stream`'s and `serve`'s flags (``recognizer.py``; an
     export directory read once); ``announce`` logs what loads before it loads (a large model
-    or an engine export takes a minute)."""
+    or an engine export takes a minute); ``vad``: auto, on or off (the endpoint rule "vad"
+    turns it on)."""
     import logging
 
     from wenet_lite.recognizer import RuleError, open_streaming
@@ -413,7 +415,7 @@ def recognizer_from(
         raise UsageError("--chunk-size 0 decodes whole files: use `transcribe` or `decode`")
     try:
         return open_streaming(
-            source, chunking, options, endpoint, spec, punct=getattr(args, "punct", None)
+            source, chunking, options, endpoint, spec, punct=getattr(args, "punct", None), vad=vad
         )
     except RuleError as e:  # checked before anything is loaded
         raise rule_error(e) from None

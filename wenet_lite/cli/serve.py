@@ -76,10 +76,11 @@ def _run_serve(args: argparse.Namespace) -> int:
         model_id = name.name if name.is_dir() else name.stem
         server_options = dataclasses.replace(server_options, model_id=model_id)
     secrets = Secrets.load(server_options)  # a bad certificate or token file: before loading
+    vad = server_options.vad if server_options.openai_api else "off"  # uploads, Realtime turns
     if server_options.workers > 1 and _on_cuda(args.device):
-        recognizer = _made_in_each_worker(args, options, endpoint)
+        recognizer = _made_in_each_worker(args, options, endpoint, vad)
     else:
-        recognizer = recognizer_from(args, options, endpoint, announce=True)
+        recognizer = recognizer_from(args, options, endpoint, announce=True, vad=vad)
     return serve(recognizer, server_options, threads=args.threads, secrets=secrets)
 
 
@@ -95,7 +96,7 @@ def _on_cuda(name: Optional[str]) -> bool:
 
 
 def _made_in_each_worker(
-    args: argparse.Namespace, options: SearchOptions, endpoint: EndpointConfig
+    args: argparse.Namespace, options: SearchOptions, endpoint: EndpointConfig, vad: str
 ) -> Callable[[], StreamingRecognizer]:
     """For `--jobs N` on a GPU: the flags and the model file are checked here, on the CPU,
     before any worker starts; each worker then loads the model onto the GPU itself."""
@@ -103,4 +104,4 @@ def _made_in_each_worker(
 
     check_recognizer_flags(args)
     load_model(args.model)  # a bad model file is named once, here
-    return lambda: recognizer_from(args, options, endpoint, announce=True)
+    return lambda: recognizer_from(args, options, endpoint, announce=True, vad=vad)

@@ -46,8 +46,9 @@ from wenet_lite.features.audio import (
     read_upto,
     require_rate,
 )
+from wenet_lite.runtime.cursor import StreamCursor
 from wenet_lite.runtime.result import Result
-from wenet_lite.runtime.streaming import Stream, StreamCursor, StreamingRecognizer
+from wenet_lite.runtime.streaming import Stream, StreamingRecognizer
 from wenet_lite.search.ctc_search import Hypothesis
 
 __all__ = ["STDIN", "StreamReport", "stream_inputs"]

@@ -14,13 +14,15 @@ once per step only to concatenate the same slices again; :class:`StateBatcher` s
 a call has the very states it handed out last time, in the same order. :class:`StatePool`
 keeps fixed-size states where they are computed instead: one batched tensor per cache with a
 slot per stream, a step gathering its streams' slots by index and writing the new states back
-(a GPU's streams never pass through the host).
+(a GPU's streams never pass through the host). :class:`StateList` keeps each stream's state
+apart behind the same slot interface (join, reset, gather, scatter, leave), so a recogniser
+holds either without asking which.
 
 This module has no ``from __future__ import annotations``: TorchScript reads a NamedTuple's
 field types from its class annotations, which must be types, not strings.
 """
 
-from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +31,7 @@ __all__ = [
     "BATCH_DIM",
     "EncoderState",
     "StateBatcher",
+    "StateList",
     "StatePool",
     "stack_states",
     "unstack_state",
@@ -168,18 +171,56 @@ class StatePool:
             raise ValueError(f"slot {slot} is free already")
         self._free.append(slot)
 
-    def gather(self, slots: torch.Tensor) -> EncoderState:
+    def gather(self, slots: Sequence[int]) -> EncoderState:
         """The batched state of ``slots`` (B,), in that order."""
         s = self.state
+        index = torch.tensor(list(slots), device=s.att_cache.device)
 
         def field(name: str, dim: int) -> torch.Tensor:
             value = getattr(s, name)
-            return value if dim < 0 else value.index_select(dim, slots)
+            return value if dim < 0 else value.index_select(dim, index)
 
         return _fields(field)
 
-    def scatter(self, slots: torch.Tensor, state: EncoderState) -> None:
+    def scatter(self, slots: Sequence[int], state: EncoderState) -> None:
         """Write a step's new batched state back into ``slots``."""
+        index = torch.tensor(list(slots), device=self.state.att_cache.device)
         for name, dim in BATCH_DIM.items():
             if dim >= 0:
-                getattr(self.state, name).index_copy_(dim, slots, getattr(state, name))
+                getattr(self.state, name).index_copy_(dim, index, getattr(state, name))
+
+
+class StateList:
+    """The states of many streams, each its own tensors (any cache, growing ones too), behind
+    :class:`StatePool`'s slot interface: a step stacks its streams' states
+    (:class:`StateBatcher`: no copy when the same streams come in the same order) and splits
+    the new one back. ``zero(batch)`` is the engine's zero state."""
+
+    def __init__(self, zero: Callable[[int], EncoderState]) -> None:
+        self._zero = zero
+        self._states: Dict[int, EncoderState] = {}
+        self._next = 0
+        self._batcher = StateBatcher()
+
+    @property
+    def used(self) -> int:
+        return len(self._states)
+
+    def join(self) -> int:
+        slot, self._next = self._next, self._next + 1
+        self.reset(slot)
+        return slot
+
+    def reset(self, slot: int) -> None:
+        self._states[slot] = self._zero(1)
+
+    def leave(self, slot: int) -> None:
+        if self._states.pop(slot, None) is None:
+            raise ValueError(f"slot {slot} is free already")
+
+    def gather(self, slots: Sequence[int]) -> EncoderState:
+        return self._batcher.stack([self._states[s] for s in slots])
+
+    def scatter(self, slots: Sequence[int], state: EncoderState) -> None:
+        for slot, own in zip(slots, self._batcher.unstack(state)):
+            self._states[slot] = own

@@ -7,18 +7,14 @@ config, the word list and the mixed-case forms, loaded with ``weights_only=True`
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Union
 
 import torch
 
 from wenet_lite.fileio import atomic_open
 from wenet_lite.punct.model import BOS, EOS, PunctConfig, PunctModel, WordFeatures
 from wenet_lite.punct.text import apply_labels, plain_word
-
-if TYPE_CHECKING:
-    from wenet_lite.runtime.result import Word
 
 __all__ = ["KIND", "MODEL_FILE", "PunctError", "PunctSource", "PunctStream", "Punctuator",
            "load_punctuator"]  # fmt: skip
@@ -108,12 +104,19 @@ class Punctuator:
                 for b, t in enumerate(texts)]  # fmt: skip
 
     def words(self, words: Sequence[str]) -> List[str]:
-        """A recogniser's words (any case, no marks) written with case and marks."""
+        """A recogniser's words (any case, no marks) written with case and marks, one for one
+        (a word and its mark travel together, so each keeps its time)."""
+        return self._written(words, [], True)
+
+    def _written(self, words: Sequence[str], before: Sequence[str], starts: bool) -> List[str]:
+        """``words`` labelled after the plain words ``before`` (their left context), as the
+        end of a text; words with nothing plain in them stay as they are."""
         plain = [plain_word(w) for w in words]
         keep = [i for i, w in enumerate(plain) if w]
         kept = [plain[i] for i in keep]
-        marks, cases = self.labels([kept])[0]
-        written = apply_labels(kept, marks, cases, self.mixed)
+        marks, cases = self.labels([list(before) + kept], starts=starts)[0]
+        a = len(before)
+        written = apply_labels(kept, marks[a:], cases[a:], self.mixed)
         out = list(words)
         for i, text in zip(keep, written):
             out[i] = text
@@ -123,24 +126,43 @@ class Punctuator:
         """A line of words, cased and punctuated."""
         return " ".join(self.words(text.split()))
 
-    def timed_words(self, words: Sequence[Word]) -> List[Word]:
-        """Recognised words with their times, each word's text cased and followed by its mark
-        (a word and its mark travel together)."""
-        texts = self.words([w.text for w in words])
-        return [dataclasses.replace(w, text=t) for w, t in zip(words, texts)]
-
     def stream(self) -> PunctStream:
         return PunctStream(self)
 
 
 class PunctStream:
-    """Words in as they are recognised; each word out once ``right_context`` words follow it
-    (or at :meth:`finish`), labelled as the whole text labels it."""
+    """A stream's punctuation. Segment by segment (:meth:`words`, as a stream's segments
+    close): each labelled with the stream's earlier words as its left context, so a segment
+    that goes on with a sentence is written as its continuation. Or word by word
+    (:meth:`accept`): each word out once ``right_context`` words follow it (or at
+    :meth:`finish`), labelled as the whole text labels it."""
 
     def __init__(self, punctuator: Punctuator) -> None:
         self.p = punctuator
         self._words: List[str] = []
         self._done = 0
+        self._before: List[str] = []  # the last plain words of the closed segments
+        self._started = False  # a closed segment held words
+        self._sentence_ended = True  # the last segment's last word closed a sentence
+
+    def words(self, words: Sequence[str]) -> List[str]:
+        """A closed segment's words written with case and marks, one for one: labelled after
+        up to ``left_context`` plain words of the earlier segments, the segment's end as a
+        text's end (a pause); its first word capitalised where the last segment ended a
+        sentence."""
+        out = self.p._written(words, self._before, starts=not self._started)
+        plain = [plain_word(w) for w in words]
+        for k, w in enumerate(plain):
+            if w:
+                if self._sentence_ended and out[k][:1].islower():
+                    out[k] = out[k][:1].upper() + out[k][1:]
+                break
+        kept = self._before + [w for w in plain if w]
+        self._before = kept[max(0, len(kept) - self.p.left_context) :]
+        if any(plain):
+            self._started = True
+            self._sentence_ended = out[max(k for k, w in enumerate(plain) if w)][-1:] in ".?!"
+        return out
 
     def accept(self, words: Sequence[str]) -> List[str]:
         """Take more words; return the words that are now labelled for good."""

@@ -30,17 +30,18 @@ _WHERE = {
     "OfflineRecognizer": "wenet_lite.runtime.offline",
     "Result": "wenet_lite.runtime.result",
     "Stream": "wenet_lite.runtime.streaming",
-    "StreamCursor": "wenet_lite.runtime.streaming",
+    "StreamCursor": "wenet_lite.runtime.cursor",
     "StreamingRecognizer": "wenet_lite.runtime.streaming",
     "Word": "wenet_lite.runtime.result",
 }
 
 if TYPE_CHECKING:
     from wenet_lite.model.chunking import Chunking
+    from wenet_lite.runtime.cursor import StreamCursor
     from wenet_lite.runtime.endpoint import EndpointConfig
     from wenet_lite.runtime.offline import OfflineRecognizer
     from wenet_lite.runtime.result import Result, Word
-    from wenet_lite.runtime.streaming import Stream, StreamCursor, StreamingRecognizer
+    from wenet_lite.runtime.streaming import Stream, StreamingRecognizer
     from wenet_lite.runtime.utterance import DecodeOptions
 
 

@@ -22,6 +22,8 @@ quiet after speech (checked at the end of each chunk), and rules 1 and 2 give wa
 
 from __future__ import annotations
 
+import logging
+import math
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -29,10 +31,13 @@ from wenet_lite.config import flag
 from wenet_lite.config.fields import FieldError, Setting
 from wenet_lite.vad.silero import VadOptions
 
-__all__ = ["VAD_RULE", "EndpointConfig", "detect_endpoint"]
+__all__ = ["LENGTH_LIMIT_RULE", "VAD_RULE", "EndpointConfig", "SegmentRules", "detect_endpoint"]
 
 VAD_RULE = 5
 """the number ``Stream`` gives rule "vad" where rules are numbered"""
+LENGTH_LIMIT_RULE = 4
+"""a segment ended where the model's absolute positions end (WeNet's)"""
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -74,8 +79,8 @@ class EndpointConfig:
                 raise ValueError(
                     f"endpoint {name} must be a positive number of seconds, got {value}"
                 )
-        if not self.vad_silence >= 0:
-            raise FieldError("{silence}: give 0 (off) or more seconds",
+        if not (self.vad_silence >= 0 and math.isfinite(self.vad_silence)):
+            raise FieldError("{silence}: give 0 (off) or a finite number of seconds",
                              silence=Setting("vad_silence", self.vad_silence))  # fmt: skip
         if not 0 < self.vad_threshold < 1:
             raise FieldError("{threshold}: give a probability in (0, 1)",
@@ -108,3 +113,36 @@ def detect_endpoint(
     if length >= cfg.rule3_max_length:
         return 3
     return 0
+
+
+@dataclass(frozen=True)
+class SegmentRules:
+    """When a stream's open segment ends, asked after each decoded chunk: the endpoint rules
+    over the search's trailing blanks (or the VAD's turns), then the model's own limit."""
+
+    endpoint: EndpointConfig
+    frame_s: float
+    """seconds per encoder frame"""
+    chunk: int
+    """encoder frames per chunk"""
+    max_frames: int = 0
+    """encoder frames a segment may hold (0: any number); WeNet's absolute positions end"""
+
+    def rule(self, has_tokens: bool, trailing_blanks: int, frames: int,
+             vad_ended: Optional[bool]) -> int:  # fmt: skip
+        """The rule that ends the segment now (0: none). ``trailing_blanks``: the search's
+        frames since its last token; ``frames``: the segment's; ``vad_ended``: None without a
+        VAD (the blanks decide silence), else whether it heard a turn end in this chunk (rules 1
+        and 2 give way to it)."""
+        silence = 0.0 if vad_ended is not None else trailing_blanks * self.frame_s
+        ended = detect_endpoint(self.endpoint, has_tokens, silence, frames * self.frame_s)
+        if vad_ended:
+            ended = VAD_RULE
+        if not ended and self.max_frames and frames + self.chunk > self.max_frames:
+            _log.info(
+                "a segment reached %d encoder frames (%.0f s) without an endpoint: ended there, "
+                "where the absolute positions of this model (WeNet's) end", frames,
+                frames * self.frame_s,
+            )  # fmt: skip
+            ended = LENGTH_LIMIT_RULE
+        return ended

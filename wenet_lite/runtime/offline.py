@@ -9,6 +9,11 @@ utterance longer than ``max_window_seconds`` runs in bounded memory (``long_audi
 
 Open one with :func:`wenet_lite.recognizer.open_recognizer` and full-context chunking (or a
 ``DecodeOptions``); the rules of engine and mode are checked there.
+
+A whole file (`transcribe`, the server's uploads) is decoded by its speech spans
+(:meth:`OfflineRecognizer.speech_spans`): with a VAD its speech regions, each an utterance of
+its own, else all of it; :meth:`~OfflineRecognizer.span_results` puts each span's result in
+file time, cased and punctuated by the recogniser's punctuator.
 """
 
 from __future__ import annotations
@@ -27,13 +32,18 @@ from wenet_lite.model import ASRModel
 from wenet_lite.model.chunking import Chunking
 from wenet_lite.punct.punctuator import Punctuator
 from wenet_lite.runtime.engines import Engine
-from wenet_lite.runtime.result import Result, make_result, punctuated
+from wenet_lite.runtime.result import Result, make_result, punctuated, shifted
 from wenet_lite.runtime.utterance import DecodeOptions, decode_batch, decode_long
 from wenet_lite.search.ctc_search import Hypothesis
 from wenet_lite.search.rescore import check_decoder
 from wenet_lite.search.transducer_search import check_transducer
+from wenet_lite.vad.silero import RATE as VAD_RATE
+from wenet_lite.vad.silero import SileroVad, VadOptions
 
-__all__ = ["OfflineRecognizer"]
+__all__ = ["OfflineRecognizer", "SPAN_BATCH"]
+
+SPAN_BATCH = 8
+"""a file's speech spans decoded together in one padded batch"""
 
 
 class OfflineRecognizer:
@@ -46,6 +56,9 @@ class OfflineRecognizer:
         engine: runs ``simulate_streaming`` chunk by chunk (``runtime/engines.py``); None: the
             model in eager PyTorch.
         source: what the model came from, for messages and summaries.
+        vad: finds a whole file's speech regions (:meth:`speech_spans`), or None.
+        vad_options: the VAD's threshold, shortest speech and silence, and padding.
+        punctuator: cases and punctuates results, or None.
     Raises:
         ValueError: an engine without ``simulate_streaming`` or built for other chunking;
         attention rescoring without the model's decoder.
@@ -59,6 +72,10 @@ class OfflineRecognizer:
         options: Optional[DecodeOptions] = None,
         engine: Optional[Engine] = None,
         source: str = "the model",
+        *,
+        vad: Optional[SileroVad] = None,
+        vad_options: Optional[VadOptions] = None,
+        punctuator: Optional[Punctuator] = None,
     ) -> None:
         options = options or DecodeOptions()
         if engine is not None and not options.simulate_streaming:
@@ -77,8 +94,11 @@ class OfflineRecognizer:
         self.options: DecodeOptions = dataclasses.replace(options, search=search)
         self.engine = engine
         self.source = source
-        self.punctuator: Optional[Punctuator] = None
-        """cases and punctuates results (``open_recognizer(punct=)``)"""
+        self.punctuator: Optional[Punctuator] = punctuator
+        """cases and punctuates results, or None"""
+        self.vad: Optional[SileroVad] = vad
+        """finds a whole file's speech regions, or None"""
+        self.vad_options: VadOptions = vad_options or VadOptions()
         self.models = search.load(tokenizer)  # the word LM and hotwords, if any
         self.sample_rate: int = cfg.features.sample_rate
         self.frame_shift_s: float = cfg.features.frame_shift_ms / 1000
@@ -161,6 +181,47 @@ class OfflineRecognizer:
         feats = feats.to(self.model.encoder.cmvn.mean.device)
         with self._eval(), torch.inference_mode():
             return decode_long(self.model, feats, self.options, self.models, self.cfg, name)
+
+    def speech_spans(self, samples: np.ndarray, rate: int) -> List[Tuple[int, int]]:
+        """What of a whole file to decode, as (start, end) samples at ``rate``: its speech
+        regions by the VAD, or all of it (no VAD, or all of it is speech)."""
+        whole = [(0, int(samples.size))]
+        if self.vad is None or not samples.size:
+            return whole
+        at_16k = samples if rate == VAD_RATE else resample(samples, rate, VAD_RATE)
+        regions = self.vad.regions(at_16k, self.vad_options)
+        if regions == [(0, at_16k.size)]:
+            return whole
+        scale = rate / VAD_RATE
+        return [(round(a * scale), round(b * scale)) for a, b in regions]
+
+    def span_results(
+        self, spans: Sequence[Tuple[int, int]], found: Iterable[List[Hypothesis]], rate: int,
+        pause: Optional[float] = None,
+    ) -> List[Result]:  # fmt: skip
+        """Each span's best hypothesis (``found``: each span's n best) as a final result in
+        file time; spans where nothing was recognised are left out."""
+        results = []
+        for (start, _), hyps in zip(spans, found):
+            if hyps and hyps[0].tokens:
+                result = self.result(hyps[0], pause)
+                results.append(shifted(result, start / rate) if start else result)
+        return results
+
+    def file_results(
+        self, samples: np.ndarray, rate: int, name: str = "audio",
+        pause: Optional[float] = None, progress: bool = False,
+    ) -> List[Result]:  # fmt: skip
+        """A whole file decoded by its speech spans (short ones in padded batches, long ones
+        in windows), each span's result in file time: what `transcribe` computes in full
+        context. ``progress``: a bar over the spans when there are many."""
+        from tqdm import tqdm
+
+        spans = self.speech_spans(samples, rate)
+        shown = tqdm(spans, desc=name, unit="region", leave=False,
+                     disable=not progress or len(spans) < 20)  # fmt: skip
+        feats = (self.features(samples[a:b], rate, name) for a, b in shown)
+        return self.span_results(spans, self.recognize_many(feats, SPAN_BATCH, name), rate, pause)
 
     def result(self, hyp: Hypothesis, pause: Optional[float] = None) -> Result:
         """The hypothesis as a final :class:`Result` with word times (a new word where

@@ -9,6 +9,7 @@ at sentencepiece's word-start marker '▁'; a word ends one encoder frame after 
 from __future__ import annotations
 
 import dataclasses
+import typing
 import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, List, Optional, Sequence
@@ -17,11 +18,18 @@ from wenet_lite.data.tokenizer import WORD_START, Tokenizer
 from wenet_lite.search.ctc_search import Hypothesis, frames_to_seconds
 
 if TYPE_CHECKING:
-    from wenet_lite.punct.punctuator import Punctuator
     from wenet_lite.search.context import ContextGraph
 
-__all__ = ["Word", "Result", "hotword_tokens", "join_words", "make_result", "merge_results",
-           "punctuated", "shifted", "spell", "unspaced"]  # fmt: skip
+__all__ = ["TextStage", "Word", "Result", "hotword_tokens", "join_words", "make_result",
+           "merge_results", "punctuated", "shifted", "spell", "unspaced"]  # fmt: skip
+
+
+class TextStage(typing.Protocol):
+    """A stage that rewrites recognised words one for one (a punctuator, or a stream's): each
+    output word stands where its input word stood, so it keeps that word's times."""
+
+    def words(self, words: Sequence[str]) -> List[str]:
+        """The words as written."""
 
 
 @dataclass(frozen=True)
@@ -216,10 +224,11 @@ def shifted(result: Result, seconds: float) -> Result:
     )  # fmt: skip
 
 
-def punctuated(result: Result, punctuator: Optional[Punctuator]) -> Result:
+def punctuated(result: Result, punctuator: Optional[TextStage]) -> Result:
     """The result with its words cased and each followed by its mark (times unchanged), its
     text their join; as it was without a punctuator or words."""
     if punctuator is None or not result.words:
         return result
-    words = punctuator.timed_words(result.words)
-    return dataclasses.replace(result, words=words, text=join_words([w.text for w in words]))
+    texts = punctuator.words([w.text for w in result.words])
+    words = [dataclasses.replace(w, text=t) for w, t in zip(result.words, texts)]
+    return dataclasses.replace(result, words=words, text=join_words(texts))

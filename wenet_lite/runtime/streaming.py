@@ -1,30 +1,25 @@
-"""Streaming recognition: online fbank, chunk-by-chunk encoding with caches, CTC search and
+"""Streaming recognition: online fbank, chunk-by-chunk encoding with caches, a search and
 endpointing, with many streams batched through one feature call and one encoder call.
 
 Shapes: the legend in ``wenet_lite`` (B: streams decoded in one call).
 
 A stream is exact: its tokens equal those of ``ConformerEncoder.forward_chunk_by_chunk`` over
-the offline features of the whole audio (``stream_fbank.offline_fbank``, equal to training's
-kaldi-native-fbank features within float32 rounding), and so the chunk-masked full forward,
-whatever sizes the audio arrives in, whether it is batched with other streams, and at any
-input sample rate (soxr's streaming resampler gives the same samples as resampling the whole
-file). The last, partial window at ``input_finished`` is zero-padded with its true length
-passed as ``window_lens``, which masks exactly what ``forward_chunk_by_chunk``'s shorter window
-leaves out. When an endpoint closes a segment the encoder state and the search restart (as the WeNet
-and sherpa-onnx runtimes do): the next segment is decoded as if its audio started at that
-chunk, which keeps the context within what the model was trained on and bounds the attention
-cache even with unlimited left context.
+the offline features of the whole audio (``stream_fbank.offline_fbank``), and so the
+chunk-masked full forward, whatever sizes the audio arrives in, whatever streams share its
+batch, at any input sample rate. The last, partial window is zero-padded with its true length
+passed as ``window_lens``. When an endpoint closes a segment the encoder state and the search
+restart (as WeNet's and sherpa-onnx's runtimes do), which bounds the attention cache even with
+unlimited left context.
 
-With ``--mode attention_rescoring`` the partial results stay CTC's; when a segment closes (an
-endpoint, or the end of input) its n-best from the prefix beam is rescored by the model's
-attention decoder over the segment's encoder output (``search/rescore.py``), which the stream
-keeps until then (D floats per 40 ms: 14 KB per second of audio at D = 144). The segments
-that close in one ``decode_streams`` call are rescored in one batched decoder call.
-
-Memory per stream: with ``left_chunks >= 0`` the caches have a fixed size and fbank frames
-are discarded once no window needs them, so an endless stream runs in constant memory and
-time per chunk. With ``left_chunks = -1`` the attention cache grows until the next endpoint
-(a warning says so once a stream holds more than ``HISTORY_WARNING_SECONDS`` of it).
+The search is any :class:`~wenet_lite.search.stream_search.StreamSearch`: each step hands it
+the batch's chunk and the streams' search states, and the segment rules
+(``endpoint.SegmentRules``) read what it found. A closed segment is spelled, and punctuated
+when the recogniser has a punctuator (a stream's punctuation carries its words across
+segments), as it closes; with attention rescoring, once the segments that closed in one
+``decode_streams`` call are rescored together over the encoder output each kept (D floats per
+40 ms). With ``left_chunks >= 0`` an endless stream runs in constant memory and time per
+chunk; with -1 the cache grows until the next endpoint (a warning past
+``HISTORY_WARNING_SECONDS``).
 """
 
 from __future__ import annotations
@@ -32,21 +27,21 @@ from __future__ import annotations
 import dataclasses
 import logging
 import weakref
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
-import soxr
 import torch
 
 from wenet_lite.config import ExperimentConfig
-from wenet_lite.config.fields import FieldError, Says, Setting, literal
-from wenet_lite.data.tokenizer import BLANK_ID, Tokenizer
+from wenet_lite.config.fields import Says, Setting
+from wenet_lite.data.tokenizer import Tokenizer
+from wenet_lite.features.stream_audio import StreamAudio
 from wenet_lite.features.stream_fbank import FbankStream, compute_ready
 from wenet_lite.host.malloc import keep_freed_memory
 from wenet_lite.model import ASRModel
 from wenet_lite.model.chunking import Chunking, check_chunking
 from wenet_lite.model.posenc import WENET_MAX_POSITIONS
-from wenet_lite.model.state import EncoderState, StateBatcher, StatePool
+from wenet_lite.model.state import EncoderState, StateList, StatePool
 from wenet_lite.model.subsampling import (
     min_input_frames,
     output_length,
@@ -54,30 +49,22 @@ from wenet_lite.model.subsampling import (
     window_size,
 )
 from wenet_lite.punct.punctuator import Punctuator
-from wenet_lite.runtime.endpoint import VAD_RULE, EndpointConfig, detect_endpoint
+from wenet_lite.runtime.endpoint import EndpointConfig, SegmentRules
 from wenet_lite.runtime.engines import Engine
-from wenet_lite.runtime.result import Result, make_result, merge_results, punctuated, spell
-from wenet_lite.search.context import ContextGraph, hotword_phrases, word_starts
-from wenet_lite.search.ctc_search import (
-    ChunkPath,
-    Hypothesis,
-    StreamingGreedySearch,
-    StreamingPrefixBeamSearch,
-    greedy_chunks,
-    penalize_blank,
-)
+from wenet_lite.runtime.result import Result, make_result, merge_results, spell
+from wenet_lite.runtime.segments import ClosedSegments
+from wenet_lite.search.context import ContextGraph, extended_context
+from wenet_lite.search.ctc_search import Hypothesis
 from wenet_lite.search.options import SearchOptions
 from wenet_lite.search.rescore import Segment, check_decoder, rescore
-from wenet_lite.search.transducer_search import TransducerSearch, TransducerState, check_transducer
+from wenet_lite.search.stream_search import SearchChunk, SearchState, StreamSearch, make_search
 from wenet_lite.vad.online import SpeechEvent, SpeechTracker, track
-from wenet_lite.vad.silero import RATE as VAD_RATE
-from wenet_lite.vad.silero import SileroVad, VadOptions
+from wenet_lite.vad.silero import SileroVad, VadError, VadOptions
 
-__all__ = ["STREAM_CHUNKING", "Stream", "StreamCursor", "StreamingRecognizer"]
+__all__ = ["STREAM_CHUNKING", "Stream", "StreamingRecognizer"]
 
 STREAM_CHUNKING = Chunking(16, -1)
 """The default of ``StreamingRecognizer`` and `wenet-lite stream`: 640 ms, all history."""
-_SOXR_QUALITY = "HQ"  # as features.audio.load_audio, so streamed and offline samples agree
 MAX_SPEECH_EVENTS = 256
 """a stream keeps at most this many untaken VAD events (the newest): flat memory for hours when
 no one reads them"""
@@ -105,46 +92,38 @@ class Stream:
     ) -> None:
         self._rec = recognizer
         options = vad if vad is not None else recognizer.vad_options
-        self.vad: Optional[SpeechTracker] = None
+        if options is not None and recognizer.vad is None:
+            raise VadError("this recogniser was opened without a VAD: open it with vad='on'")
+        self.vad: Optional[SpeechTracker] = None if options is None else SpeechTracker(options)
         """the stream's VAD (rule "vad" ends its segments), or None"""
-        if options is not None:
-            recognizer.require_vad()
-            self.vad = SpeechTracker(options)
         self._speech: List[SpeechEvent] = []
         self._context = hotwords if hotwords is not None else recognizer.models.context
         self.fbank = FbankStream(recognizer.cfg.features, recognizer.device)
         """Online features (computed for all ready streams at once by ``decode_streams``, on
         the engine's device); frames before the next window are discarded as decoding goes."""
-        self._resampler: Optional[soxr.ResampleStream] = None
-        self._input_rate: Optional[int] = None
+        self._audio = StreamAudio(recognizer.cfg.features.sample_rate)
         self._next_frame = 0  # first input frame of the next chunk's window
         self._kept_from = 0  # fbank frames before this are discarded
-        self._closed: List[Tuple[Hypothesis, int, int]] = []  # (hyp, first frame, frames)
-        self._finals: List[Result] = []  # results of self._closed[: len(self._finals)]
-        self._pending: List[Tuple[int, Segment]] = []  # closed segments awaiting rescoring
+        punctuator = recognizer.punctuator
+        self._closed = ClosedSegments(
+            lambda hyp, first, frames: self._make_result(hyp, first, frames, is_final=True),
+            punctuator.stream() if punctuator is not None else None,
+        )
         self._done = False
-        self._slot: Optional[int] = None
-        self._leave: Optional[weakref.finalize] = None
-        pool = recognizer.pool
-        if pool is not None:  # the state lives in the recogniser's slots until the stream ends
-            self._slot = pool.join()
-            self._leave = weakref.finalize(self, pool.leave, self._slot)
+        self._slot: Optional[int] = recognizer.states.join()  # its state, until it is done
+        self._leave = weakref.finalize(self, recognizer.states.leave, self._slot)
         self._start_segment()
 
     def _start_segment(self) -> None:
         rec = self._rec
-        if self._slot is not None:
-            assert rec.pool is not None
-            rec.pool.reset(self._slot)
-        else:
-            self._state: EncoderState = rec.engine.init_state(1)
-        self._search = rec.new_search(self._context)
+        assert self._slot is not None
+        rec.states.reset(self._slot)
+        self._search: SearchState = rec.search.new_state(self._context)
         self._hyp = Hypothesis([], 0.0, [], 1.0)
         self._nbest: List[Hypothesis] = []  # the search's n-best (attention rescoring)
         self._encoded: List[torch.Tensor] = []  # (C, D) encoder outputs (attention rescoring)
         self._segment_start = self._next_frame // rec.subsampling_rate  # encoder frame
         self._segment_frames = 0  # encoder frames decoded in this segment
-        self._trailing_blanks = 0
 
     def accept_waveform(self, sample_rate: int, samples: np.ndarray) -> None:
         """Append (N,) mono float samples in [-1, 1] at ``sample_rate`` Hz (any rate; it must
@@ -152,32 +131,7 @@ class Stream:
         Integer samples (e.g. int16 PCM) are refused: clipped to [-1, 1] they would be noise."""
         if self.fbank.finished:
             raise RuntimeError("accept_waveform called after input_finished")
-        kind = np.asarray(samples).dtype.kind
-        if kind not in "f":
-            raise ValueError(
-                f"accept_waveform takes float samples in [-1, 1], got {np.asarray(samples).dtype}"
-                + (": divide 16-bit PCM by 32768" if kind in "iu" else "")
-            )
-        x = np.asarray(samples, dtype=np.float32)
-        if x.ndim != 1:
-            raise ValueError(f"expected mono samples of shape (N,), got shape {x.shape}")
-        if not np.all(np.isfinite(x)):
-            raise ValueError("samples contain NaN or inf")
-        target = self.fbank.cfg.sample_rate
-        if self._input_rate is None:
-            self._input_rate = sample_rate
-            if sample_rate != target:
-                self._resampler = soxr.ResampleStream(
-                    sample_rate, target, 1, dtype="float32", quality=_SOXR_QUALITY
-                )
-        elif sample_rate != self._input_rate:
-            raise ValueError(
-                f"a stream's sample rate cannot change: got {sample_rate} Hz after "
-                f"{self._input_rate} Hz"
-            )
-        if self._resampler is not None:
-            x = self._resampler.resample_chunk(x)
-        self._take_audio(np.clip(x, -1.0, 1.0))
+        self._take_audio(self._audio.accept(sample_rate, samples))
 
     def _take_audio(self, x: np.ndarray) -> None:
         self.fbank.accept_waveform(self.fbank.cfg.sample_rate, x)
@@ -188,9 +142,7 @@ class Stream:
         """No more audio: the rest is decoded (a last partial chunk included) and closed."""
         if self.fbank.finished:
             return
-        if self._resampler is not None:
-            tail = self._resampler.resample_chunk(np.zeros(0, np.float32), last=True)
-            self._take_audio(np.clip(tail, -1.0, 1.0))
+        self._take_audio(self._audio.finish())
         self.fbank.input_finished()
         self._check_done()
 
@@ -210,27 +162,26 @@ class Stream:
         return self._done
 
     @property
-    def greedy(self) -> Optional[StreamingGreedySearch]:
-        """The open segment's greedy search (None: it searches with the prefix beam)."""
-        return self._search if isinstance(self._search, StreamingGreedySearch) else None
-
-    @property
     def recognizer(self) -> StreamingRecognizer:
         """The recogniser that created this stream (and alone may decode it)."""
         return self._rec
 
     @property
     def state(self) -> EncoderState:
-        """The encoder state, a batch of one."""
-        if self._slot is not None:
-            assert self._rec.pool is not None
-            return self._rec.pool.gather(torch.tensor([self._slot], device=self._rec.device))
-        return self._state
+        """The encoder state, a batch of one (read from its slot)."""
+        if self._slot is None:
+            return self._rec.engine.init_state(0)  # done: its caches are freed
+        return self._rec.states.gather([self._slot])
+
+    @property
+    def search(self) -> SearchState:
+        """The open segment's search state (the recogniser steps it with the batch)."""
+        return self._search
 
     @property
     def slot(self) -> Optional[int]:
-        """Its slot in the recogniser's :class:`StatePool` (None: it holds its state, or it
-        is done)."""
+        """Its slot in the recogniser's :attr:`~StreamingRecognizer.states` (None once it is
+        done)."""
         return self._slot
 
     def take_speech_events(self) -> List[SpeechEvent]:
@@ -245,16 +196,10 @@ class Stream:
         rec = self._rec
         return (self._next_frame + rec.chunk_size * rec.subsampling_rate) * rec.hop_samples
 
-    def take_pending(self) -> List[Tuple[int, Segment]]:
-        """The closed segments that wait for attention rescoring, as (index, segment); taken
-        by the recogniser, which hands each one's best back through :meth:`rescored`."""
-        pending, self._pending = self._pending, []
-        return pending
-
-    def rescored(self, index: int, hyp: Hypothesis) -> None:
-        """The rescored best hypothesis of closed segment ``index``."""
-        _, first, frames = self._closed[index]
-        self._closed[index] = (hyp, first, frames)
+    @property
+    def closed(self) -> ClosedSegments:
+        """The closed segments (the recogniser takes those that wait for rescoring)."""
+        return self._closed
 
     @property
     def buffered_frames(self) -> int:
@@ -265,12 +210,9 @@ class Stream:
     def final_results(self) -> List[Result]:
         """Closed segments that hold at least one token, in order (attention rescoring: each
         rescored, if :meth:`StreamingRecognizer.decode_streams` has not done so already)."""
-        if self._pending:
+        if self._closed.pending:
             self._rec.rescore_pending([self])
-        for closed in self._closed[len(self._finals) :]:  # spelled once, when first asked for
-            final = self._make_result(*closed, is_final=True)
-            self._finals.append(punctuated(final, self._rec.punctuator))
-        return list(self._finals)
+        return self._closed.finals
 
     @property
     def num_final_results(self) -> int:
@@ -323,79 +265,38 @@ class Stream:
         available = self.fbank.num_frames_ready - self._next_frame
         return self.fbank.get_frames(self._next_frame, min(available, self._rec.window_size))
 
-    def advance(
-        self,
-        log_probs: torch.Tensor,
-        state: Optional[EncoderState],
-        encoded: Optional[torch.Tensor],
-        path: ChunkPath,
-    ) -> None:
-        """Take one decoded chunk (the recogniser's call): (n, V) log-probs of its valid
-        frames, the new state, for attention rescoring the (n, D) encoder output, and the
-        chunk's greedy path (:func:`greedy_chunks`, found for the whole batch at once): the
-        greedy search takes it, the prefix beam the log-probs. ``state`` None: the recogniser
-        wrote it into the stream's slot."""
+    def advance(self, search: SearchState, encoded: Optional[torch.Tensor], frames: int) -> None:
+        """Take one decoded chunk (the recogniser's call, the encoder state already in the
+        stream's slot): the search state after it, for attention rescoring the (n, D) encoder
+        output, and its ``frames`` valid encoder frames; then the segment rules decide whether
+        the segment ends here."""
         rec = self._rec
-        if state is not None:
-            self._state = state
-        if isinstance(self._search, StreamingGreedySearch):
-            found = self._search.accept_path(path)  # only the new tokens left the device
-        elif isinstance(self._search, TransducerState):
-            found = self._search.hypotheses()  # the recogniser stepped it with the batch
-        else:
-            found = self._search.accept(log_probs)  # the n-best, best first
+        self._search = search
+        found = search.hypotheses(rec.nbest)
         self._hyp = found[0]
-        if encoded is not None:  # rescoring: the search is the prefix beam, found its n-best
+        if encoded is not None:  # rescoring: keep the n-best and the segment's frames
             self._nbest = found
             self._encoded.append(encoded)
-        n = path.num_frames
-        if path.last_token >= 0:
-            self._trailing_blanks = n - 1 - path.last_token
-        else:
-            self._trailing_blanks += n
-        self._segment_frames += n
+        self._segment_frames += frames
         self._next_frame += rec.chunk_size * rec.subsampling_rate
         self._kept_from = min(self._next_frame, self.fbank.num_frames_ready)
         self.fbank.discard_before(self._kept_from)
-        frame_s = rec.subsampling_rate * rec.frame_shift_s
-        heard_quiet = False
+        vad_ended = None
         if self.vad is not None:  # its events up to this chunk's end (decode_streams ran it)
             events = self.vad.take(self._next_frame * rec.hop_samples)
             self._keep_speech(events)
-            heard_quiet = any(e.kind == "stopped" for e in events)
-        ended = detect_endpoint(
-            rec.endpoint,
-            self._hyp.num_tokens > 0,
-            0.0 if self.vad is not None else self._trailing_blanks * frame_s,  # rules 1, 2 off
-            self._segment_frames * frame_s,
-        )
-        if heard_quiet:
-            ended = VAD_RULE
-        limit = rec.max_segment_frames
-        if not ended and limit and self._segment_frames + rec.chunk_size > limit:
-            _log.info(
-                "a segment reached %d encoder frames (%.0f s) without an endpoint: ended there, "
-                "where the absolute positions of this model (WeNet's) end", self._segment_frames,
-                self._segment_frames * frame_s,
-            )  # fmt: skip
-            ended = 4
-        if ended:
+            vad_ended = any(e.kind == "stopped" for e in events)
+        has_tokens = self._hyp.num_tokens > 0
+        if rec.segment_rules.rule(has_tokens, search.trailing_blanks, self._segment_frames,
+                                  vad_ended):  # fmt: skip
             self._close_segment()
             self._start_segment()
         self._check_done()
 
-    @property
-    def transducer_state(self) -> TransducerState:
-        """The transducer search of the open segment (transducer modes only)."""
-        assert isinstance(self._search, TransducerState), "a transducer mode's stream"
-        return self._search
-
     def _close_segment(self) -> None:
         if self._hyp.num_tokens:
-            self._closed.append((self._hyp, self._segment_start, self._segment_frames))
-            if self._encoded:
-                segment = Segment(self._nbest, torch.cat(self._encoded))  # (S, D)
-                self._pending.append((len(self._closed) - 1, segment))
+            rescore = Segment(self._nbest, torch.cat(self._encoded)) if self._encoded else None
+            self._closed.close(self._hyp, self._segment_start, self._segment_frames, rescore)
         self._encoded = []
 
     def _keep_speech(self, events: List[SpeechEvent]) -> None:
@@ -409,38 +310,8 @@ class Stream:
             self._hyp = Hypothesis([], 0.0, [], 1.0)
             self._segment_frames = 0
             self._done = True
-            if self._leave is not None:  # its slot is free for another stream
-                self._leave()
-                self._slot = None
-            self._state = self._rec.engine.init_state(0)  # free the caches
-
-
-class StreamCursor:
-    """One consumer's place in a stream's results (a server connection, a printed input): the
-    final segments it has taken. The server and `stream`'s printer read streams through one,
-    so "which segments are new" is decided in one place."""
-
-    def __init__(self, stream: Stream) -> None:
-        self.stream = stream
-        self.taken = 0
-        """final segments taken so far"""
-
-    def new_finals(self, limit: Optional[int] = None) -> List[Tuple[int, Result]]:
-        """The segments closed since the last call (at most ``limit``), with their index."""
-        s = self.stream
-        if s.num_final_results <= self.taken:
-            return []
-        results = s.final_results[self.taken :]
-        if limit is not None:
-            results = results[:limit]
-        out = list(enumerate(results, self.taken))
-        self.taken += len(out)
-        return out
-
-    @property
-    def pending(self) -> bool:
-        """Closed segments wait that :meth:`new_finals` has not handed out."""
-        return self.stream.num_final_results > self.taken
+            self._leave()  # its slot is free for another stream
+            self._slot = None
 
 
 class StreamingRecognizer:
@@ -490,71 +361,65 @@ class StreamingRecognizer:
         model: Optional[ASRModel] = None,
         source: str = "the model",
         slots: Optional[bool] = None,
+        search: Optional[StreamSearch] = None,
+        vad: Optional[SileroVad] = None,
+        punctuator: Optional[Punctuator] = None,
     ) -> None:
         if not engine.chunking.streaming:
             raise ValueError(f"streaming needs a chunk size >= 1, got {engine.chunking.chunk_size}")
-        chunking = engine.chunking
-        check_chunking(cfg.encoder, chunking, cached=True, source=source)
+        check_chunking(cfg.encoder, engine.chunking, cached=True, source=source)
         keep_freed_memory()  # batched steps reuse freed activations (wenet_lite/host/malloc.py)
-        self.engine: Engine = engine
-        """runs the chunks (runtime/engines.py)"""
+        self.engine: Engine = engine  # runs the chunks (runtime/engines.py)
         self.model = model if model is not None else engine.model
-        self.cfg, self.tokenizer = cfg, tokenizer
-        self.source = source
-        self.chunking = chunking
+        self.cfg, self.tokenizer, self.source = cfg, tokenizer, source
+        self.chunking = engine.chunking
         self.options = (options or SearchOptions()).resolved(cfg.decode)
         self.endpoint = endpoint if endpoint is not None else EndpointConfig()
-        self.punctuator: Optional[Punctuator] = None
-        """cases and punctuates final results (``open_recognizer(punct=)``)"""
+        self.punctuator: Optional[Punctuator] = punctuator  # cases and punctuates finals
+        self._layout(cfg)
+        self.vad: Optional[SileroVad] = vad
+        """the VAD model the streams share, or None (then no stream has a VAD)"""
+        self.vad_options: Optional[VadOptions] = _rule_vad(self.endpoint, vad)
+        """the VAD of every stream (rule "vad" of ``endpoint``), or None"""
+        self.device, self.dtype = engine.device, engine.dtype  # e.g. a bfloat16 model
+        self.pool: Optional[StatePool] = self._pool(slots)
+        """the streams' states in one batched tensor, a slot each (fixed caches; by default
+        on CUDA), or None: each stream holds its own"""
+        self.states = self.pool if self.pool is not None else StateList(engine.init_state)
+        """where the streams' encoder states live, a slot each"""
+        self.models = self.options.load(tokenizer)  # the word LM and hotwords, if any
+        self.search: StreamSearch = search or make_search(self.options, self.models,
+                                                          self.model, source)  # fmt: skip
+        """the search every stream's chunks go through"""
+        self.nbest = (self.options.nbest or 1) if self.options.rescoring else 1
+        """hypotheses a stream keeps of each chunk (attention rescoring's n-best)"""
+        if self.options.rescoring:
+            check_decoder(self.model, source)
+
+    def _layout(self, cfg: ExperimentConfig) -> None:
+        """Windows, frames and segment rules of the model's front-end and the chunking."""
         self._layers = subsampling_layers(cfg.encoder.subsampling_rate)
         self.subsampling_rate: int = cfg.encoder.subsampling_rate
-        self.window_size: int = window_size(chunking.chunk_size, self._layers)
+        self.window_size: int = window_size(self.chunking.chunk_size, self._layers)
         """W: input frames of one chunk's window"""
         self.min_window_size: int = min_input_frames(self._layers)
         """input frames that give one encoder frame: a shorter final window gives nothing"""
         self.frame_shift_s: float = cfg.features.frame_shift_ms / 1000
         self.hop_samples: int = round(cfg.features.sample_rate * self.frame_shift_s)
         """samples per fbank frame"""
-        self.vad_options: Optional[VadOptions] = self.endpoint.vad_options()
-        """the VAD of every stream (rule "vad" of ``endpoint``), or None"""
-        self._vad: Optional[SileroVad] = None
-        if self.vad_options is not None:
-            self.require_vad()  # a missing VAD is said now, not at the first stream
-        self.max_segment_frames: int = WENET_MAX_POSITIONS if cfg.encoder.pos_enc == "wenet" else 0
-        """encoder frames after which a segment ends without an endpoint (0: never); WeNet's
-        absolute positions stop at its table's end"""
-        self._batcher = StateBatcher()
-        self.device, self.dtype = engine.device, engine.dtype  # e.g. a bfloat16 model
+        frame_s = self.subsampling_rate * self.frame_shift_s
+        limit = WENET_MAX_POSITIONS if cfg.encoder.pos_enc == "wenet" else 0
+        self.segment_rules = SegmentRules(self.endpoint, frame_s, self.chunk_size, limit)
+        """when a segment ends (the endpoint rules; WeNet's absolute positions' end)"""
+        self._growth_warning = int(HISTORY_WARNING_SECONDS / frame_s)
+        self._warned_growth = self.chunking.left_chunks >= 0  # a fixed cache never grows
+
+    def _pool(self, slots: Optional[bool]) -> Optional[StatePool]:
         if slots is None:  # on a GPU the states stay there; on the CPU a step reuses its batch
-            slots = torch.device(self.device).type == "cuda" and chunking.left_chunks >= 0
-        if slots and chunking.left_chunks < 0:
+            slots = torch.device(self.device).type == "cuda" and self.chunking.left_chunks >= 0
+        if slots and self.chunking.left_chunks < 0:
             raise ValueError("slots hold fixed-size caches: give left chunks >= 0")
-        self.pool: Optional[StatePool] = StatePool(engine.init_state) if slots else None
-        """the streams' states in one batched tensor, a slot each (fixed caches; by default
-        on CUDA), or None: each stream holds its own"""
-        self._frame_seconds = self.subsampling_rate * self.frame_shift_s
-        self._growth_warning = int(HISTORY_WARNING_SECONDS / self._frame_seconds)
-        self._warned_growth = chunking.left_chunks >= 0  # a fixed cache never grows
-        self.models = self.options.load(tokenizer)  # the word LM and hotwords, if any
-        self._transducer: Optional[TransducerSearch] = None
-        if self.options.transducer:
-            if self.model is None:
-                raise FieldError(
-                    f"{literal(source)} holds the encoder only: {{mode}} needs the transducer "
-                    "head, so stream the model file", mode=Setting("mode", self.options.mode),
-                )  # fmt: skip
-            check_transducer(self.model, source, self.options.mode)
-            assert self.model.transducer is not None
-            beam = self.options.beam_size if self.options.mode == "transducer_beam" else None
-            self._transducer = TransducerSearch(self.model.transducer, beam,
-                                                self.options.max_symbols)  # fmt: skip
-        if self.options.rescoring:
-            if self.model is None:
-                raise ValueError(
-                    f'{source} holds the encoder only: mode="attention_rescoring" needs the '
-                    "attention decoder, so stream the model file"
-                )
-            check_decoder(self.model, source)
+        return StatePool(self.engine.init_state) if slots else None
 
     def settings_record(self) -> Dict[str, Any]:
         """The settings for summaries (``summary.json``, `stream --json`'s last line)."""
@@ -574,11 +439,6 @@ class StreamingRecognizer:
         """C, encoder frames per chunk."""
         return self.chunking.chunk_size
 
-    @property
-    def left_chunks(self) -> int:
-        """Chunks of history each chunk sees (-1: all)."""
-        return self.chunking.left_chunks
-
     def create_stream(
         self, hotwords: Optional[ContextGraph] = None, vad: Optional[VadOptions] = None
     ) -> Stream:
@@ -586,16 +446,6 @@ class StreamingRecognizer:
         recognizer's list; ``vad``: its own VAD settings (its turns end its segments) instead
         of the recognizer's (``endpoint.vad_silence``)."""
         return Stream(self, hotwords, vad)
-
-    def require_vad(self) -> SileroVad:
-        """The VAD the streams share (loaded once); VadError naming what is missing."""
-        if self._vad is None:
-            rate = self.cfg.features.sample_rate
-            if rate != VAD_RATE:
-                raise ValueError(f"the VAD runs on {VAD_RATE} Hz audio; this model's features "
-                                 f"are at {rate} Hz")  # fmt: skip
-            self._vad = SileroVad()
-        return self._vad
 
     def hotwords_graph(self, lines: Sequence[str], source: str = "hotwords") -> ContextGraph:
         """A hotword graph for one stream: the recognizer's phrases (``options.hotwords``) and
@@ -606,10 +456,8 @@ class StreamingRecognizer:
                 f"{source}: hotwords need a beam search (mode=prefix_beam or transducer_beam); "
                 "this recognizer searches greedily"
             )
-        tokenizer = self.require_tokenizer()
-        own = self.models.context.phrases if self.models.context is not None else []
-        added = hotword_phrases(lines, tokenizer, self.options.hotwords_score, source)
-        return ContextGraph(own + added, word_starts(tokenizer))
+        return extended_context(self.models.context, lines, self.require_tokenizer(),
+                                self.options.hotwords_score, source)  # fmt: skip
 
     def decode_streams(self, streams: Sequence[Stream]) -> List[Stream]:
         """Decode one chunk of every ready stream in ONE batched encoder call.
@@ -617,62 +465,52 @@ class StreamingRecognizer:
         Streams that are not ready are skipped. Each stream's result equals decoding it alone.
         Returns the streams that were decoded.
         """
+        ready = self._ready(streams)
+        if ready:
+            compute_ready([s.fbank for s in ready])  # every ready stream's new frames, one call
+            heard = [s for s in ready if s.vad is not None]
+            if heard:  # every VAD up to its chunk's end, one model call a window
+                assert self.vad is not None, "a stream has a VAD only where the recogniser has"
+                track(self.vad, [s.vad for s in heard], [s.chunk_end_sample for s in heard])
+            chunk = self._encode(ready)
+            searches = self.search.step(chunk, [s.search for s in ready])
+            keep = chunk.encoded if self.options.rescoring else None
+            for i, (s, search) in enumerate(zip(ready, searches)):
+                n = chunk.lens[i]
+                s.advance(search, None if keep is None else keep[i, :n], n)
+        self.rescore_pending(streams)
+        return ready
+
+    def _ready(self, streams: Sequence[Stream]) -> List[Stream]:
         ready = [s for s in streams if s.is_ready]
         if len({id(s) for s in ready}) != len(ready):
             raise ValueError("decode_streams got the same stream twice")
-        if not ready:
-            self.rescore_pending(streams)
-            return []
-        for s in ready:
-            if s.recognizer is not self:
-                raise ValueError("a stream can only be decoded by the recognizer that created it")
-        compute_ready([s.fbank for s in ready])  # every ready stream's new frames, one call
-        heard = [s for s in ready if s.vad is not None]
-        if heard:  # every VAD up to its chunk's end, one model call a window
-            track(self.require_vad(), [s.vad for s in heard], [s.chunk_end_sample for s in heard])
+        if any(s.recognizer is not self for s in ready):
+            raise ValueError("a stream can only be decoded by the recognizer that created it")
+        return ready
+
+    def _encode(self, ready: List[Stream]) -> SearchChunk:
+        """The ready streams' next chunk through the engine, their states read from and
+        written back to their slots."""
         feats, lens = self._batch_windows(ready)  # (B, W, F), (B,)
-        slots = None
-        if self.pool is not None:
-            slots = torch.tensor([s.slot for s in ready], device=self.device)
-            state = self.pool.gather(slots)
-        else:
-            state = self._batcher.stack([s.state for s in ready])
+        slots = [s.slot for s in ready]
+        state = self.states.gather(slots)
         encoded: Optional[torch.Tensor] = None
-        if self.options.rescoring or self._transducer is not None:
+        if self.options.rescoring or self.search.needs_encoder:
             encoded, log_probs, new_state = self.engine.run_encoder(feats, lens, state)
         else:
             log_probs, new_state = self.engine.run(feats, lens, state)  # (B, C, V)
-        log_probs = penalize_blank(log_probs, self.options.blank_penalty)
-        valid = [output_length(n, self._layers) for n in lens.tolist()]
+        self.states.scatter(slots, new_state)
         if not self._warned_growth and new_state.att_cache.size(3) > self._growth_warning:
             self._warned_growth = True
             _log.warning(
                 Says("a stream holds %d s of history in its attention cache ({all}, no endpoint "
                      "yet): time and memory per chunk grow with it; {four} or endpointing keep "
                      "them flat", all=Setting("left_chunks", -1), four=Setting("left_chunks", 4)),
-                round(self._growth_warning * self._frame_seconds),
+                round(HISTORY_WARNING_SECONDS),
             )  # fmt: skip
-        searches = [s.greedy for s in ready]  # None: the prefix beam
-        last_ids = torch.tensor([g.last_id if g else BLANK_ID for g in searches])
-        scores = torch.tensor([g.score if g else 0.0 for g in searches], dtype=torch.float64)
-        paths = greedy_chunks(log_probs, torch.tensor(valid), last_ids, scores)
-        if self.pool is not None:
-            assert slots is not None
-            self.pool.scatter(slots, new_state)
-            owns: List[Optional[EncoderState]] = [None] * len(ready)
-        else:
-            owns = list(self._batcher.unstack(new_state))
-        if self.options.beam:  # the beam searches on the host: one copy for the batch
-            log_probs = log_probs.cpu()
-        if self._transducer is not None:  # every stream's frames, one joiner call a step
-            assert encoded is not None
-            self._transducer.step(encoded.float(), valid, [s.transducer_state for s in ready])
-            encoded = None  # (kept for attention rescoring only)
-        for i, (s, own) in enumerate(zip(ready, owns)):
-            n = valid[i]
-            s.advance(log_probs[i, :n], own, None if encoded is None else encoded[i, :n], paths[i])
-        self.rescore_pending(streams)
-        return ready
+        valid = [output_length(n, self._layers) for n in lens.tolist()]
+        return SearchChunk(log_probs, encoded, valid)
 
     def decode_until_done(self, streams: Sequence[Stream]) -> None:
         """Decode every ready chunk of ``streams``, batched, until none is ready."""
@@ -681,7 +519,7 @@ class StreamingRecognizer:
 
     def rescore_pending(self, streams: Sequence[Stream]) -> None:
         """Rescore the closed segments of ``streams`` that wait for it, in one decoder call."""
-        waiting = [(s, index, seg) for s in streams for index, seg in s.take_pending()]
+        waiting = [(s, index, seg) for s in streams for index, seg in s.closed.take_pending()]
         if not waiting:
             return
         assert self.model is not None and self.model.decoder is not None, "checked in __init__"
@@ -690,23 +528,7 @@ class StreamingRecognizer:
             self.model.decoder, [seg for _, _, seg in waiting], opts.ctc_weight, opts.reverse_weight
         )
         for (s, index, _), hyps in zip(waiting, found):
-            s.rescored(index, hyps[0])
-
-    def new_search(
-        self, context: Optional[ContextGraph]
-    ) -> Union[StreamingGreedySearch, StreamingPrefixBeamSearch, TransducerState]:
-        opts = self.options
-        if self._transducer is not None:  # advanced by decode_streams, for the whole batch
-            return self._transducer.new_state(context)
-        if opts.mode == "greedy":
-            return StreamingGreedySearch()
-        assert opts.beam_size is not None, "resolved in __init__"
-        nbest = opts.nbest if opts.rescoring else 1
-        assert nbest is not None, "resolved in __init__"
-        return StreamingPrefixBeamSearch(
-            opts.beam_size, nbest, scorer=self.models.scorer, token_min_logp=opts.token_min_logp,
-            context=context,
-        )  # fmt: skip
+            s.closed.rescored(index, hyps[0])
 
     def require_tokenizer(self) -> Tokenizer:
         if self.tokenizer is None:
@@ -725,3 +547,12 @@ class StreamingRecognizer:
                 feats[i, : w.size(0)] = w
         lens = torch.tensor(sizes, dtype=torch.long)
         return feats.to(self.dtype), lens.to(self.device)
+
+
+def _rule_vad(endpoint: EndpointConfig, vad: Optional[SileroVad]) -> Optional[VadOptions]:
+    """The VAD settings of the endpoint rule "vad" (None: off); VadError when it has no VAD."""
+    options = endpoint.vad_options()
+    if options is not None and vad is None:
+        raise VadError(f"the endpoint rule {Setting('vad_silence')} needs a VAD: open the "
+                       "recogniser with one")  # fmt: skip
+    return options

@@ -22,17 +22,12 @@ from wenet_lite.model import ASRModel
 from wenet_lite.model.chunking import Chunking
 from wenet_lite.runtime.engines import Engine, stream_log_probs
 from wenet_lite.runtime.long_audio import long_encoder_output, long_log_probs
-from wenet_lite.search.ctc_search import (
-    Hypothesis,
-    ctc_greedy_search,
-    ctc_prefix_beam_search,
-    penalize_blank,
-)
+from wenet_lite.search.ctc_search import Hypothesis
 from wenet_lite.search.options import SearchModels, SearchOptions
 from wenet_lite.search.rescore import Segment, rescore
-from wenet_lite.search.transducer_search import transducer_search
+from wenet_lite.search.stream_search import SearchChunk, make_search
 
-__all__ = ["DecodeOptions", "decode_batch", "decode_long"]
+__all__ = ["DecodeOptions", "decode_batch", "decode_long", "search_whole"]
 
 _log = logging.getLogger(__name__)
 
@@ -104,10 +99,7 @@ def decode_batch(
     else:
         out, out_lens = encoder(batch, lens, c, n)  # (B, T, D)
         log_probs = model.ctc(out)  # (B, T, V)
-    if transducer:
-        assert out is not None
-        return transducer_search(model, out, out_lens, options.search, models.context)
-    found = _search(log_probs.float().cpu(), out_lens.cpu(), options, models)
+    found = search_whole(options.search, models, model, log_probs, out, out_lens)
     if not rescoring:
         return found
     assert out is not None and model.decoder is not None, "OfflineRecognizer checks the decoder"
@@ -116,27 +108,21 @@ def decode_batch(
     return rescore(model.decoder, segments, search.ctc_weight, search.reverse_weight)
 
 
-def _search(
-    log_probs: torch.Tensor, out_lens: torch.Tensor, options: DecodeOptions, models: SearchModels
+def search_whole(
+    options: SearchOptions,
+    models: SearchModels,
+    model: Optional[ASRModel],
+    log_probs: Optional[torch.Tensor],
+    out: Optional[torch.Tensor],
+    lens: torch.Tensor,
 ) -> List[List[Hypothesis]]:
-    """The n best of each utterance of log-probs (B, T, V) with lengths (B,)."""
-    search = options.search
-    log_probs = penalize_blank(log_probs, search.blank_penalty)
-    if search.mode == "greedy":
-        return [[hyp] for hyp in ctc_greedy_search(log_probs, out_lens)]
-    beam, nbest = search.beam_size, search.nbest
-    assert beam is not None and nbest is not None, "OfflineRecognizer resolves them"
-    return [
-        ctc_prefix_beam_search(
-            log_probs[i, :t],
-            beam,
-            nbest,
-            scorer=models.scorer,
-            token_min_logp=search.token_min_logp,
-            context=models.context,
-        )  # fmt: skip
-        for i, t in enumerate(out_lens.tolist())
-    ]
+    """The n best of each of B whole utterances by the search ``options`` name: one step of
+    the streaming search over all their frames. log_probs (B, T, V) (None: a transducer
+    search, which reads the encoder's), out (B, T, D), lens (B,)."""
+    search = make_search(options, models, model, "the model")
+    states = [search.new_state(models.context) for _ in range(lens.size(0))]
+    chunk = SearchChunk(log_probs, out if search.needs_encoder else None, lens.tolist())
+    return [s.hypotheses(options.nbest or 1) for s in search.step(chunk, states)]
 
 
 def decode_long(
@@ -170,8 +156,7 @@ def decode_long(
     if options.search.transducer:
         out = long_encoder_output(model, feats, c, n, window, overlap, progress=label)  # (T, D)
         lens = torch.tensor([out.size(0)])
-        return transducer_search(model, out[None], lens, options.search, models.context)[0]
+        return search_whole(options.search, models, model, None, out[None], lens)[0]
     log_probs = long_log_probs(model, feats, c, n, window, overlap, progress=label)  # (T, V)
-    return _search(
-        log_probs[None].float().cpu(), torch.tensor([log_probs.size(0)]), options, models
-    )[0]
+    lens = torch.tensor([log_probs.size(0)])
+    return search_whole(options.search, models, model, log_probs[None], None, lens)[0]

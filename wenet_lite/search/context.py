@@ -239,6 +239,17 @@ def hotword_phrases(
     return phrases
 
 
+def extended_context(
+    context: Optional[ContextGraph], lines: Sequence[str], tokenizer: Tokenizer,
+    default_score: float, source: str,
+) -> ContextGraph:  # fmt: skip
+    """A graph of ``context``'s phrases (None: none) and those of hotword ``lines``, e.g. one
+    stream's own list beside the recogniser's; ValueError naming ``source`` for a bad line."""
+    own = context.phrases if context is not None else []
+    added = hotword_phrases(lines, tokenizer, default_score, source)
+    return ContextGraph(own + added, word_starts(tokenizer))
+
+
 def word_starts(tokenizer: Tokenizer) -> Set[int]:
     """Ids of the pieces that begin a word ('▁...'): whole-word matching."""
     return {i for i, piece in enumerate(tokenizer.pieces()) if piece.startswith(WORD_START)}

@@ -245,6 +245,8 @@ class StreamingGreedySearch:
 
     def __init__(self) -> None:
         self.num_frames = 0
+        self.trailing_blanks = 0
+        """frames since the last whose argmax is not blank (the endpoint rules' silence)"""
         self._prev = BLANK_ID  # argmax of the last frame seen; blank before the first frame
         self._score = 0.0
         self._last: Optional[_Emit] = None  # the last token emitted (a linked list back)
@@ -264,6 +266,10 @@ class StreamingGreedySearch:
 
     def result(self) -> List[Hypothesis]:
         """The hypotheses so far (one); the same cost at any length."""
+        return [self.best()]
+
+    def hypotheses(self, nbest: int = 1) -> List[Hypothesis]:
+        """The best path (greedy search has one, whatever ``nbest``)."""
         return [self.best()]
 
     def best(self) -> Hypothesis:
@@ -292,6 +298,10 @@ class StreamingGreedySearch:
         self._score = path.score
         self._prev = path.last_id
         self.num_frames += path.num_frames
+        if path.last_token >= 0:
+            self.trailing_blanks = path.num_frames - 1 - path.last_token
+        else:
+            self.trailing_blanks += path.num_frames
         return self.result()
 
     def _accept_best(self, ids: List[int], lps: List[float]) -> None:
@@ -303,6 +313,7 @@ class StreamingGreedySearch:
             elif tok != BLANK_ID and self._last is not None and lp > self._last.peak:
                 self._last = self._last.with_peak(lp)  # the same run: not a new token
             self._prev = tok
+            self.trailing_blanks = self.trailing_blanks + 1 if tok == BLANK_ID else 0
         self.num_frames += len(ids)
 
 
@@ -603,6 +614,8 @@ class StreamingPrefixBeamSearch:
         self.context = context
         self.token_min_logp = token_min_logp
         self.num_frames = 0
+        self.trailing_blanks = 0
+        """frames since the last whose argmax is not blank (the endpoint rules' silence)"""
         start = _Prefix(None if scorer is None else scorer.START)
         # The empty prefix before any frame: probability 1, an alignment "ending in blank".
         start.blank = 0.0
@@ -614,21 +627,28 @@ class StreamingPrefixBeamSearch:
         _check_chunk(log_probs)
         k = min(self.token_topk, log_probs.size(-1))
         top_lp, top_id = log_probs.topk(k, dim=-1)  # (C, k), (C, k)
+        argmax = log_probs.max(dim=-1).indices.tolist()  # (C,): the greedy path's, for ties too
         # Python floats (double) for the accumulation; one tensor-to-list conversion per chunk.
-        for t, (tokens, lps) in enumerate(zip(top_id.tolist(), top_lp.tolist()), self.num_frames):
+        rows = zip(top_id.tolist(), top_lp.tolist(), argmax)
+        for t, (tokens, lps, best) in enumerate(rows, self.num_frames):
             if self.token_min_logp is not None:
                 kept = 1 + sum(1 for lp in lps[1:] if lp >= self.token_min_logp)  # lps descend
                 tokens, lps = tokens[:kept], lps[:kept]
             self._step(t, tokens, lps)
+            self.trailing_blanks = self.trailing_blanks + 1 if best == BLANK_ID else 0
         self.num_frames += log_probs.size(0)
         return self.result()
 
     def result(self) -> List[Hypothesis]:
+        return self.hypotheses(self.nbest)
+
+    def hypotheses(self, nbest: int = 1) -> List[Hypothesis]:
+        """The ``nbest`` best so far (at most the ``nbest`` it was made with), best first."""
         scored = [
             (self._final_score(state), i, state) for i, state in enumerate(self._beam.values())
         ]
         scored.sort(key=lambda item: item[0], reverse=True)
-        return [self._hypothesis(st, score) for score, _, st in scored[: self.nbest]]
+        return [self._hypothesis(st, score) for score, _, st in scored[: min(nbest, self.nbest)]]
 
     def _final_score(self, state: _Prefix) -> float:
         score = state.total()

@@ -17,7 +17,7 @@ Shapes: the legend in ``wenet_lite`` (N hypotheses of all segments, S encoder fr
 
 from __future__ import annotations
 
-from typing import List, NamedTuple, Sequence
+from typing import List, NamedTuple, Optional, Sequence
 
 import torch
 
@@ -37,8 +37,14 @@ class Segment(NamedTuple):
     """(S, D)"""
 
 
-def check_decoder(model: ASRModel, source: str) -> None:
-    """ValueError naming ``source`` when the model has no attention decoder."""
+def check_decoder(model: Optional[ASRModel], source: str) -> None:
+    """ValueError naming ``source`` when the model has no attention decoder (None: an engine
+    without the torch model, which holds the encoder only)."""
+    if model is None:
+        raise FieldError(
+            f"{literal(source)} holds the encoder only: {{mode}} needs the attention decoder, "
+            "so stream the model file", mode=Setting("mode", "attention_rescoring"),
+        )  # fmt: skip
     if model.decoder is None:
         raise FieldError(
             f"{literal(source)} has no attention decoder (its config's decoder.type is none): "

@@ -23,12 +23,10 @@ from wenet_lite.model.asr import ASRModel
 from wenet_lite.model.transducer import TransducerHead
 from wenet_lite.search.context import ContextGraph
 from wenet_lite.search.ctc_search import Hypothesis
-from wenet_lite.search.options import SearchOptions
 
 __all__ = [
     "TransducerSearch",
     "check_transducer",
-    "transducer_search",
     "TransducerState",
     "transducer_beam_search",
     "transducer_greedy_search",
@@ -65,6 +63,12 @@ class TransducerState:
     context: Optional[ContextGraph] = None
     """hotwords (the modified beam search only)"""
 
+    @property
+    def trailing_blanks(self) -> int:
+        """Frames since the best path's last token (the endpoint rules' silence)."""
+        best = self.paths[0]
+        return self.frames - 1 - best.times[-1] if best.times else self.frames
+
     def hypotheses(self, nbest: int = 1) -> List[Hypothesis]:
         """The ``nbest`` best so far; with hotwords each scored as if the segment ended here
         (an unfinished phrase's bonus taken back, as the CTC prefix beam does)."""
@@ -84,12 +88,18 @@ def _hypothesis(p: _Path, frames: int, score: float) -> Hypothesis:
 
 
 class TransducerSearch:
-    """Greedy (``beam`` None) or modified beam search of ``head`` over streams' frames."""
+    """Greedy (``beam`` None) or modified beam search of ``head`` over streams' frames.
+
+    ``blank_penalty`` is subtracted from the joiner's blank logit before the log-softmax
+    (sherpa-onnx's and icefall's ``blank_penalty``): a briefly trained transducer emits too many
+    blanks and deletes words, and a penalty of 0.5-2 trades deletions for insertions."""
 
     def __init__(
-        self, head: TransducerHead, beam: Optional[int] = None, max_symbols: int = 4
-    ) -> None:
+        self, head: TransducerHead, beam: Optional[int] = None, max_symbols: int = 4,
+        blank_penalty: float = 0.0,
+    ) -> None:  # fmt: skip
         self.head, self.beam, self.max_symbols = head, beam, max_symbols
+        self.blank_penalty = blank_penalty
         self.context = head.predictor.context
 
     def new_state(self, context: Optional[ContextGraph] = None) -> TransducerState:
@@ -121,7 +131,10 @@ class TransducerSearch:
         return self.head.joiner.pred_proj(pred).float()
 
     def _log_probs(self, enc_j: torch.Tensor, pred_j: torch.Tensor) -> torch.Tensor:
-        return self.head.joiner.out(torch.tanh(enc_j + pred_j)).float().log_softmax(-1)
+        logits = self.head.joiner.out(torch.tanh(enc_j + pred_j)).float()  # (N, V)
+        if self.blank_penalty:
+            logits[:, 0] -= self.blank_penalty
+        return logits.log_softmax(-1)
 
     def _greedy_frame(self, enc_j: torch.Tensor, states: List[TransducerState]) -> None:
         """Up to ``max_symbols`` tokens a stream at this frame, then its blank."""
@@ -192,10 +205,11 @@ class TransducerSearch:
 
 
 def transducer_greedy_search(
-    head: TransducerHead, enc: torch.Tensor, lens: torch.Tensor, max_symbols: int = 4
-) -> List[Hypothesis]:
+    head: TransducerHead, enc: torch.Tensor, lens: torch.Tensor, max_symbols: int = 4,
+    blank_penalty: float = 0.0,
+) -> List[Hypothesis]:  # fmt: skip
     """The greedy hypothesis of each utterance: enc (B, T, D), lens (B,)."""
-    search = TransducerSearch(head, None, max_symbols)
+    search = TransducerSearch(head, None, max_symbols, blank_penalty)
     states = [search.new_state() for _ in range(enc.size(0))]
     search.step(enc, lens.tolist(), states)
     return [s.hypotheses()[0] for s in states]
@@ -203,11 +217,11 @@ def transducer_greedy_search(
 
 def transducer_beam_search(
     head: TransducerHead, enc: torch.Tensor, lens: torch.Tensor, beam: int, nbest: int = 1,
-    context: Optional[ContextGraph] = None,
+    context: Optional[ContextGraph] = None, blank_penalty: float = 0.0,
 ) -> List[List[Hypothesis]]:  # fmt: skip
     """The ``nbest`` best hypotheses of each utterance by modified beam search (``context``:
     hotwords)."""
-    search = TransducerSearch(head, beam)
+    search = TransducerSearch(head, beam, blank_penalty=blank_penalty)
     states = [search.new_state(context) for _ in range(enc.size(0))]
     search.step(enc, lens.tolist(), states)
     return [s.hypotheses(nbest) for s in states]
@@ -223,19 +237,3 @@ def check_transducer(model: ASRModel, source: str, mode: str) -> None:
             "prefix_beam",
             mode=Setting("mode", mode),
         )  # fmt: skip
-
-
-def transducer_search(
-    model: ASRModel, out: torch.Tensor, lens: torch.Tensor, search: SearchOptions,
-    context: Optional[ContextGraph] = None,
-) -> List[List[Hypothesis]]:  # fmt: skip
-    """The n best of each utterance's encoder output (B, T, D) by the transducer mode of
-    ``search`` (the model's head; checked by the recognisers); ``context``: hotwords of the
-    beam search."""
-    assert model.transducer is not None, "the recognisers check the head"
-    if search.mode == "transducer_greedy":
-        found = transducer_greedy_search(model.transducer, out, lens, search.max_symbols)
-        return [[h] for h in found]
-    assert search.beam_size is not None and search.nbest is not None, "resolved"
-    return transducer_beam_search(model.transducer, out, lens, search.beam_size, search.nbest,
-                                  context)  # fmt: skip

@@ -1,11 +1,13 @@
-"""`wenet-lite serve`: a websocket server for live streaming recognition (server.py: transport,
-admission, monitoring), the open streams and their decode loop (hub.py) and decode thread
+"""`wenet-lite serve`: a websocket server for live streaming recognition (server.py: the site,
+admission, monitoring), the one HTTP front that owns its port (http_front.py: request heads by
+h11, websocket upgrades handed to websockets), its table of plain routes (routes.py), websocket
+sessions (sessions.py), the open streams and their decode loop (hub.py) and decode thread
 (decode_thread.py), a stream's state and its peer (connection.py), its options (options.py),
-the HTTP side and admission (gate.py), the workers' shared counters and supervision
-(workers.py), the sherpa-onnx and WeNet protocols it speaks (protocols.py), plain HTTP requests
-on its port (http_exchange.py; an upload's form parsed as it arrives: upload_form.py), OpenAI's
-transcription API (openai_api.py; uploads in full context:
-uploads.py) and Realtime sessions (realtime.py), and its browser page (static/)."""
+pages, tokens and origins (gate.py), the workers' shared counters and supervision
+(workers.py), the sherpa-onnx and WeNet protocols it speaks (protocols.py), an upload's form
+parsed as it arrives (upload_form.py), OpenAI's transcription API (openai_api.py; uploads in
+full context: uploads.py) and Realtime sessions (realtime.py), and its browser page
+(static/)."""
 
 from typing import TYPE_CHECKING, Any
 

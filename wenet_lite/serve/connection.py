@@ -15,7 +15,8 @@ from typing import Any, Deque, Optional, Tuple, Union
 
 import numpy as np
 
-from wenet_lite.runtime.streaming import Stream, StreamCursor
+from wenet_lite.runtime.cursor import StreamCursor
+from wenet_lite.runtime.streaming import Stream
 from wenet_lite.serve.protocols import Boundary, Partial, Protocol
 from wenet_lite.serve.workers import peer_host
 

@@ -14,7 +14,8 @@ from typing import Any, List, Tuple
 
 import numpy as np
 
-from wenet_lite.runtime.streaming import StreamCursor, StreamingRecognizer
+from wenet_lite.runtime.cursor import StreamCursor
+from wenet_lite.runtime.streaming import StreamingRecognizer
 from wenet_lite.serve.connection import Client, Counters
 from wenet_lite.serve.protocols import Boundary
 from wenet_lite.serve.workers import Board

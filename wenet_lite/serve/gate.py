@@ -1,6 +1,7 @@
 """What `wenet-lite serve` answers over plain HTTP, and who may open a websocket.
 
-The page and its scripts answer GET and HEAD (405 otherwise); ``/health`` gives JSON. A
+The page and its scripts answer GET and HEAD (405 otherwise); ``/health`` gives JSON: rows of
+the server's one table of plain routes (``routes.py``). A
 websocket upgrade must come from an allowed origin (browsers send ``Origin``; a client that
 sends none, such as sherpa-onnx's or WeNet's, is not a page and is let in): the server's own
 origin always, pages on localhost when no list is given, else the listed origins (``*``: any).
@@ -11,15 +12,17 @@ With a token, an upgrade must carry it as ``Authorization: Bearer TOKEN`` or ``?
 from __future__ import annotations
 
 import hmac
-import http
+import ssl
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Callable, Dict, Optional, Tuple
-from urllib.parse import parse_qs, urlsplit
+from typing import Dict, List, Mapping, Optional, Tuple
+from urllib.parse import urlsplit
 
-__all__ = ["Gate", "WEBSOCKET_PATHS", "read_token", "tls_context"]
+from wenet_lite.serve.http_front import HttpResponse, RequestHead
 
-_STATIC = {  # HTTP path -> (file in wenet_lite/serve/static, content type)
+__all__ = ["Gate", "PAGES", "WEBSOCKET_PATHS", "bearer_token", "read_token", "tls_context"]
+
+PAGES = {  # HTTP path -> (file in wenet_lite/serve/static, content type)
     "/": ("index.html", "text/html; charset=utf-8"),
     "/index.html": ("index.html", "text/html; charset=utf-8"),
     "/app.js": ("app.js", "text/javascript; charset=utf-8"),
@@ -32,57 +35,50 @@ _WORKER_MARK = "<!--worker-->"
 """index.html's place for the line that names the worker that served it"""
 
 
+def bearer_token(headers: Mapping[str, str], query: Optional[Dict[str, List[str]]] = None) -> str:
+    """The token a request carries: ``Authorization: Bearer TOKEN`` (lower-case header names),
+    else, where ``query`` is given (a websocket, which a browser cannot give headers),
+    ``?token=TOKEN``; "" for none."""
+    header = headers.get("authorization", "")
+    if header[:7].lower() == "bearer ":
+        return header[7:].strip()
+    return ((query or {}).get("token") or [""])[0]
+
+
 @dataclass(frozen=True)
 class Gate:
-    """The HTTP side of one worker: pages, and the checks of a websocket upgrade."""
+    """The HTTP side of one worker: pages, the token, and the checks of a websocket upgrade."""
 
     allowed_origins: Tuple[str, ...] = ()
     token: Optional[str] = None
     worker: int = 0
     workers: int = 1
 
-    def page(
-        self, connection: Any, method: str, path: str, health: Callable[[], Dict[str, Any]]
-    ) -> Any:
-        """The response to a plain HTTP request (``health()`` gives /health's JSON)."""
-        import json
+    def authorized(self, given: str) -> bool:
+        """Whether ``given`` is the server's token (compared in constant time; any without a
+        token): the one check of every route that needs it."""
+        if self.token is None:
+            return True
+        return hmac.compare_digest(given.encode("utf-8"), self.token.encode("utf-8"))
 
-        if method not in ("GET", "HEAD"):
-            r = connection.respond(http.HTTPStatus.METHOD_NOT_ALLOWED, "only GET and HEAD\n")
-            r.headers["Allow"] = "GET, HEAD"
-        elif path == "/health":
-            r = connection.respond(http.HTTPStatus.OK, json.dumps(health()))
-            r = _typed(r, "application/json")
-        elif path in _STATIC:
-            name, mime = _STATIC[path]
-            text = resources.files("wenet_lite.serve").joinpath("static", name).read_text("utf-8")
-            if name == "index.html":
-                text = text.replace(_WORKER_MARK, self._served_by())
-            r = _typed(connection.respond(http.HTTPStatus.OK, text), mime)
-        else:
-            r = connection.respond(http.HTTPStatus.NOT_FOUND, "no such page\n")
-        if method == "HEAD":
-            r.body = b""  # Content-Length still gives the body's size
-        return r
+    def page(self, path: str) -> HttpResponse:
+        """The page or script at ``path`` (one of :data:`PAGES`)."""
+        name, mime = PAGES[path]
+        text = resources.files("wenet_lite.serve").joinpath("static", name).read_text("utf-8")
+        if name == "index.html":
+            text = text.replace(_WORKER_MARK, f"page served by worker {self.worker} of "
+                                f"{self.workers}")  # fmt: skip
+        return HttpResponse(200, text.encode("utf-8"), mime)
 
-    def _served_by(self) -> str:
-        return f"page served by worker {self.worker} of {self.workers}"
-
-    def refusal(self, connection: Any, request: Any) -> Optional[Any]:
+    def refusal(self, head: RequestHead) -> Optional[HttpResponse]:
         """An HTTP response refusing a websocket upgrade, or None to let it through."""
-        if not self.origin_allowed(request.headers.get("Origin"), request.headers.get("Host")):
-            return connection.respond(
-                http.HTTPStatus.FORBIDDEN, "this page's origin may not open a websocket here\n"
-            )
-        if self.token is not None and not hmac.compare_digest(
-            _given_token(request).encode("utf-8"), self.token.encode("utf-8")
-        ):
-            r = connection.respond(
-                http.HTTPStatus.UNAUTHORIZED,
-                "a token is needed: 'Authorization: Bearer TOKEN' or ?token=TOKEN\n",
-            )
-            r.headers["WWW-Authenticate"] = "Bearer"
-            return r
+        if not self.origin_allowed(head.headers.get("origin"), head.headers.get("host")):
+            return HttpResponse.text(403, "this page's origin may not open a websocket here")
+        if not self.authorized(bearer_token(head.headers, head.query)):
+            return HttpResponse.text(
+                401, "a token is needed: 'Authorization: Bearer TOKEN' or ?token=TOKEN",
+                **{"WWW-Authenticate": "Bearer"},
+            )  # fmt: skip
         return None
 
     def origin_allowed(self, origin: Optional[str], host: Optional[str]) -> bool:
@@ -96,24 +92,8 @@ class Gate:
         return not self.allowed_origins and (parts.hostname or "") in _LOCAL_HOSTS
 
 
-def _given_token(request: Any) -> str:
-    header = request.headers.get("Authorization", "")
-    if header[:7].lower() == "bearer ":
-        return header[7:].strip()
-    query = parse_qs(urlsplit(request.path).query)
-    return (query.get("token") or [""])[0]
-
-
-def _typed(response: Any, mime: str) -> Any:
-    del response.headers["Content-Type"]
-    response.headers["Content-Type"] = mime
-    return response
-
-
-def tls_context(certfile: str, keyfile: str) -> Any:
+def tls_context(certfile: str, keyfile: str) -> ssl.SSLContext:
     """The server's TLS context; ValueError naming the file that cannot be used."""
-    import ssl
-
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     try:
         context.load_cert_chain(certfile, keyfile)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import hmac
 import json
 import logging
 import os
@@ -31,18 +30,20 @@ from dataclasses import dataclass
 from typing import AsyncIterator, Dict, FrozenSet, Iterator, List, Optional, Tuple
 
 import numpy as np
+import soundfile as sf
 
 from wenet_lite.features.audio import AudioError, check_rate, read_audio_blocks
-from wenet_lite.runtime.streaming import Stream, StreamCursor, StreamingRecognizer
+from wenet_lite.runtime.cursor import StreamCursor
+from wenet_lite.runtime.streaming import Stream, StreamingRecognizer
 from wenet_lite.search.context import ContextGraph
 from wenet_lite.serve.connection import Client
-from wenet_lite.serve.http_exchange import BodyError, HttpRequest, HttpResponse
+from wenet_lite.serve.gate import Gate, bearer_token
+from wenet_lite.serve.http_front import BodyError, HttpRequest, HttpResponse, RequestHead
 from wenet_lite.serve.hub import StreamHub
 from wenet_lite.serve.protocols import Protocol
 from wenet_lite.serve.upload_form import UploadForm
 from wenet_lite.serve.uploads import UploadDecoder
-from wenet_lite.transcript import Segment, Transcript, format_transcript
-from wenet_lite.transcription import DEFAULT_PAUSE_S
+from wenet_lite.transcript import DEFAULT_PAUSE_S, Segment, Transcript, format_transcript
 
 __all__ = ["ApiError", "RESPONSE_FORMATS", "RequestPeer", "RequestProtocol", "TranscriptionApi",
            "hotword_phrase", "prompt_phrases"]  # fmt: skip
@@ -105,18 +106,41 @@ class _Asked:
 class _Job:
     """One request's audio: its spooled file, the block reader over it, what was read."""
 
-    def __init__(self, path: str, name: str) -> None:
-        self.path, self.name = path, name
+    def __init__(self, path: str, name: str, max_seconds: float) -> None:
+        self.path, self.name, self.max_seconds = path, name, max_seconds
         self.blocks: Optional[Iterator[Tuple[np.ndarray, int]]] = None
         self.first: Optional[Tuple[np.ndarray, int]] = None
         self.rate = 0
         self.samples = 0
+        self.read = 0
+        """samples decoded so far (a header may understate them)"""
         self.graph: Optional[ContextGraph] = None
         self.error: Optional[ApiError] = None
 
+    def open(self) -> None:
+        """The block reader, once the header's duration is within the limit (ApiError)."""
+        try:
+            declared = sf.info(self.path).duration
+        except (sf.LibsndfileError, RuntimeError, TypeError):
+            declared = 0.0  # the reader names what is wrong with it
+        self._check(declared)
+        self.blocks = read_audio_blocks(self.path, _BLOCK_S)
+
+    def _check(self, seconds: float) -> None:
+        if seconds > self.max_seconds:
+            raise ApiError(
+                400, f"{self.name}: {seconds / 60:.1f} min of audio, over this server's limit "
+                f"of {self.max_seconds / 60:g} min", param="file", code="audio_too_long",
+            )  # fmt: skip
+
     def next_block(self) -> Optional[Tuple[np.ndarray, int]]:
+        """The next block; ApiError once the audio runs past the limit."""
         assert self.blocks is not None
-        return next(self.blocks, None)
+        block = next(self.blocks, None)
+        if block is not None:
+            self.read += block[0].size
+            self._check(self.read / block[1])
+        return block
 
     def read_all(self) -> np.ndarray:
         """(N,) every sample of the upload: the first block and the rest."""
@@ -169,16 +193,19 @@ class TranscriptionApi:
         recognizer: StreamingRecognizer,
         model_id: str,
         language: str,
-        token: Optional[str],
+        gate: Gate,
         max_requests: int,
         max_body: int,
         uploads: Optional[UploadDecoder] = None,
+        max_seconds: float = float("inf"),
     ) -> None:
         self.hub, self.rec, self.uploads = hub, recognizer, uploads
         self.model_id, self.language = model_id, language.lower()
-        self.token = token
+        self.gate = gate
         self.max_requests = max_requests
         self.max_body = max_body
+        self.max_seconds = max_seconds
+        """an upload's longest audio, read from its header before it is decoded"""
         self.model_rate = recognizer.cfg.features.sample_rate
         self.busy = 0
         self.created = int(time.time())
@@ -187,33 +214,23 @@ class TranscriptionApi:
     # --- admission --------------------------------------------------------------------------
 
     def check_token(self, headers: Dict[str, str]) -> None:
-        if self.token is None:
-            return
-        given = headers.get("authorization", "")
-        given = given[7:].strip() if given[:7].lower() == "bearer " else ""
-        if not given:
+        """ApiError 401 unless the request carries the server's token (the gate's check)."""
+        given = bearer_token(headers)
+        if self.gate.token is not None and not given:
             raise ApiError(
                 401, "no API key given: send 'Authorization: Bearer TOKEN'", code="invalid_api_key"
             )
-        if not hmac.compare_digest(given.encode(), self.token.encode()):
+        if not self.gate.authorized(given):
             raise ApiError(401, "incorrect API key provided", code="invalid_api_key")
 
-    def refuse(self, path: str, headers: Dict[str, str], length: int) -> Optional[HttpResponse]:
-        """Before a body is read: a wrong path, a wrong token or too many requests."""
-        if not path.startswith("/v1/"):  # the page and the websockets take GET alone
-            return HttpResponse(405, b"method not allowed\n", "text/plain", {"Allow": "GET, HEAD"})
+    def refuse(self, head: RequestHead) -> Optional[HttpResponse]:
+        """Before a transcription's body is read: a wrong token, too large, too many."""
         try:
-            if path != "/v1/audio/transcriptions":
-                raise ApiError(
-                    404,
-                    f"no such endpoint: {path} (POST /v1/audio/transcriptions)",
-                    code="unknown_url",
-                )
-            self.check_token(headers)
-            if length > self.max_body:
+            self.check_token(head.headers)
+            if head.length > self.max_body:
                 raise ApiError(
                     413,
-                    f"the upload has {length / 1e6:.1f} MB, over this server's "
+                    f"the upload has {head.length / 1e6:.1f} MB, over this server's "
                     f"limit of {self.max_body / 1e6:.1f} MB",
                 )
             if self.busy >= self.max_requests:
@@ -229,28 +246,29 @@ class TranscriptionApi:
 
     # --- routes -----------------------------------------------------------------------------
 
-    def models(self, path: str, headers: Dict[str, str]) -> Tuple[int, Json]:
-        """GET /v1/models and /v1/models/{id}: (status, JSON)."""
-        try:
-            self.check_token(headers)
-            entry = {
-                "id": self.model_id,
-                "object": "model",
-                "created": self.created,
-                "owned_by": "wenet-lite",
-            }
-            if path.rstrip("/") == "/v1/models":
-                return 200, {"object": "list", "data": [entry]}
-            wanted = path[len("/v1/models/") :]
-            if wanted != self.model_id:
-                raise self._no_model(wanted)
-            return 200, entry
-        except ApiError as e:
-            return e.status, {"error": e.error()}
+    async def unknown(self, request: HttpRequest) -> HttpResponse:
+        """Any other ``/v1/`` path: OpenAI's 404."""
+        message = f"no such endpoint: {request.path} (POST /v1/audio/transcriptions)"
+        return ApiError(404, message, code="unknown_url").response()
 
-    def open_body(self, headers: Dict[str, str]) -> UploadForm:
+    async def models(self, request: HttpRequest) -> HttpResponse:
+        """GET /v1/models and /v1/models/{id}."""
+        try:
+            self.check_token(request.headers)
+            entry = {"id": self.model_id, "object": "model", "created": self.created,
+                     "owned_by": "wenet-lite"}  # fmt: skip
+            if request.path.rstrip("/") == "/v1/models":
+                return HttpResponse.json(200, {"object": "list", "data": [entry]})
+            wanted = request.path[len("/v1/models/") :]
+            if wanted != self.model_id:
+                raise _no_model(wanted, self.model_id)
+            return HttpResponse.json(200, entry)
+        except ApiError as e:
+            return e.response()
+
+    def open_body(self, head: RequestHead) -> UploadForm:
         """Where a request's body goes as it arrives: its form, the file spooled."""
-        return UploadForm(headers.get("content-type", ""))
+        return UploadForm(head.headers.get("content-type", ""))
 
     def body_error(self, e: BodyError) -> HttpResponse:
         """A body refused while it arrived, as OpenAI reports errors."""
@@ -262,7 +280,7 @@ class TranscriptionApi:
         self.busy += 1
         try:
             form = request.body
-            options = self._options(form)
+            options = _asked(form, self.model_id, self.language)
             if form.path is None:
                 raise ApiError(400, "you must provide a 'file' field with the audio", param="file")
             loop = asyncio.get_running_loop()
@@ -335,9 +353,9 @@ class TranscriptionApi:
     def _prepare(self, form: UploadForm, prompt: str) -> _Job:
         """The spooled upload's first block read (the reader of `transcribe FILE`), and the
         prompt's hotword graph."""
-        job = _Job(form.take(), form.filename)
+        job = _Job(form.take(), form.filename, self.max_seconds)
         try:
-            job.blocks = read_audio_blocks(job.path, _BLOCK_S)
+            job.open()
             job.first = job.next_block()
             if job.first is None:
                 raise AudioError(job.path, "empty", "audio file contains no samples")
@@ -374,8 +392,8 @@ class TranscriptionApi:
                 await self.hub.feed_when_room(c, block[0])
                 try:
                     block = await loop.run_in_executor(self.pool, job.next_block)
-                except AudioError as e:
-                    job.error = _audio_error(e, job)
+                except (AudioError, ApiError) as e:
+                    job.error = _audio_error(e, job) if isinstance(e, AudioError) else e
                     c.failure = str(job.error)
                     self.hub.abort(c)
                     return
@@ -386,55 +404,58 @@ class TranscriptionApi:
     def _done(self, c: Client, job: _Job) -> None:
         self.hub.done(c, "answered" if c.eof else "its client left", job.samples / max(job.rate, 1))
 
-    def _no_model(self, name: str) -> ApiError:
-        return ApiError(404, f"the model '{name}' does not exist; this server serves "
-                        f"'{self.model_id}'", param="model", code="model_not_found")  # fmt: skip
 
-    def _options(self, form: UploadForm) -> _Asked:
-        model = form.one("model")
-        if not model:
-            raise ApiError(400, "you must provide a model parameter", param="model")
-        if model != self.model_id:
-            raise self._no_model(model)
-        fmt = form.one("response_format", "json") or "json"
-        if fmt not in RESPONSE_FORMATS:
-            raise ApiError(
-                400,
-                f"response_format '{fmt}' is not one of {', '.join(RESPONSE_FORMATS)}",
-                param="response_format",
-            )
-        language = (form.one("language") or self.language).lower()
-        if language != self.language:
-            raise ApiError(
-                400,
-                f"language '{language}': this model transcribes '{self.language}'",
-                param="language",
-                code="unsupported_language",
-            )
-        grains = form.fields.get("timestamp_granularities[]", []) + form.fields.get(
-            "timestamp_granularities", []
+def _no_model(name: str, served: str) -> ApiError:
+    return ApiError(404, f"the model '{name}' does not exist; this server serves '{served}'",
+                    param="model", code="model_not_found")  # fmt: skip
+
+
+def _asked(form: UploadForm, model_id: str, served_language: str) -> _Asked:
+    """What a transcription request asks for, each field checked (ApiError naming it)."""
+    model = form.one("model")
+    if not model:
+        raise ApiError(400, "you must provide a model parameter", param="model")
+    if model != model_id:
+        raise _no_model(model, model_id)
+    fmt = form.one("response_format", "json") or "json"
+    if fmt not in RESPONSE_FORMATS:
+        raise ApiError(
+            400,
+            f"response_format '{fmt}' is not one of {', '.join(RESPONSE_FORMATS)}",
+            param="response_format",
         )
-        for g in grains:
-            if g not in ("word", "segment"):
-                raise ApiError(
-                    400,
-                    f"timestamp_granularities: '{g}' is not word or segment",
-                    param="timestamp_granularities",
-                )
-        stream = (form.one("stream") or "false").lower() == "true"
-        if stream and fmt not in ("json", "text"):
+    language = (form.one("language") or served_language).lower()
+    if language != served_language:
+        raise ApiError(
+            400,
+            f"language '{language}': this model transcribes '{served_language}'",
+            param="language",
+            code="unsupported_language",
+        )
+    grains = form.fields.get("timestamp_granularities[]", []) + form.fields.get(
+        "timestamp_granularities", []
+    )
+    for g in grains:
+        if g not in ("word", "segment"):
             raise ApiError(
                 400,
-                f"stream=true sends text events: response_format '{fmt}' cannot stream",
-                param="stream",
+                f"timestamp_granularities: '{g}' is not word or segment",
+                param="timestamp_granularities",
             )
-        return _Asked(
-            fmt,
-            frozenset(grains) or frozenset({"segment"}),
-            stream,
-            _LANGUAGES.get(self.language, self.language),
-            form.one("prompt") or "",
+    stream = (form.one("stream") or "false").lower() == "true"
+    if stream and fmt not in ("json", "text"):
+        raise ApiError(
+            400,
+            f"stream=true sends text events: response_format '{fmt}' cannot stream",
+            param="stream",
         )
+    return _Asked(
+        fmt,
+        frozenset(grains) or frozenset({"segment"}),
+        stream,
+        _LANGUAGES.get(served_language, served_language),
+        form.one("prompt") or "",
+    )
 
 
 def hotword_phrase(text: str) -> str:

@@ -23,11 +23,20 @@ class ServerOptions:
         default=1000,
         metadata=flag("--max-connections", "more are refused with HTTP 503 and the reason"),
     )
-    max_connections_per_peer: int = field(
-        default=0,
+    max_connections_per_peer: Optional[int] = field(
+        default=None,
         metadata=flag(
             "--max-connections-per-peer",
-            "connections one client address may hold open, more get HTTP 503 (0: no limit)",
+            "connections one client address may hold open, more get HTTP 503 (default: "
+            "--max-connections less a tenth, kept for the other addresses; 0: no limit)",
+        ),
+    )
+    head_timeout: float = field(
+        default=10.0,
+        metadata=flag(
+            "--head-timeout",
+            "s from a connection's start within which its request head (an HTTP request's line "
+            "and headers, a websocket's handshake) must have arrived; later is 408, closed",
         ),
     )
     max_batch_size: int = field(
@@ -123,6 +132,14 @@ class ServerOptions:
         default=100.0,
         metadata=flag("--max-upload-mb", "MB an OpenAI API upload may have (HTTP 413 beyond)"),
     )
+    max_upload_minutes: float = field(
+        default=60.0,
+        metadata=flag(
+            "--max-upload-minutes",
+            "minutes of audio an OpenAI API upload may hold, read from its header before it is "
+            "decoded (HTTP 400 beyond): a few MB of compressed silence can hold hours",
+        ),
+    )
     upload_context: Literal["full", "streamed"] = field(
         default="full",
         metadata=flag(
@@ -149,9 +166,14 @@ class ServerOptions:
                      "max_unsent"):  # fmt: skip
             if getattr(self, name) < 1:
                 raise _wrong(self, name, "must be at least 1")
-        for name in ("max_wait_ms", "idle_timeout", "log_interval", "max_connections_per_peer"):
+        for name in ("max_wait_ms", "idle_timeout", "log_interval"):
             if not getattr(self, name) >= 0:
                 raise _wrong(self, name, "must be >= 0")
+        if self.max_connections_per_peer is not None and self.max_connections_per_peer < 0:
+            raise _wrong(self, "max_connections_per_peer", "must be >= 0")
+        for name in ("head_timeout", "max_upload_minutes"):
+            if not 0 < getattr(self, name) < float("inf"):
+                raise _wrong(self, name, "must be a number > 0")
         if self.upload_context not in ("full", "streamed"):
             raise _wrong(self, "upload_context", "must be full or streamed")
         if self.vad not in ("auto", "on", "off"):
@@ -165,6 +187,13 @@ class ServerOptions:
         if (self.certfile is None) != (self.keyfile is None):
             raise FieldError("{cert} and {key} go together: give both or neither",
                              cert=Setting("certfile"), key=Setting("keyfile"))  # fmt: skip
+
+    @property
+    def peer_limit(self) -> int:
+        """Connections one address may hold (0: any number)."""
+        if self.max_connections_per_peer is None:  # a tenth kept for the other addresses
+            return max(1, self.max_connections - max(1, self.max_connections // 10))
+        return self.max_connections_per_peer
 
     @property
     def origins(self) -> Tuple[str, ...]:

@@ -36,7 +36,8 @@ import numpy as np
 from wenet_lite.runtime.result import Result
 
 if TYPE_CHECKING:
-    from wenet_lite.runtime.streaming import Stream, StreamCursor
+    from wenet_lite.runtime.cursor import StreamCursor
+    from wenet_lite.runtime.streaming import Stream
 
 __all__ = [
     "Actions", "Boundary", "END", "PROTOCOLS", "Partial", "Protocol", "Served", "SherpaProtocol",

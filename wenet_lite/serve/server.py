@@ -25,51 +25,55 @@ No client can hurt another:
   it sends has its input ended (tiny messages do not keep a slot); one that never started its
   protocol is closed.
 
+The transport is one HTTP front that owns the port (http_front.py): it reads each
+connection's request head (within ``head_timeout``), answers the plain routes of one table
+(routes.py) and hands websocket upgrades to websockets; the sessions (sessions.py) run them.
+
 Operations: ``/health`` (the whole server's counters and status, workers.py),
-``max_connections`` and ``max_connections_per_peer`` (HTTP 503 with the reason), origins, a
-token and TLS (gate.py), graceful shutdown on SIGTERM or Ctrl-C (open streams get their final
-results, then close 1001), one log line per connection and one every ``log_interval`` seconds.
+``max_connections`` and ``max_connections_per_peer`` (HTTP 503 with the reason, answered at a
+connection's first bytes; every open connection counts, refused ones too, until it closes),
+origins, a token and TLS (gate.py), graceful shutdown on SIGTERM or Ctrl-C (open streams get
+their final results, then close 1001), one log line per connection and one every
+``log_interval`` seconds.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import http
-import json
 import logging
 import os
 import signal
 import socket
+import ssl
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Tuple, Union
+from typing import Callable, Dict, List, Optional, Type, Union
 
 import torch
-from websockets.exceptions import ConnectionClosed
+from websockets.asyncio.connection import Connection
 
 from wenet_lite.recognizer import EngineSpec, open_offline
-from wenet_lite.runtime.streaming import StreamCursor, StreamingRecognizer
+from wenet_lite.runtime.streaming import StreamingRecognizer
 from wenet_lite.runtime.utterance import DecodeOptions
-from wenet_lite.serve.connection import COUNTERS, Client, Counters
-from wenet_lite.serve.gate import WEBSOCKET_PATHS, Gate, read_token, tls_context
-from wenet_lite.serve.http_exchange import HttpExchange, front_connection
-from wenet_lite.serve.hub import StreamHub
-from wenet_lite.serve.openai_api import ApiError, TranscriptionApi
-from wenet_lite.serve.options import ServerOptions
-from wenet_lite.serve.protocols import (
-    PROTOCOLS,
-    Actions,
-    ProtocolError,
-    Served,
-    Start,
-    close_reason,
+from wenet_lite.serve.connection import COUNTERS, Counters
+from wenet_lite.serve.gate import Gate, read_token, tls_context
+from wenet_lite.serve.http_front import (
+    HttpFront,
+    HttpResponse,
+    PlainRoute,
+    RequestHead,
+    WebSocketSettings,
 )
+from wenet_lite.serve.hub import StreamHub
+from wenet_lite.serve.openai_api import TranscriptionApi
+from wenet_lite.serve.options import ServerOptions
+from wenet_lite.serve.protocols import PROTOCOLS, Protocol, Served
 from wenet_lite.serve.realtime import RealtimeProtocol
+from wenet_lite.serve.routes import plain_routes
+from wenet_lite.serve.sessions import WebSocketSessions
 from wenet_lite.serve.uploads import UploadDecoder
-from wenet_lite.serve.workers import Board, peer_host, supervise
-from wenet_lite.vad.silero import RATE as VAD_RATE
-from wenet_lite.vad.silero import vad_available
+from wenet_lite.serve.workers import Board, supervise
 
 __all__ = ["Secrets", "Server", "ServerOptions", "serve"]
 
@@ -87,7 +91,7 @@ _WRITE_LIMIT = 1 << 16
 class Secrets:
     """The TLS context and the token of :class:`ServerOptions`, read once (before forking)."""
 
-    tls: Any = None
+    tls: Optional[ssl.SSLContext] = None
     token: Optional[str] = None
 
     @classmethod
@@ -99,28 +103,10 @@ class Secrets:
         return cls(tls, token)
 
 
-class WebSocketPeer:
-    """A websocket connection as a stream's :class:`~wenet_lite.serve.connection.Peer`."""
-
-    def __init__(self, ws: Any) -> None:
-        self.ws = ws
-
-    @property
-    def address(self) -> Optional[Tuple[str, int]]:
-        return self.ws.remote_address
-
-    def unsent(self) -> int:
-        transport = self.ws.transport
-        return transport.get_write_buffer_size() if transport is not None else 0
-
-    def abort(self, code: int, reason: str) -> None:
-        asyncio.get_running_loop().create_task(_abort(self.ws, code, reason))
-
-
 class Server:
     """The server over one :class:`StreamingRecognizer`; :meth:`run` serves until stopped.
-    It keeps the transport (websockets, and HTTP exchanges on the same port), admission and
-    monitoring; the streams are its :class:`StreamHub`'s."""
+    It is the site of the HTTP front (admission, the routes, the websocket sessions) and
+    keeps the monitoring; the streams are its :class:`StreamHub`'s."""
 
     def __init__(
         self,
@@ -136,28 +122,30 @@ class Server:
         self.board = board if board is not None else Board(1, COUNTERS)
         self._secrets = secrets if secrets is not None else Secrets.load(options)
         self.gate = Gate(options.origins, self._secrets.token, worker, options.workers)
-        self.sample_rate = recognizer.cfg.features.sample_rate
         self.counters = Counters()
         self.hub = StreamHub(
             recognizer, self.counters, self.board, worker, self._who, options.max_batch_size,
-            max(1, int(options.max_queued_audio * self.sample_rate)), options.max_unsent,
-            options.max_wait_ms, f"{worker}." if options.workers > 1 else "",
+            max(1, int(options.max_queued_audio * recognizer.cfg.features.sample_rate)),
+            options.max_unsent, options.max_wait_ms, f"{worker}." if options.workers > 1 else "",
         )  # fmt: skip
-        vad = options.openai_api and _uses_vad(recognizer, options)
-        if vad:
-            recognizer.require_vad()  # loaded once, before the first session needs it
-        self._served = Served(options.model_id or "wenet-lite", options.language.lower(),
-                              recognizer.options.takes_hotwords, vad)  # fmt: skip
+        vad = options.openai_api and recognizer.vad is not None  # chosen when it was opened
+        served = Served(options.model_id or "wenet-lite", options.language.lower(),
+                        recognizer.options.takes_hotwords, vad)  # fmt: skip
         self.api: Optional[TranscriptionApi] = None
-        self._adapters: Dict[str, Any] = dict(PROTOCOLS)
+        adapters: Dict[str, Type[Protocol]] = dict(PROTOCOLS)
         if options.openai_api:
             self.api = TranscriptionApi(
-                self.hub, recognizer, self._served.model_id, self._served.language,
-                self._secrets.token, options.max_connections,
-                int(options.max_upload_mb * 1e6) + 64 * 1024,
-                _upload_decoder(recognizer, options, vad),
+                self.hub, recognizer, served.model_id, served.language, self.gate,
+                options.max_connections, int(options.max_upload_mb * 1e6) + 64 * 1024,
+                _upload_decoder(recognizer, options), options.max_upload_minutes * 60,
             )  # fmt: skip
-            self._adapters[RealtimeProtocol.name] = RealtimeProtocol
+            adapters[RealtimeProtocol.name] = RealtimeProtocol
+        self.sessions = WebSocketSessions(self.hub, recognizer, self.counters, adapters, served,
+                                          options.idle_timeout)  # fmt: skip
+        # the front's site: its routes, timeouts and websocket settings
+        self.routes: List[PlainRoute] = plain_routes(self.gate, self.health, self.api)
+        self.websocket = WebSocketSettings(options.max_message_size, _MAX_QUEUE, _WRITE_LIMIT)
+        self.head_timeout, self.idle_timeout = options.head_timeout, options.idle_timeout
         self._stopping = False
         self._stop: Optional[asyncio.Event] = None
         self.port: Optional[int] = None
@@ -166,8 +154,6 @@ class Server:
 
     async def run(self, ready: Optional[asyncio.Event] = None) -> None:
         """Serve until SIGTERM/SIGINT (or :meth:`stop`); then finish the open streams."""
-        from websockets.asyncio.server import serve as ws_serve
-
         loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -180,25 +166,23 @@ class Server:
         tasks = [asyncio.create_task(t) for t in (self.hub.decode_loop(), self._log_loop(),
                                                   self._watch_loop())]  # fmt: skip
         sock = self._sock if self._sock is not None else listen(self.opts.host, self.opts.port)
-        async with ws_serve(
-            self._handle, sock=sock, process_request=self._http, ssl=self._secrets.tls,
-            max_size=self.opts.max_message_size, max_queue=_MAX_QUEUE,
-            write_limit=_WRITE_LIMIT, compression=None, server_header=None,
-            create_connection=front_connection(self._exchange),
-        ) as server:  # fmt: skip
-            self.port = sock.getsockname()[1]
-            s, host = self.opts.scheme, self.opts.host
-            _log.info(
-                "%slistening on ws%s://%s:%d (sherpa-onnx protocol on /, WeNet's on /wenet; page "
-                "http%s://%s:%d/)", self._who, s, host, self.port, s, host, self.port,
-            )  # fmt: skip
-            if ready is not None:
-                ready.set()
-            await self._stop.wait()
-            _log.info("%sshutting down: finishing %d open stream(s)", self._who,
-                      self.hub.open_count)  # fmt: skip
-            server.close(close_connections=False)  # no new connections
-            await self.hub.finish(_SHUTDOWN_GRACE_S)
+        server = await loop.create_server(
+            lambda: HttpFront(self), sock=sock, ssl=self._secrets.tls,
+            ssl_handshake_timeout=self.head_timeout if self._secrets.tls else None,
+        )  # fmt: skip
+        self.port = sock.getsockname()[1]
+        s, host = self.opts.scheme, self.opts.host
+        _log.info(
+            "%slistening on ws%s://%s:%d (sherpa-onnx protocol on /, WeNet's on /wenet; page "
+            "http%s://%s:%d/)", self._who, s, host, self.port, s, host, self.port,
+        )  # fmt: skip
+        if ready is not None:
+            ready.set()
+        await self._stop.wait()
+        _log.info("%sshutting down: finishing %d open stream(s)", self._who,
+                  self.hub.open_count)  # fmt: skip
+        server.close()  # no new connections; the open ones go on
+        await self.hub.finish(_SHUTDOWN_GRACE_S)
         for t in tasks:
             t.cancel()
         self.hub.shutdown()
@@ -217,59 +201,37 @@ class Server:
         if self._stop is not None:
             self._stop.set()
 
-    def _exchange(self, address: Any) -> Optional[HttpExchange]:
-        """Where a request of another method than GET goes (None: websockets refuses it). An
-        HTTP exchange is a connection like a websocket's: it counts against the connection
-        limits from its first byte to its close (a body in flight holds a file and a socket)."""
-        if self.api is None or self._stopping:
-            return None
-        peer = peer_host(address)
-        full = self._full(peer)
-        if full is not None:  # answered 503 before any body is read
-            self.counters.refused += 1
-            _log.info("%srefused an HTTP request from %s: %s", self._who, peer, full)
-            busy = ApiError(503, f"{full}; retry later", kind="server_error").response()
-            return HttpExchange(self.api.handle, lambda *_: busy, self.api.open_body,
-                                self.api.max_body)  # fmt: skip
-        self.board.count(self.worker, peer, 1)
-        return HttpExchange(self.api.handle, self.api.refuse, self.api.open_body,
-                            self.api.max_body, self.opts.idle_timeout,
-                            lambda: self.board.count(self.worker, peer, -1),
-                            self.api.body_error)  # fmt: skip
+    # --- the front's site -------------------------------------------------------------------
 
-    def _http(self, connection: Any, request: Any) -> Any:
-        """Plain HTTP (the page, /health, /v1/models) and the admission of websocket clients."""
-        path = request.path.split("?", 1)[0]
-        if self.api is not None and path.startswith("/v1/models"):
-            headers = {k.lower(): v for k, v in request.headers.raw_items()}
-            status, body = self.api.models(path, headers)
-            r = connection.respond(http.HTTPStatus(status), json.dumps(body))
-            del r.headers["Content-Type"]
-            r.headers["Content-Type"] = "application/json"
-            if status == 401:
-                r.headers["WWW-Authenticate"] = "Bearer"
-            return r
-        if request.headers.get("Upgrade", "").lower() != "websocket":
-            return self.gate.page(connection, request.method, path, self.health)
-        if WEBSOCKET_PATHS.get(path) not in self._adapters:  # Realtime: with the API only
-            return connection.respond(
-                http.HTTPStatus.NOT_FOUND,
-                "no websocket endpoint here: / speaks sherpa-onnx's protocol, /wenet WeNet's, "
-                "/v1/realtime OpenAI's Realtime transcription\n",
-            )
-        peer = peer_host(connection.remote_address)
-        refusal = self.gate.refusal(connection, request)
-        why = None if refusal is None else f"HTTP {refusal.status_code}"
-        if refusal is None:
-            why = self._full(peer)
-            if why is not None:
-                refusal = connection.respond(
-                    http.HTTPStatus.SERVICE_UNAVAILABLE, f"{why}; retry later\n"
-                )
-        if refusal is not None:
+    def opened(self, peer: str) -> Optional[str]:
+        """A connection arrived (counted until it closes, refused or not): why it is refused
+        (answered 503), or None."""
+        why = self._full(peer)
+        self.board.count(self.worker, peer, 1)
+        if why is not None:
             self.counters.refused += 1
             _log.info("%srefused a connection from %s: %s", self._who, peer, why)
+        return why
+
+    def closed(self, peer: str) -> None:
+        self.board.count(self.worker, peer, -1)
+
+    def upgrade(self, head: RequestHead) -> Optional[HttpResponse]:
+        """A websocket handshake's refusal: no endpoint at its path, its origin or token."""
+        if not self.sessions.serves(head.path):  # Realtime: with the API only
+            return HttpResponse.text(
+                404, "no websocket endpoint here: / speaks sherpa-onnx's protocol, /wenet "
+                "WeNet's, /v1/realtime OpenAI's Realtime transcription",
+            )  # fmt: skip
+        refusal = self.gate.refusal(head)
+        if refusal is not None:
+            self.counters.refused += 1
+            _log.info("%srefused a connection from %s: HTTP %d", self._who, head.peer,
+                      refusal.status)  # fmt: skip
         return refusal
+
+    async def serve_websocket(self, connection: Connection) -> None:
+        await self.sessions.run(connection)
 
     def _full(self, peer: str) -> Optional[str]:
         """Why a new connection from ``peer`` cannot be taken now, or None."""
@@ -277,12 +239,12 @@ class Server:
             return "the server is shutting down"
         if self.board.open_connections() >= self.opts.max_connections:
             return f"the server is at its limit of {self.opts.max_connections} connections"
-        most = self.opts.max_connections_per_peer
+        most = self.opts.peer_limit
         if most and self.board.peer_connections(peer) >= most:
             return f"{peer} has {most} connection(s) open, the most one address may"
         return None
 
-    def health(self) -> Dict[str, Any]:
+    def health(self) -> Dict[str, object]:
         """The whole server's health (every worker's row; this worker's is refreshed)."""
         self._publish()
         return self.board.health(self.worker, self._stopping)
@@ -290,119 +252,6 @@ class Server:
     def _publish(self, **values: float) -> None:
         row = {"pid": os.getpid(), "heartbeat": time.time(), "open_streams": self.hub.open_count}
         self.board.publish(self.worker, {**row, **dataclasses.asdict(self.counters), **values})
-
-    async def _handle(self, ws: Any) -> None:
-        kind = self._adapters[WEBSOCKET_PATHS[ws.request.path.split("?", 1)[0]]]
-        protocol = kind.open(self._served)
-        c = self.hub.open(protocol, WebSocketPeer(ws), protocol.input_rate)
-        self.board.count(self.worker, c.host, 1)
-        sender = asyncio.create_task(self._send_loop(c, ws))
-        greeting = protocol.greeting()
-        if greeting is not None:
-            self.hub.send(c, greeting)
-        try:
-            await self._receive(c, ws)
-            await sender  # ends after the last result (or when the client goes)
-            if c.outcome == "open":
-                c.outcome = "done"
-        except ProtocolError as e:
-            self.counters.errors += 1
-            c.outcome = f"error: {e}"
-            self.hub.close(c, e.code, str(e))
-            await asyncio.wait([sender], timeout=5)
-        except ConnectionClosed as e:
-            if c.outcome == "open" and c.protocol.ends_by_closing:
-                c.outcome = "closed by its client"
-            elif c.outcome == "open" and not c.eof:
-                self.counters.vanished += 1
-                c.outcome = f"client left mid-stream ({type(e).__name__})"
-        except Exception as e:  # noqa: BLE001 - the server's fault, on this connection only
-            self.counters.failed += 1
-            c.outcome = f"server error while handling it: {type(e).__name__}"
-            _log.exception("%s: %s; closing it", c.name, c.outcome)
-            self.hub.close(c, 1011, c.outcome)
-            await asyncio.wait([sender], timeout=5)
-        finally:
-            sender.cancel()
-            self.hub.done(c, c.outcome)
-            self.board.count(self.worker, c.host, -1)
-
-    async def _receive(self, c: Client, ws: Any) -> None:
-        """Read messages until the input ends (or the client goes: ConnectionClosed). The idle
-        clock: a client may fall ``idle_timeout`` s behind real time in the audio it sends;
-        credit for audio sent ahead is capped at that, and paused reading does not count."""
-        idle = self.opts.idle_timeout
-        deadline = time.monotonic() + idle
-        while not c.finished:
-            if c.queued >= self.hub.queue_limit:  # backpressure: stop reading this socket
-                self.counters.throttled += 1
-                c.room.clear()
-                paused = time.monotonic()
-                await c.room.wait()
-                deadline += time.monotonic() - paused
-                continue
-            timeout = max(0.0, deadline - time.monotonic()) if idle else None
-            try:
-                message = await asyncio.wait_for(ws.recv(), timeout)
-            except asyncio.TimeoutError:
-                self.counters.idle += 1
-                if c.started:
-                    c.outcome = f"idle for {idle:g} s: input ended"
-                    self.hub.end(c, 1000, c.outcome)
-                else:
-                    c.outcome = f"no start signal within {idle:g} s"
-                    self.hub.end(c, 1008, c.outcome)
-                return
-            if isinstance(message, bytes):
-                n = self.hub.feed(c, c.protocol.on_binary(message))
-                deadline = min(deadline + n / self.sample_rate, time.monotonic() + idle)
-                continue
-            action = c.protocol.on_text(message)
-            if isinstance(action, Actions):
-                n = self._act(c, action)
-                deadline = min(deadline + n / (c.rate or self.sample_rate),
-                               time.monotonic() + idle)  # fmt: skip
-            elif isinstance(action, Start):
-                await self._start(c, action)
-            else:
-                self.hub.end(c)
-
-    async def _start(self, c: Client, start: Start) -> None:
-        if start.hotwords:
-            try:
-                graph = await self.hub.graph_now(start.hotwords, f"{c.name}: hotwords")
-            except ValueError as e:
-                raise ProtocolError(str(e)) from None
-            c.stream = self.rec.create_stream(graph, c.protocol.stream_vad())  # no audio yet
-            c.cursor = StreamCursor(c.stream)
-        self.hub.send(c, start.reply)
-
-    def _act(self, c: Client, action: Actions) -> int:
-        """A segmented protocol's actions: replies, audio, a boundary (with the hotword graph
-        it brings, built off the loop; the decoder waits for it there; a bad line is an error
-        event, the session keeps its graph)."""
-        for reply in action.replies:
-            self.hub.send(c, reply)
-        n = self.hub.feed(c, action.audio) if action.audio is not None else 0
-        boundary = action.boundary
-        if boundary is not None:
-            if action.hotwords is not None:
-
-                def refused(why: str) -> None:
-                    self.hub.send(c, c.protocol.error(why, "invalid_value", "keywords"))
-
-                graph = self.hub.graph_later(c, action.hotwords, f"{c.name}: keywords", refused)
-                boundary = dataclasses.replace(boundary, graph=graph)
-            self.hub.mark(c, boundary)
-        return n
-
-    async def _send_loop(self, c: Client, ws: Any) -> None:
-        while True:
-            message = await c.outbox.get()
-            if message is None:
-                break
-            await ws.send(message)
-        await ws.close(c.close_code, c.close_reason)
 
     async def _watch_loop(self) -> None:
         """Publish this worker's counters; close clients that let unsent bytes pile up."""
@@ -438,17 +287,6 @@ class Server:
         )
 
 
-async def _abort(ws: Any, code: int, reason: str) -> None:
-    """Close a connection that does not read: the close frame may never get through, so the
-    socket is dropped after a second."""
-    try:
-        await asyncio.wait_for(ws.close(code, close_reason(reason)), 1.0)
-    except Exception:  # noqa: BLE001 - timed out or already closed: drop it either way
-        pass
-    if ws.transport is not None:
-        ws.transport.abort()
-
-
 def _ignore_late_sigterm(loop: asyncio.AbstractEventLoop) -> None:
     """Once the streams are finished the process only exits: a SIGTERM then (e.g. a
     supervisor's second one) must not turn the clean exit into death by signal. Closing the
@@ -475,9 +313,7 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _upload_decoder(
-    rec: StreamingRecognizer, options: ServerOptions, vad: bool
-) -> Optional[UploadDecoder]:
+def _upload_decoder(rec: StreamingRecognizer, options: ServerOptions) -> Optional[UploadDecoder]:
     """Full-context decoding of uploads over the recogniser's own fp32 model (no second copy),
     with its search; None when uploads stream (``--upload-context streamed``, or an export
     directory: no model to run whole files)."""
@@ -491,16 +327,9 @@ def _upload_decoder(
         rec.options,
         spec,
         rec.punctuator,
+        rec.vad or "off",  # the live streams' VAD finds the uploads' speech too
     )
-    return UploadDecoder(offline, options.max_batch_size, rec.require_vad() if vad else None)
-
-
-def _uses_vad(rec: StreamingRecognizer, options: ServerOptions) -> bool:
-    """Whether the API runs the VAD: ``--vad on`` (refused where it cannot run), or auto where
-    silero-vad is installed and the model hears 16 kHz audio, as the VAD does."""
-    if options.vad == "auto":
-        return vad_available() and rec.cfg.features.sample_rate == VAD_RATE
-    return options.vad == "on"
+    return UploadDecoder(offline, options.max_batch_size)
 
 
 def serve(

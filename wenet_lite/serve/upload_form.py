@@ -12,7 +12,7 @@ from typing import IO, Dict, List, Optional
 from python_multipart.exceptions import ParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
-from wenet_lite.serve.http_exchange import BodyError
+from wenet_lite.serve.http_front import BodyError
 
 __all__ = ["FIELDS_LIMIT", "UploadForm"]
 
@@ -21,7 +21,7 @@ FIELDS_LIMIT = 1 << 20
 
 
 class UploadForm:
-    """A :class:`~wenet_lite.serve.http_exchange.BodySink` for one request's form: ``fields``
+    """A :class:`~wenet_lite.serve.http_front.BodySink` for one request's form: ``fields``
     (name -> values), ``filename`` and ``path`` (the spooled file, None when the form had no
     ``file`` field) once finished. The file is removed when the request ends, unless
     :meth:`take` handed it on."""

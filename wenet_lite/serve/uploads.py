@@ -19,16 +19,14 @@ import concurrent.futures
 import logging
 import threading
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List
 
 import numpy as np
 import torch
 
 from wenet_lite.runtime.offline import OfflineRecognizer
 from wenet_lite.search.ctc_search import Hypothesis
-from wenet_lite.transcript import Transcript
-from wenet_lite.transcription import full_context_transcript, regions_transcript, speech_spans
-from wenet_lite.vad.silero import SileroVad, VadOptions
+from wenet_lite.transcript import Transcript, pauses_transcript
 
 __all__ = ["UploadDecoder"]
 
@@ -49,12 +47,8 @@ class _Waiting:
 class UploadDecoder:
     """The full-context decoding of a server's uploads (see the module docstring)."""
 
-    def __init__(
-        self, recognizer: OfflineRecognizer, max_batch: int, vad: Optional[SileroVad] = None
-    ) -> None:
+    def __init__(self, recognizer: OfflineRecognizer, max_batch: int) -> None:
         self.rec = recognizer
-        self.vad = vad
-        self.vad_options = VadOptions()  # transcribe's defaults
         self.max_batch = max(1, max_batch)
         self._pending: List[_Waiting] = []
         self._lock = threading.Lock()
@@ -65,22 +59,15 @@ class UploadDecoder:
 
     async def transcript(self, samples: np.ndarray, rate: int, name: str, pause: float,
                          pool: concurrent.futures.Executor) -> Transcript:  # fmt: skip
-        """One upload's transcript: its speech regions' (with a VAD) or the whole file's."""
+        """One upload's transcript: decoded by its speech spans (the recogniser's VAD finds
+        them, in the request pool), each span queued as an utterance of its own."""
         loop = asyncio.get_running_loop()
-        duration = samples.size / rate
-        spans = None
-        if self.vad is not None:
-            spans = await loop.run_in_executor(
-                pool, speech_spans, self.vad, samples, rate, self.vad_options
-            )
-        if spans is None:
-            hyps = await self.hypotheses(samples, rate, name, pool)
-            return full_context_transcript(self.rec, hyps, name, duration, pause)
+        spans = await loop.run_in_executor(pool, self.rec.speech_spans, samples, rate)
         found = await asyncio.gather(
             *(self.hypotheses(samples[a:b], rate, name, pool) for a, b in spans)
         )
-        starts = [a / rate for a, _ in spans]
-        return regions_transcript(self.rec, zip(starts, found), name, duration, pause)
+        results = self.rec.span_results(spans, found, rate, pause)
+        return pauses_transcript(name, results, samples.size / rate, pause)
 
     async def hypotheses(self, samples: np.ndarray, rate: int, name: str,
                          pool: concurrent.futures.Executor) -> List[Hypothesis]:  # fmt: skip

@@ -12,14 +12,17 @@ regions closer than twice that meeting halfway.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-__all__ = ["RATE", "WINDOW", "VadError", "VadOptions", "SileroVad", "speech_regions",
-           "vad_available", "vad_model_path"]  # fmt: skip
+__all__ = ["RATE", "WINDOW", "VadChoice", "VadError", "VadOptions", "SileroVad", "choose_vad",
+           "speech_regions", "vad_available", "vad_model_path"]  # fmt: skip
+
+_log = logging.getLogger(__name__)
 
 RATE = 16000
 WINDOW = 512
@@ -62,16 +65,20 @@ def vad_available() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("silero_vad", "onnxruntime"))
 
 
+_EXTRA = "pip install 'wenet_lite[vad]'"
+
+
 def vad_model_path() -> Path:
-    """The ONNX model the ``silero-vad`` package ships; VadError naming what is missing."""
+    """The ONNX model the ``silero-vad`` package ships; VadError naming what is missing or
+    broken (an install that fails to import is as good as none)."""
     try:
         from importlib import resources
 
         path = Path(str(resources.files("silero_vad.data") / "silero_vad.onnx"))
     except ModuleNotFoundError:
-        raise VadError(
-            "the VAD needs silero-vad, which is not installed: pip install 'wenet_lite[vad]'"
-        ) from None
+        raise VadError(f"the VAD needs silero-vad, which is not installed: {_EXTRA}") from None
+    except Exception as e:  # noqa: BLE001 - any failure of its import: a broken install
+        raise VadError(f"silero-vad is installed but cannot be imported ({e}): {_EXTRA}") from None
     if not path.is_file():
         raise VadError(f"{path}: the VAD model file is missing from the silero-vad install")
     return path
@@ -85,9 +92,9 @@ class SileroVad:
         try:
             import onnxruntime as ort
         except ModuleNotFoundError:
-            raise VadError(
-                "the VAD needs onnxruntime, which is not installed: pip install 'wenet_lite[vad]'"
-            ) from None
+            raise VadError(f"the VAD needs onnxruntime, which is not installed: {_EXTRA}") from None
+        except Exception as e:  # noqa: BLE001 - any failure of its import: a broken install
+            raise VadError(f"onnxruntime is installed but cannot be imported ({e})") from None
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
@@ -120,17 +127,51 @@ class SileroVad:
         return speech_regions(self.probabilities(samples), samples.size, options or VadOptions())
 
     def probabilities(self, samples: np.ndarray) -> np.ndarray:
-        """One probability per window of a whole 16 kHz signal (its last window zero-padded)."""
+        """One probability per window of a whole 16 kHz signal (its last window zero-padded;
+        no copy of the signal is made, so hours of audio cost only the probabilities)."""
         n = max(1, -(-samples.size // WINDOW))
-        padded = np.zeros(n * WINDOW, np.float32)
-        padded[: samples.size] = samples
-        windows = padded.reshape(n, WINDOW)
         state, context = self.initial_state(1)
         out = np.empty(n, np.float32)
         for i in range(n):
-            p, state, context = self.step(windows[i : i + 1], state, context)
+            window = samples[i * WINDOW : (i + 1) * WINDOW]
+            if window.size < WINDOW:
+                window = np.pad(window, (0, WINDOW - window.size))
+            p, state, context = self.step(window[None], state, context)
             out[i] = p[0]
         return out
+
+
+VadChoice = Union[bool, str, None, SileroVad]
+"""whether a VAD runs: "on" (or True), "off" (False), "auto" (None), or a VAD loaded already"""
+
+
+def choose_vad(choice: VadChoice, sample_rate: int) -> Optional[SileroVad]:
+    """The one decision whether the VAD runs, for `transcribe`, `serve`, the endpoint rule and
+    the Python API, for a model whose features are at ``sample_rate`` Hz.
+
+    "on": a loaded VAD, or VadError in one line (the extra to install, a broken install, a
+    model not at 16 kHz); "off": None; "auto": a VAD where silero-vad is installed and the
+    model hears 16 kHz audio, else None (a broken install with a warning that says why).
+    """
+    if isinstance(choice, SileroVad):
+        return choice
+    mode = {True: "on", False: "off", None: "auto"}.get(choice, choice)  # type: ignore[arg-type]
+    if mode not in ("auto", "on", "off"):
+        raise ValueError(f"vad {choice!r}: give 'auto', 'on' or 'off'")
+    if mode == "off" or (mode == "auto" and not vad_available()):
+        return None
+    if sample_rate != RATE:
+        if mode == "on":
+            raise VadError(f"the VAD runs on {RATE} Hz audio; this model's features are at "
+                           f"{sample_rate} Hz")  # fmt: skip
+        return None
+    try:
+        return SileroVad()
+    except VadError as e:
+        if mode == "on":
+            raise
+        _log.warning("the VAD is off: %s", e)
+        return None
 
 
 def speech_regions(

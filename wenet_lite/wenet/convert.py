@@ -23,7 +23,8 @@ import torch
 import yaml
 
 from wenet_lite.config.fields import Says, Setting, literal, raised
-from wenet_lite.config.schema import config_from_dict, short_repr
+from wenet_lite.config.loading import config_from_dict
+from wenet_lite.config.schema import short_repr
 from wenet_lite.data.tokenizer import WORD_START
 from wenet_lite.fileio import read_json, read_text
 from wenet_lite.files.model_file import check_finite, save_model
