@@ -5,6 +5,7 @@ the negative control that shows the payload would run."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import json
@@ -17,6 +18,7 @@ from typing import Iterator
 import numpy as np
 import pytest
 import soundfile as sf
+import torch
 from lhotse import AudioSource, MonoCut, Recording, SupervisionSegment
 
 from wenet_lite.data import commands, shards
@@ -356,3 +358,47 @@ def test_an_abandoned_pipe_ends_its_whole_process_group(tmp_path, monkeypatch) -
         time.sleep(0.05)
     else:
         pytest.fail("the command's child outlived the abandoned read")
+
+
+class _Choice(torch.utils.data.Dataset):
+    """What a loader worker was told about data files' commands."""
+
+    def __len__(self) -> int:
+        return 1
+
+    def __getitem__(self, i: int) -> bool:
+        return commands.commands_allowed()
+
+
+def test_spawned_loader_workers_keep_the_choice() -> None:
+    allow_data_commands(True)
+    told = torch.utils.data.DataLoader(_Choice(), batch_size=None, num_workers=1,
+                                       multiprocessing_context="spawn",
+                                       worker_init_fn=commands.worker_opt_in())  # fmt: skip
+    assert list(told) == [True]
+    bare = torch.utils.data.DataLoader(_Choice(), batch_size=None, num_workers=1,
+                                       multiprocessing_context="spawn")  # fmt: skip
+    assert list(bare) == [False]  # the control: a spawned worker starts refusing
+
+
+def test_a_python_caller_of_training_opts_in_by_the_data_config(tmp_path) -> None:
+    from wenet_lite.train.trainer import TrainOptions, train
+
+    marker = tmp_path / "owned"
+    tar = tmp_path / "shard0.tar"
+    _tar(tar, {"u1.wav": _wav(tmp_path / "a.wav").read_bytes(), "u1.txt": b"HELLO"})
+    (tmp_path / "data" / "train").mkdir(parents=True)
+    (tmp_path / "data" / "train" / "data.list").write_text(f"pipe:touch {marker}; cat {tar}\n")
+
+    def run(*overrides: str) -> None:
+        train(TrainOptions(Path("conf/tiny_test.yaml"), tmp_path / "data", tmp_path / "exp",
+                           overrides=("train.max_steps=1", *overrides), train_parts=("train",),
+                           dev_parts=(), progress_bar=False))  # fmt: skip
+
+    with pytest.raises(DataCommandRefused, match="run only with --allow-data-commands"):
+        run()
+    assert not marker.exists() and not commands.commands_allowed()
+    with contextlib.suppress(Exception):  # one utterance: what fails after the list, fails
+        run("data.allow_commands=true")
+    assert marker.exists()  # the list's command ran, by the caller's config
+    assert not commands.commands_allowed()  # and the choice ended with the run

@@ -4,6 +4,7 @@ in file time, and one-line refusals."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -123,3 +124,33 @@ def test_a_missing_model_file_and_bad_flags_are_one_line(tiny, gapped, monkeypat
         assert run.returncode == 2 and run.stderr.count("\n") == 1 and said in run.stderr, (
             run.stderr
         )
+
+
+def test_a_broken_silero_vad_install_turns_auto_off_and_on_into_one_line(tiny, gapped, tmp_path):
+    """silero-vad that is installed but fails to import (a shadow package raising ImportError
+    first on the path): ``--vad auto`` (the default) transcribes without it and says so once,
+    ``--vad on`` is one line naming the extra. The control: without the shadow, auto runs the VAD
+    (no warning)."""
+    shadow = tmp_path / "shadow" / "silero_vad"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('simulated: a broken install')\n")
+    (shadow / "data").mkdir()
+    (shadow / "data" / "__init__.py").write_text(
+        "raise ImportError('simulated: a broken install')\n"
+    )
+    cli = [sys.executable, "-m", "wenet_lite", "transcribe", "--model", str(tiny.path)]
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "shadow")}
+
+    def run(*flags: str, broken: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run([*cli, *flags, str(gapped[0])], capture_output=True, text=True,
+                              env=env if broken else None, timeout=300)  # fmt: skip
+
+    auto = run()
+    assert auto.returncode == 0 and auto.stdout.strip(), auto.stderr
+    assert auto.stderr.count("the VAD is off: silero-vad is installed but cannot be imported") == 1
+    on = run("--vad", "on")
+    assert on.returncode == 1 and on.stderr.count("\n") == 1, on.stderr
+    assert "silero-vad is installed but cannot be imported" in on.stderr
+    assert "pip install 'wenet_lite[vad]'" in on.stderr
+    control = run(broken=False)
+    assert control.returncode == 0 and "the VAD is off" not in control.stderr

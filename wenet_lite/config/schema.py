@@ -387,6 +387,10 @@ class DataConfig:
     skip_bad_shards: bool = False
     """sharded data: a shard that cannot be read is skipped (its utterances counted as
     unreadable_audio) instead of stopping training with its name"""
+    allow_commands: bool = False
+    """shell commands that data files name run: a ``pipe:`` line of a shard list, a lhotse
+    source of type ``command`` or a ``pipe:`` URL (``data/commands.py``). The flag
+    ``--allow-data-commands`` sets it; the trainer applies it in its loader workers too"""
 
     def __post_init__(self) -> None:
         _require(self.max_batch_seconds > 0, "max_batch_seconds", "must be positive")

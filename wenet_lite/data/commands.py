@@ -20,24 +20,30 @@ writes one. Audio and arrays are then read by the toolkit's own readers
 (``data.manifest.cut_samples``, ``cut_array``), never by handing a manifest's path to lhotse.
 
 The ``pipe:`` command the user types (``--data "pipe:aws s3 cp s3://b/{} -"``) is the user's own
-and runs as written. The choice is one per process; DataLoader workers, forked from it, keep it.
+and runs as written. The choice is a data setting, ``data.allow_commands`` (the flag sets it
+too): the trainer applies it for its run (:func:`allowing`) and in every loader worker it
+starts (:func:`worker_opt_in`: spawned workers as well as forked ones keep it).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import re
 import shlex
-from typing import Any, Iterable, Iterator, Tuple
+from typing import Any, Callable, Iterable, Iterator, Tuple
 
 __all__ = [
     "OPT_IN",
     "DataCommandRefused",
     "allow_data_commands",
+    "allowing",
     "check_sources",
     "commands_allowed",
     "plain_name",
     "refuse_pipe",
     "shell_word",
+    "worker_opt_in",
 ]
 
 OPT_IN = "--allow-data-commands"
@@ -70,6 +76,28 @@ def refuse_pipe(where: str, entry: str) -> None:
 def commands_allowed() -> bool:
     """Whether the user opted in to data files' commands (``--allow-data-commands``)."""
     return _allowed
+
+
+@contextlib.contextmanager
+def allowing(allowed: bool) -> Iterator[None]:
+    """Data files' commands allowed (when ``allowed`` or already opted in) for the block; the
+    choice before it restored after."""
+    before = _allowed
+    allow_data_commands(before or allowed)
+    try:
+        yield
+    finally:
+        allow_data_commands(before)
+
+
+def worker_opt_in() -> Callable[[int], None]:
+    """A DataLoader ``worker_init_fn`` that gives each worker this process's choice (a worker
+    started by spawn imports this module afresh, with commands refused)."""
+    return functools.partial(_worker_init, _allowed)
+
+
+def _worker_init(allowed: bool, worker: int) -> None:
+    allow_data_commands(allowed)
 
 
 def check_sources(items: Iterable[Any], where: str) -> None:

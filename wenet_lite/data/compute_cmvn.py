@@ -19,6 +19,7 @@ from lhotse import CutSet
 from tqdm import tqdm
 
 from wenet_lite.config import FeatureConfig
+from wenet_lite.data.commands import worker_opt_in
 from wenet_lite.data.dataset import SkipUtterance, as_is, load_features
 from wenet_lite.features.cmvn import CMVNStats
 
@@ -53,8 +54,9 @@ def compute_cmvn(
     """Accumulate fbank statistics over ``cuts``; returns (stats, skipped counts by reason)."""
     dataset = _StatsDataset(list(cuts), features)
     loader = torch.utils.data.DataLoader(
-        dataset, batch_size=None, num_workers=num_workers, collate_fn=as_is
-    )
+        dataset, batch_size=None, num_workers=num_workers, collate_fn=as_is,
+        worker_init_fn=worker_opt_in(),
+    )  # fmt: skip
     total, skipped = CMVNStats(features.num_mel_bins), Counter()
     with tqdm(total=len(dataset.cuts), unit="utt", disable=not progress, desc="cmvn") as bar:
         for stats, skips, n in loader:

@@ -38,6 +38,7 @@ from lhotse.utils import fastcopy
 from tqdm import tqdm
 
 from wenet_lite.config import FeatureConfig
+from wenet_lite.data.commands import worker_opt_in
 from wenet_lite.data.dataset import (
     FBANK_FIELD,
     SkipUtterance,
@@ -142,8 +143,9 @@ def _compute(
 ) -> Tuple[Dict[str, TemporalArray], Dict[str, int]]:
     dataset = _Arrays(cuts, features, seed, out)
     loader = torch.utils.data.DataLoader(
-        dataset, batch_size=None, num_workers=workers, collate_fn=as_is
-    )
+        dataset, batch_size=None, num_workers=workers, collate_fn=as_is,
+        worker_init_fn=worker_opt_in(),
+    )  # fmt: skip
     arrays, skipped = {}, Counter()
     with tqdm(total=len(cuts), unit="utt", disable=not progress, desc="fbank") as bar:
         for piece, skips, n in loader:

@@ -23,6 +23,7 @@ from lhotse import CutSet
 
 from wenet_lite.config import ExperimentConfig
 from wenet_lite.config.fields import Setting, literal, raised
+from wenet_lite.data.commands import worker_opt_in
 from wenet_lite.data.dataset import ASRDataset, as_is, filter_cuts, merge_counts
 from wenet_lite.data.manifest import cut_text, load_cuts
 from wenet_lite.data.sampler import BucketingSampler, Mix
@@ -274,6 +275,7 @@ def make_loader(
         # Its own generator: creating an iterator must not draw from the global RNG, whose
         # state (dropout) a resumed run restores exactly.
         generator=torch.Generator().manual_seed(cfg.train.seed),
+        worker_init_fn=worker_opt_in(),  # the data-commands choice, spawned workers too
     )
 
 

@@ -25,6 +25,7 @@ settings may change (e.g. a larger ``train.max_steps``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -45,6 +46,7 @@ from wenet_lite.config import (
     save_config,
 )
 from wenet_lite.config.fields import FieldError, Says, Setting, literal, raised
+from wenet_lite.data.commands import allowing
 from wenet_lite.data.dataset import Batch
 from wenet_lite.data.tokenizer import Tokenizer
 from wenet_lite.features.cmvn import load_cmvn
@@ -141,10 +143,12 @@ def train(opts: TrainOptions) -> TrainResult:
     level = package_log.level
     parts: Optional[TrainParts] = None
     deterministic = torch.are_deterministic_algorithms_enabled()
+    stack = contextlib.ExitStack()
     try:
         if info.is_main:
             check_restart_store()
         cfg, resumed = _config_and_checkpoint(opts, info)
+        stack.enter_context(allowing(cfg.data.allow_commands))  # the loaders' workers too
         if cfg.train.deterministic:
             _use_deterministic_algorithms()
         if info.is_main:
@@ -172,6 +176,7 @@ def train(opts: TrainOptions) -> TrainResult:
             handler.close()
         package_log.setLevel(level)
         torch.use_deterministic_algorithms(deterministic)
+        stack.close()
         if owns_group:
             cleanup_distributed()
 
