@@ -19,8 +19,14 @@ Rows (each over the same number of batches of the config's sampler, after ``--wa
   windows after the first, from train.log.
 
 ``x bare`` is a row's rate over the eager bare step's: the trainer's share of what the model
-can do. Peak memory is the device's allocator peak per row on CUDA; on the CPU, the trainer's
-peak RSS (with its largest DataLoader worker; it runs first, and RSS peaks only grow).
+can do. Below the rows, the step against the CPU's arithmetic: the model's FLOPs per second
+of training audio (forward and backward, counted by ``torch.utils.flop_counter`` on the first
+batch), the forward's share of each part (subsampling, feed-forward, attention projections,
+attention scores and positions, convolution module, CTC, attention decoder, transducer), the
+GFLOP/s the bare step achieves, and the practical peak: one large matrix product on the same
+threads, fp32 (and bf16 where the CPU multiplies it natively). Peak memory is the device's
+allocator peak per row on CUDA; on the CPU, the trainer's peak RSS (with its largest
+DataLoader worker; it runs first, and RSS peaks only grow).
 Needs prepared data and DATA/cmvn.json.
 """
 
@@ -81,7 +87,9 @@ def main() -> int:
             compiled, compiled_peak = _bare(args, cfg, tokenizer_path, batches, device, True)
             rows.append(("bare step, compiled", compiled, compiled_peak, args.steps))
         rows.append(("trainer", rate, peak, args.steps))
+        flops = _flops(cfg, tokenizer_path, batches[0], device)
     _print(args, cfg, device, rows, bare)
+    _print_flops(flops, bare, args.threads, device)
     return 0
 
 
@@ -185,6 +193,84 @@ def _bare(
         audio += float(batches[i][1].feats_lens.sum()) * cfg.features.frame_shift_ms / 1000
     _sync(device)
     return audio / (time.perf_counter() - start), _peak(device)
+
+
+_PARTS = (  # (row, module name patterns): the first that matches a leaf module names its part
+    ("subsampling", (".subsampling.",)),
+    ("feed-forward", (".ff1.", ".ff2.", ".ffn.")),
+    ("attention projections", (".attn.qkv", ".attn.out", ".attn.q", ".attn.k", ".attn.v")),
+    ("attention scores and positions", (".attn", ".rel_pos")),
+    ("convolution module", (".conv.",)),
+    ("CTC", ("ASRModel.ctc",)),
+    ("attention decoder", ("ASRModel.decoder",)),
+    ("transducer", ("ASRModel.transducer",)),
+)
+
+
+def _flops(cfg, tokenizer_path: Path, first: tuple, device: torch.device) -> dict:
+    """The FLOPs of one training step on the first batch: the total (forward and backward)
+    and each part's forward (the counter's module attribution holds for the forward only),
+    per second of its audio."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from wenet_lite.data.tokenizer import Tokenizer
+    from wenet_lite.model import build_model
+
+    feats, b = first
+    model = build_model(cfg, Tokenizer.load(tokenizer_path).vocab_size).to(device).train()
+    args = (feats, b.feats_lens.to(device), b.targets.to(device), b.target_lens.to(device))
+    audio = float(b.feats_lens.sum()) * cfg.features.frame_shift_ms / 1000
+    with FlopCounterMode(display=False, depth=None) as forward:
+        loss, _, _ = model(*args)
+    with FlopCounterMode(display=False) as both:
+        loss, _, _ = model(*args)
+        loss.backward()
+    counts = {name: sum(ops.values()) for name, ops in forward.get_flop_counts().items()}
+    leaves = [n for n in counts if n != "Global" and not any(
+        m.startswith(n + ".") for m in counts)]  # fmt: skip
+    parts = {name: 0.0 for name, _ in _PARTS}
+    for leaf in leaves:
+        part = next((name for name, keys in _PARTS if any(k in leaf + "." for k in keys)),
+                    "other")  # fmt: skip
+        parts[part] = parts.get(part, 0.0) + counts[leaf]
+    total_forward = counts.get("Global", sum(parts.values()))
+    parts["other"] = parts.get("other", 0.0) + total_forward - sum(parts.values())
+    return {"train": both.get_total_flops() / audio, "forward": total_forward / audio,
+            "parts": {k: v / audio for k, v in parts.items() if v > 0}}  # fmt: skip
+
+
+def _gemm_peak(threads: int, dtype: torch.dtype, n: int = 2048, repeats: int = 10) -> float:
+    """GFLOP/s of an n x n x n matrix product on ``threads`` threads (best of ``repeats``)."""
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    torch.matmul(a, b)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        torch.matmul(a, b)
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best / 1e9
+
+
+def _print_flops(flops: dict, bare: float, threads: int, device: torch.device) -> None:
+    from wenet_lite.host.cpu import native_bf16
+
+    achieved = flops["train"] * bare / 1e9
+    print(f"\nFLOPs per second of training audio: {flops['train'] / 1e9:.2f} G (forward and "
+          f"backward; forward {flops['forward'] / 1e9:.2f} G)")  # fmt: skip
+    print("\n| part | forward GFLOP per audio s | share |\n|---|---|---|")
+    for part, value in sorted(flops["parts"].items(), key=lambda kv: -kv[1]):
+        print(f"| {part} | {value / 1e9:.3f} | {100 * value / flops['forward']:.1f} % |")
+    if device.type != "cpu":
+        print(f"\nbare step: {achieved:.1f} GFLOP/s on {device}")
+        return
+    peaks = [("fp32", _gemm_peak(threads, torch.float32))]
+    if native_bf16():
+        peaks.append(("bf16", _gemm_peak(threads, torch.bfloat16)))
+    shown = ", ".join(f"{name} {gflops:.0f} GFLOP/s" for name, gflops in peaks)
+    print(
+        f"\nbare step: {achieved:.1f} GFLOP/s on {threads} thread(s), "
+        f"{100 * achieved / peaks[0][1]:.0f} % of one 2048^3 matrix product's ({shown})"
+    )
 
 
 def _sync(device: torch.device) -> None:

@@ -12,7 +12,9 @@
 #      features:       wenet-lite compute-fbank         -> $data/train-clean-100/fbank/
 #                      (computed once instead of every epoch: 1.4x faster training on 2 cores)
 #   3  train:          wenet-lite train (trains the tokenizer first; --resume continues;
-#                      --init MODEL.pt fine-tunes that model, with its tokenizer and CMVN)
+#                      --init MODEL.pt fine-tunes that model, with its tokenizer and CMVN;
+#                      --heads hybrid: CTC first for --ctc-share of the steps, then the
+#                      transducer head added to it by train --init for the rest)
 #   4  average:        wenet-lite average               -> $exp/avg_$average_num.pt
 #   5  decode test-clean: full context (greedy, and prefix beam with a word bigram LM of the
 #                      corpus's LM text from `wenet-lite train-lm`: the whole train sentence
@@ -50,6 +52,11 @@ jobs=${jobs:-${nj:-2}}  # parallel synthesisers / header readers
 config=${config:-conf/synthetic_small.yaml}
 overrides=${overrides:-}          # space-separated KEY=VALUE config overrides for training
 init=${init:-}                    # a model file to fine-tune from (train --init)
+heads=${heads:-config}            # config: the heads the config trains; hybrid: a curriculum, the
+                                  # config's model trained first, then a transducer head added by
+                                  # train --init (the standard cure for a transducer's slow start)
+ctc_share=${ctc_share:-0.5}       # hybrid: the share of train.max_steps the first part trains
+transducer_sets=${transducer_sets:-"model.transducer_weight=0.75"}  # hybrid: its second part's
 average_num=${average_num:-5}
 chunks=${chunks:-"16 4"}          # decoded chunk sizes (encoder frames of 40 ms)
 stream_chunks=${stream_chunks:-"16 4"}
@@ -111,7 +118,7 @@ while [ $# -gt 0 ]; do
         stage|stop_stage|hours|seed|jobs|config|overrides|average_num|chunks|stream_chunks|\
 lm_beam|token_min_logp|lm_weight|word_bonus|oov_penalty|blank_penalty|lm_text|lm_chunk|\
 hotwords|hotwords_score|rescore|rescore_chunk|rescore_lm_ctc_weight|transducer|punct|device|export_chunk|\
-export_left|left_chunks|corpus|data|exp|init|test_part)
+export_left|left_chunks|corpus|data|exp|init|test_part|heads|ctc_share|transducer_sets)
           printf -v "$name" '%s' "$2" ;;
         nj) jobs=$2 ;;  # the older spelling of --jobs
         *) echo "$0: unknown option $1" >&2; exit 2 ;;
@@ -182,11 +189,28 @@ if run_stage 2; then
     --no-progress "${set_args[@]}"
 fi
 
-if run_stage 3; then
-  log 3 "train $config -> $exp ${overrides:+(overrides: $overrides)}"
-  wenet-lite train --config "$config" --data "$data" --exp "$exp" \
+train_exp() {  # train_exp EXP [extra args]: stage 3's training into EXP
+  wenet-lite train --config "$config" --data "$data" --exp "$1" \
     --train-part train-clean-100 --dev-part dev-clean --resume --no-progress "${set_args[@]}" \
-    "${device_args[@]}" "${init_args[@]}"
+    "${device_args[@]}" "${@:2}"
+}
+
+if run_stage 3; then
+  if [ "$heads" = hybrid ]; then
+    total=$(python3 -c "import sys; from wenet_lite.config import load_config
+print(load_config(sys.argv[1], sys.argv[2:]).train.max_steps)" "$config" $overrides)
+    first=$(python3 -c "print(max(1, int(round($total * $ctc_share))))")
+    log 3 "hybrid curriculum: $config for $first of $total steps -> $exp/first, then the transducer head added (${transducer_sets}) for the rest -> $exp"
+    train_exp "$exp/first" --set "train.max_steps=$first" "${init_args[@]}"
+    wenet-lite average --exp "$exp/first" --num "$average_num" --out "$exp/first/avg_$average_num.pt"
+    second=()
+    for kv in $transducer_sets; do second+=(--set "$kv"); done
+    train_exp "$exp" --init "$exp/first/avg_$average_num.pt" --set "train.max_steps=$((total - first))" \
+      "${second[@]}"
+  else
+    log 3 "train $config -> $exp ${overrides:+(overrides: $overrides)}"
+    train_exp "$exp" "${init_args[@]}"
+  fi
 fi
 
 if run_stage 4; then

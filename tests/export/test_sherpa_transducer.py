@@ -55,7 +55,7 @@ def hybrid_file(tiny, tmp_path_factory):
     return path, model.eval(), cfg, tiny.tokenizer
 
 
-def _ours(model, cfg, tokenizer, samples: np.ndarray, beam: int = 0):
+def _ours(model, cfg, tokenizer, samples: np.ndarray, beam: int = 0, blank_penalty: float = 0.0):
     """Our streaming recogniser, greedy with one symbol a frame (sherpa's greedy), over the
     audio of the windows sherpa decodes (it never decodes the last incomplete one)."""
     out = encoder_over_sherpa_windows(model, compute_fbank(samples, 16000, cfg.features),
@@ -64,8 +64,9 @@ def _ours(model, cfg, tokenizer, samples: np.ndarray, beam: int = 0):
     if beam:  # the n-best of sherpa's modified beam search with max_active_paths = beam
         found = transducer_beam_search(model.transducer, out, lens, beam, nbest=beam)[0]
         return [tokenizer.decode(h.tokens) for h in found]
-    hyp = transducer_greedy_search(model.transducer, out, lens, max_symbols=1)[0]
-    beam_one = transducer_beam_search(model.transducer, out, lens, 1)[0][0]
+    hyp = transducer_greedy_search(model.transducer, out, lens, 1, blank_penalty)[0]
+    beam_one = transducer_beam_search(model.transducer, out, lens, 1,
+                                      blank_penalty=blank_penalty)[0][0]  # fmt: skip
     assert hyp.tokens == beam_one.tokens  # one symbol a frame: the beam of one is the same
     return tokenizer.decode(hyp.tokens)
 
@@ -121,3 +122,26 @@ def test_sherpa_onnx_runs_the_exported_transducer(corpus: Path, hybrid_file, tmp
         samples = np.concatenate([audio, np.zeros(int(TAIL_S * 16000), np.float32)])
         # the same beam; sherpa picks its result by length-normalised score, we by score
         assert _sherpa_text(beam, samples) in _ours(model, cfg, tokenizer, samples, beam=4)
+
+
+def test_sherpa_onnx_takes_the_same_blank_penalty(corpus: Path, hybrid_file, tmp_path) -> None:
+    """sherpa-onnx's ``blank_penalty`` (a recognizer option: the export is the same model)
+    gives our `--mode transducer_greedy --max-symbols 1 --blank-penalty` text; the control:
+    the penalty changes the text."""
+    path, model, cfg, tokenizer = hybrid_file
+    paths = export_onnx(path, tmp_path, CHUNK, LEFT)
+    recognizer = sherpa_onnx.OnlineRecognizer.from_transducer(
+        tokens=str(paths["transducer_tokens"]), encoder=str(paths["transducer_encoder"]),
+        decoder=str(paths["transducer_decoder"]), joiner=str(paths["transducer_joiner"]),
+        num_threads=1, sample_rate=16000, feature_dim=cfg.features.num_mel_bins,
+        decoding_method="greedy_search", normalize_samples=False, low_freq=20.0,
+        high_freq=-400.0, snip_edges=False, blank_penalty=2.0,
+    )  # fmt: skip
+    changed = 0
+    for cut in list(load_cuts(corpus / "test-clean"))[:3]:
+        audio = load_audio(cut.recording.sources[0].source, 16000)
+        samples = np.concatenate([audio, np.zeros(int(TAIL_S * 16000), np.float32)])
+        ours = _ours(model, cfg, tokenizer, samples, blank_penalty=2.0)
+        assert _sherpa_text(recognizer, samples) == ours, cut.id
+        changed += ours != _ours(model, cfg, tokenizer, samples)
+    assert changed

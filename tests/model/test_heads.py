@@ -48,7 +48,8 @@ def test_the_transducer_takes_its_share_of_the_loss() -> None:
     head, c = model.transducer, model.transducer_cfg
     with torch.no_grad():
         out, lens = model.encoder(batch[0], batch[1])
-        simple, pruned = head.losses(out, lens, batch[2], batch[3], c.prune_range)
+        simple, pruned = head.losses(out, lens, batch[2], batch[3], c.prune_range, 0.0,
+                                     (c.lm_scale, c.am_scale))  # fmt: skip
         _, _, early = model(*batch, step=0)
     assert float(early[2]) == pytest.approx(float(simple + 0.1 * pruned) / 2, rel=1e-4)
     assert float(trans) == pytest.approx(float(0.5 * simple + pruned) / 2, rel=1e-4)
@@ -69,6 +70,33 @@ def test_cr_ctc_compares_the_two_views() -> None:
     assert float(loss) == pytest.approx(float(parts[0]) + 0.2 * float(parts[3]), rel=1e-5)
     _, _, one = model(feats, lens, targets, target_lens)  # one view: no consistency term
     assert float(one[3]) == 0.0
+
+
+def test_the_consistency_weight_ramps_in_and_keeps_its_ratio_to_ctc() -> None:
+    """The term's weight is cr_ctc_weight times CTC's own weight in the loss, ramped in
+    linearly over cr_warmup_steps: in a hybrid (CTC 0.25 of the loss) 0.2 means 0.05, as
+    icefall's 0.02 beside CTC 0.1. The control: without the ramp the whole weight from step 0."""
+    model, _ = _model("model.cr_ctc_weight=0.2", "specaug.enabled=true",
+                      "model.cr_warmup_steps=100")  # fmt: skip
+    model.eval()
+    assert [model.consistency_weight(s) for s in (0, 50, 100, 1000, None)] == pytest.approx(
+        [0.0, 0.1, 0.2, 0.2, 0.2]
+    )
+    feats, lens, targets, target_lens = _batch()
+    masked = feats.clone()
+    masked[:, 10:30] = 0.0
+    two = (torch.cat([feats, masked]), lens.repeat(2), targets.repeat(2, 1),
+           target_lens.repeat(2))  # fmt: skip
+    for step, weight in ((0, 0.0), (25, 0.05), (None, 0.2)):
+        loss, _, parts = model(*two, step=step, views=2)
+        want = float(parts[0]) + weight * float(parts[3])
+        assert float(loss) == pytest.approx(want, rel=1e-5), step
+    hybrid, _ = _model("model.cr_ctc_weight=0.2", "specaug.enabled=true",
+                       "model.transducer_weight=0.75", "model.cr_warmup_steps=100")  # fmt: skip
+    assert hybrid.consistency_weight(None) == pytest.approx(0.2 * 0.25)
+    no_ramp, _ = _model("model.cr_ctc_weight=0.2", "specaug.enabled=true",
+                        "model.cr_warmup_steps=0")  # fmt: skip
+    assert no_ramp.consistency_weight(0) == pytest.approx(0.2)
 
 
 def test_the_consistency_term_is_a_symmetric_kl_over_valid_frames() -> None:

@@ -72,6 +72,37 @@ def test_the_simple_lattice_is_the_log_softmax_of_the_sum() -> None:
     assert torch.allclose(px, want_x, atol=1e-4) and torch.allclose(py, want_y, atol=1e-4)
 
 
+def test_the_smoothed_simple_lattice_mixes_the_three_log_probabilities() -> None:
+    """k2's smoothing, against each term computed directly, arc by arc: the joint one, the
+    predictor's alone and the encoder's against the mean token frequency of the valid
+    positions; the control: scales of 0 give the plain lattice, and they change it."""
+    g, targets, frames, tokens = _batch(1)
+    am, lm = torch.randn(3, 7, 6, generator=g) * 2, torch.randn(3, 4, 6, generator=g) * 2
+    plain = simple_lattice(am, lm, targets)
+    for a, b in zip(simple_lattice(am, lm, targets, 0.0, 0.0, tokens), plain):
+        assert torch.equal(a, b)
+    lm_s, am_s = 0.25, 0.1
+    px, py = simple_lattice(am, lm, targets, lm_s, am_s, tokens)
+    assert not torch.allclose(px, plain[0], atol=1e-3)
+    d_am, d_lm = am.double(), lm.double()
+    lm_p = d_lm.softmax(-1)
+    valid = [(b, u) for b in range(3) for u in range(int(tokens[b]) + 1)]
+    unigram = sum(lm_p[b, u] for b, u in valid) / len(valid)  # (V,)
+    B, T, U = px.shape
+    for b in range(B):
+        for t in range(T):
+            joint = (d_am[b, t] + d_lm[b]).log_softmax(-1)  # (U+1, V)
+            alone = d_lm[b].log_softmax(-1)
+            heard = (d_am[b, t] + unigram.log()).log_softmax(-1)  # (V,)
+            for u in range(U + 1):
+                for arc, sym, got in (("y", 0, py[b, t, u]),) + (
+                    (("x", int(targets[b, u]), px[b, t, u]),) if u < U else ()
+                ):  # fmt: skip
+                    want = ((1 - lm_s - am_s) * joint[u, sym] + lm_s * alone[u, sym]
+                            + am_s * heard[sym])  # fmt: skip
+                    assert abs(float(got) - float(want)) < 1e-4, (arc, b, t, u)
+
+
 def _losses(head: TransducerHead, enc, frames, targets, tokens, s_range: int):
     return head.losses(enc, frames, targets, tokens, s_range)
 

@@ -201,3 +201,36 @@ def test_hotwords_in_the_transducer_beam_stream_as_they_simulate(
         assert streamed.token_ids == simulated[cut.id]
         after.append(streamed.text)
     assert after != before
+
+
+@pytest.mark.parametrize("mode", ["transducer_greedy", "transducer_beam"])
+@pytest.mark.parametrize("spec", [EngineSpec(), EngineSpec("onnxruntime")],
+                         ids=["torch", "onnxruntime"])  # fmt: skip
+def test_a_blank_penalty_streams_as_it_simulates(corpus: Path, test_audio, hybrid, mode, spec):
+    """``blank_penalty`` in both transducer searches: a stream's tokens equal simulated
+    streaming's with it, alone and batched, on each engine; the control: it changes them (an
+    undertrained head's deletions come back as tokens)."""
+    if spec.kind == "onnxruntime":
+        pytest.importorskip("onnxruntime")
+    model, tokenizer, cfg = hybrid
+    cuts = list(load_cuts(corpus / "test-clean"))[:3]
+    penalized = SearchOptions(mode=mode, beam_size=3, blank_penalty=2.0)
+    rec = open_streaming((model, tokenizer, cfg), Chunking(4, 2), penalized, NO_ENDPOINT, spec)
+    opts = DecodeOptions(penalized, Chunking(4, 2), simulate_streaming=True)
+    simulated = {
+        r.utt_id: r.hyp.tokens
+        for r in decode_model(model, tokenizer, cfg, cuts, opts, rec.engine).results
+    }
+    streams = [rec.create_stream() for _ in cuts]
+    for s, audio in zip(streams, test_audio):
+        s.accept_waveform(16000, audio)
+        s.input_finished()
+    rec.decode_until_done(streams)  # batched
+    plain = open_streaming((model, tokenizer, cfg), Chunking(4, 2),
+                           SearchOptions(mode=mode, beam_size=3), NO_ENDPOINT, spec)  # fmt: skip
+    changed = 0
+    for k, (cut, s) in enumerate(zip(cuts, streams)):
+        alone = _stream(rec, test_audio[k], k).token_ids
+        assert alone and alone == s.result().token_ids == simulated[cut.id]
+        changed += _stream(plain, test_audio[k], k).token_ids != alone
+    assert changed  # the control: the penalty is applied

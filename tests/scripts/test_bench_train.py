@@ -23,6 +23,12 @@ def test_the_table_has_every_row_with_a_rate(synthetic_corpus) -> None:
     assert all(float(rate) > 0 for rate in rows.values())
     assert "| bare step | " in proc.stdout and "| 1.00x |" in proc.stdout
     assert "data.fbank device" in proc.stdout
+    flops = re.search(r"FLOPs per second of training audio: ([\d.]+) G", proc.stdout)
+    assert flops and float(flops.group(1)) > 0, proc.stdout
+    shares = dict(re.findall(r"^\| ([a-zA-Z -]+) \| [\d.]+ \| ([\d.]+) % \|", proc.stdout, re.M))
+    assert {"feed-forward", "attention projections", "CTC"} <= set(shares), proc.stdout
+    assert abs(sum(float(v) for v in shares.values()) - 100) < 1.0
+    assert re.search(r"bare step: [\d.]+ GFLOP/s on 2 thread\(s\), \d+ % of one", proc.stdout)
     odd = [*cmd[:6], "--steps", "3", "--warmup", "2"]
     bad = subprocess.run(odd, capture_output=True, text=True, cwd=REPO)
     assert bad.returncode == 2 and "must be a multiple of --warmup" in bad.stderr

@@ -277,8 +277,10 @@ class DecoderConfig:
 class ModelConfig:
     """How the training loss joins the heads: ``transducer_weight * transducer + (1 -
     transducer_weight) * (ctc_weight * CTC + (1 - ctc_weight) * ((1 - reverse_weight) * L2R +
-    reverse_weight * R2L)) + cr_ctc_weight * consistency``, each summed over tokens (frames for
-    the consistency) and divided by the batch size; a head the model lacks drops out."""
+    reverse_weight * R2L)) + ramp * cr_ctc_weight * w_ctc * consistency``, where ``w_ctc`` is
+    the weight CTC has in the sum before it and ``ramp`` rises from 0 to 1 over
+    ``cr_warmup_steps``; each term summed over tokens (frames for the consistency) and divided
+    by the batch size; a head the model lacks drops out."""
 
     ctc_weight: float = 0.3
     """weight of the CTC loss against the attention decoder's (1.0 when the model has no decoder)"""
@@ -290,13 +292,18 @@ class ModelConfig:
     """the transducer head's share of the loss (0: no transducer head; see ``transducer``)"""
     cr_ctc_weight: float = 0.0
     """consistency-regularised CTC: two SpecAugment views of each utterance in one batch and
-    this weight on the divergence between their CTC posteriors (0: off; 0.2 as icefall)"""
+    the divergence between their CTC posteriors weighted this many times the CTC loss's own
+    weight (0: off; 0.2 as icefall: 0.2 beside CTC alone, 0.02 beside CTC 0.1 in a hybrid)"""
+    cr_warmup_steps: int = 2000
+    """steps over which the consistency weight rises linearly from 0 (icefall's warm_step):
+    two untrained views pulled together from step 0 agree on blanks"""
     cr_time_mask_ratio: float = 2.5
     """with CR-CTC, time masks are this many times ``specaug.num_time_masks`` (as the paper)"""
 
     def __post_init__(self) -> None:
         _require(0.0 <= self.transducer_weight <= 1.0, "transducer_weight", "must be in [0, 1]")
         _require(self.cr_ctc_weight >= 0.0, "cr_ctc_weight", "must be >= 0")
+        _require(self.cr_warmup_steps >= 0, "cr_warmup_steps", "must be >= 0")
         _require(self.cr_time_mask_ratio >= 1.0, "cr_time_mask_ratio", "must be >= 1")
         _require(0.0 <= self.ctc_weight <= 1.0, "ctc_weight", "must be in [0, 1]")
         _require(0.0 <= self.reverse_weight <= 1.0, "reverse_weight", "must be in [0, 1]")
@@ -323,6 +330,12 @@ class TransducerConfig:
     from 0.1 to 1 (icefall's warm_step)"""
     delay_penalty: float = 0.0
     """k2's delay penalty: emitting late costs more, pulling emissions earlier (e.g. 0.1)"""
+    lm_scale: float = 0.25
+    """the simple loss smoothed (k2's ``rnnt_loss_smoothed``, icefall's 0.25): this share of
+    each arc's log-probability is the predictor's alone, which trains it from the first step
+    and shapes the pruning windows"""
+    am_scale: float = 0.0
+    """this share the encoder's alone, against the tokens' mean frequency (icefall's 0)"""
 
     def __post_init__(self) -> None:
         for name in ("predictor_dim", "joiner_dim"):
@@ -334,6 +347,10 @@ class TransducerConfig:
         _require(self.simple_loss_scale >= 0.0, "simple_loss_scale", "must be >= 0")
         _require(self.warmup_steps >= 0, "warmup_steps", "must be >= 0")
         _require(self.delay_penalty >= 0.0, "delay_penalty", "must be >= 0")
+        for name in ("lm_scale", "am_scale"):
+            _require(0.0 <= getattr(self, name) <= 1.0, name, "must be in [0, 1]")
+        _require(self.lm_scale + self.am_scale <= 1.0, "lm_scale",
+                 "and am_scale must add up to at most 1")  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,12 @@ class ASRModel(nn.Module):
     output.
 
     The loss (``config.ModelConfig``): ``transducer_weight * transducer + (1 -
-    transducer_weight) * (ctc_weight * CTC + (1 - ctc_weight) * attention) + cr_ctc_weight *
-    consistency``, a missing head's term dropped. The transducer term is icefall's mix of the
-    simple and the pruned loss (``transducer`` config, warm-up by step); the consistency term
-    compares the CTC posteriors of two views of each utterance (the batch's two halves)."""
+    transducer_weight) * (ctc_weight * CTC + (1 - ctc_weight) * attention) + ramp *
+    cr_ctc_weight * w_ctc * consistency`` (``w_ctc`` CTC's weight in the sum before it,
+    ``ramp`` rising from 0 to 1 over ``cr_warmup_steps``), a missing head's term dropped. The
+    transducer term is icefall's mix of the simple (smoothed) and the pruned loss
+    (``transducer`` config, warm-up by step); the consistency term compares the CTC posteriors
+    of two views of each utterance (the batch's two halves)."""
 
     def __init__(
         self,
@@ -48,6 +50,7 @@ class ASRModel(nn.Module):
         transducer_weight: float = 0.0,
         transducer_cfg: Optional[TransducerConfig] = None,
         cr_ctc_weight: float = 0.0,
+        cr_warmup_steps: int = 0,
     ) -> None:
         super().__init__()
         self.encoder = encoder
@@ -61,6 +64,7 @@ class ASRModel(nn.Module):
         self.transducer_weight = transducer_weight if transducer is not None else 0.0
         self.transducer_cfg = transducer_cfg if transducer_cfg is not None else TransducerConfig()
         self.cr_ctc_weight = cr_ctc_weight
+        self.cr_warmup_steps = cr_warmup_steps
 
     def forward(
         self,
@@ -96,8 +100,16 @@ class ASRModel(nn.Module):
             loss = self.transducer_weight * trans + (1.0 - self.transducer_weight) * loss
         if views == 2 and self.cr_ctc_weight > 0.0:
             cr = consistency_loss(log_probs, lens)
-            loss = loss + self.cr_ctc_weight * cr
+            loss = loss + self.consistency_weight(step) * cr
         return loss, lens, torch.stack([ctc, att, trans, cr]).detach()
+
+    def consistency_weight(self, step: Optional[int]) -> float:
+        """The consistency term's weight at ``step`` (None: past the ramp): ``cr_ctc_weight``
+        times CTC's own weight in the loss, ramped in linearly over ``cr_warmup_steps``."""
+        ctc_share = self.ctc_weight * (1.0 - self.transducer_weight)
+        warm = self.cr_warmup_steps
+        ramp = 1.0 if step is None or step >= warm else step / warm
+        return ramp * self.cr_ctc_weight * ctc_share
 
     def _transducer_loss(
         self, out: torch.Tensor, lens: torch.Tensor, targets: torch.Tensor,
@@ -108,8 +120,9 @@ class ASRModel(nn.Module):
         assert self.transducer is not None
         c = self.transducer_cfg
         simple, pruned = self.transducer.losses(
-            out, lens, targets, target_lens, c.prune_range, c.delay_penalty
-        )
+            out, lens, targets, target_lens, c.prune_range, c.delay_penalty,
+            (c.lm_scale, c.am_scale),
+        )  # fmt: skip
         done = 1.0 if step is None or step >= c.warmup_steps else step / max(c.warmup_steps, 1)
         s = 1.0 - done * (1.0 - c.simple_loss_scale)
         p = 0.1 + 0.9 * done
@@ -232,6 +245,7 @@ def build_model(cfg: ExperimentConfig, vocab_size: int) -> ASRModel:
         loss.transducer_weight,
         cfg.transducer,
         loss.cr_ctc_weight,
+        loss.cr_warmup_steps,
     )
 
 

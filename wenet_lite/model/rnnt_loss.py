@@ -26,7 +26,7 @@ a frame keeps, J the joiner's width.
 
 from __future__ import annotations
 
-from typing import Callable, Tuple
+from typing import Callable, Optional, Tuple
 
 import torch
 
@@ -128,14 +128,48 @@ class _Lattice(torch.autograd.Function):
 
 
 def simple_lattice(
-    am: torch.Tensor, lm: torch.Tensor, targets: torch.Tensor
-) -> Tuple[torch.Tensor, torch.Tensor]:
-    """The lattice of the simple joiner ``log_softmax(am[t] + lm[u])``.
+    am: torch.Tensor, lm: torch.Tensor, targets: torch.Tensor,
+    lm_scale: float = 0.0, am_scale: float = 0.0, tokens: Optional[torch.Tensor] = None,
+) -> Tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """The lattice of the simple joiner ``log_softmax(am[t] + lm[u])``, smoothed (k2's
+    ``rnnt_loss_smoothed``) when ``lm_scale`` or ``am_scale`` > 0: each arc's log-probability
+    is then ``(1 - lm_scale - am_scale)`` times the joint one, plus ``lm_scale`` times the
+    predictor's alone (``log_softmax(lm[u])``: it learns the token sequence from the first
+    step, whatever the encoder says), plus ``am_scale`` times the encoder's against the
+    tokens' mean frequency (``log_softmax(am[t] + log unigram)``).
 
-    Args: am (B, T, V), lm (B, U+1, V) projections, targets (B, U) (padding: any id).
+    Args: am (B, T, V), lm (B, U+1, V) projections, targets (B, U) (padding: any id), tokens
+    (B,) each utterance's U (the unigram is the mean of its valid positions; None: all).
     Returns: px (B, T, U), py (B, T, U+1).
     """
+    px, py = _joint_lattice(am.float(), lm.float(), targets)
+    if not lm_scale and not am_scale:
+        return px, py
     am, lm = am.float(), lm.float()
+    lm_logp = lm.log_softmax(dim=2)  # (B, U+1, V): the predictor alone
+    U = targets.size(1)
+    px_lm = lm_logp[:, :U].gather(2, targets.unsqueeze(2)).squeeze(2).unsqueeze(1)  # (B, 1, U)
+    py_lm = lm_logp[:, :, 0].unsqueeze(1)  # (B, 1, U+1)
+    valid = torch.ones(lm.shape[:2], dtype=torch.bool, device=lm.device)
+    if tokens is not None:  # positions 0..U_b of each utterance
+        valid = torch.arange(U + 1, device=lm.device).view(1, -1) <= tokens.view(-1, 1)
+    probs = lm_logp.exp() * valid.unsqueeze(2)
+    unigram = (probs.sum(dim=(0, 1)) / valid.sum()).clamp_min(1e-30).log()  # (V,)
+    am_logp = (am + unigram).log_softmax(dim=2) - unigram  # (B, T, V): log p(v) - log u(v)
+    am_y = am_logp.gather(2, targets.unsqueeze(1).expand(-1, am.size(1), -1))  # (B, T, U)
+    px_am = am_y + unigram[targets].unsqueeze(1)
+    py_am = (am_logp[:, :, :1] + unigram[0]).expand_as(py)
+    joint = 1.0 - lm_scale - am_scale
+    px = joint * px + lm_scale * px_lm + am_scale * px_am
+    py = joint * py + lm_scale * py_lm + am_scale * py_am
+    return px, py
+
+
+def _joint_lattice(
+    am: torch.Tensor, lm: torch.Tensor, targets: torch.Tensor
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """px (B, T, U), py (B, T, U+1) of ``log_softmax(am[t] + lm[u])`` (float32 inputs), its
+    normaliser one matrix product."""
     am_max = am.max(dim=2, keepdim=True).values.detach()  # (B, T, 1)
     lm_max = lm.max(dim=2, keepdim=True).values.detach()  # (B, U+1, 1)
     norm = torch.bmm((am - am_max).exp(), (lm - lm_max).exp().transpose(1, 2))  # (B, T, U+1)
@@ -216,6 +250,7 @@ def transducer_losses(
     joint: Callable[[torch.Tensor], torch.Tensor],
     prune_range: int,
     delay_penalty: float = 0.0,
+    smoothing: Tuple[float, float] = (0.0, 0.0),
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """The simple and the pruned loss, each summed over the batch.
 
@@ -224,9 +259,11 @@ def transducer_losses(
     ``simple_lm`` the simple joiner's projections (to V), ``joint(pred_g)`` the full joiner of
     each frame with its window's predictor outputs (B, T, S, D'), giving (B, T, S, V).
     ``delay_penalty`` (k2's): emitting at a late frame costs more, pulling the emissions
-    earlier (streaming latency). An utterance no path fits counts 0.
+    earlier (streaming latency). ``smoothing``: the simple loss's (lm_scale, am_scale)
+    (:func:`simple_lattice`); its occupancy chooses the pruned windows. An utterance no path
+    fits counts 0.
     """
-    px_s, py_s = simple_lattice(simple_am(enc), simple_lm(pred), targets)
+    px_s, py_s = simple_lattice(simple_am(enc), simple_lm(pred), targets, *smoothing, tokens)
     if delay_penalty:
         px_s = px_s + _delay(px_s, frames, delay_penalty)
     simple = lattice_log_prob(px_s, py_s, frames, tokens)

@@ -86,10 +86,12 @@ class TransducerHead(nn.Module):
         tokens: torch.Tensor,
         prune_range: int,
         delay_penalty: float = 0.0,
+        smoothing: Tuple[float, float] = (0.0, 0.0),
     ) -> Tuple[torch.Tensor, torch.Tensor]:
         """The simple and the pruned loss, each summed over the batch.
 
-        Args: enc (B, T, D), frames (B,), targets (B, U), tokens (B,)."""
+        Args: enc (B, T, D), frames (B,), targets (B, U), tokens (B,); ``smoothing`` the
+        simple loss's (lm_scale, am_scale) (``rnnt_loss.simple_lattice``)."""
         pred = self.predictor.after_each(targets)  # (B, U+1, D')
         enc_j = self.joiner.enc_proj(enc)  # (B, T, J), once
 
@@ -98,5 +100,5 @@ class TransducerHead(nn.Module):
 
         return transducer_losses(
             enc, frames, pred, targets, tokens, self.simple_am, self.simple_lm, joint,
-            prune_range, delay_penalty,
+            prune_range, delay_penalty, smoothing,
         )  # fmt: skip

@@ -72,7 +72,9 @@ class SearchOptions:
     blank_penalty: float = field(
         default=0.0,
         metadata=flag(
-            "--blank-penalty", "subtracted from the blank's logit before the search, e.g. 0.5"
+            "--blank-penalty",
+            "subtracted from the blank's logit before every search (the CTC "
+            "head's, the transducer joiner's; sherpa-onnx's blank_penalty), e.g. 0.5",
         ),
     )
     lm: Optional[str] = field(
