@@ -199,7 +199,7 @@ _PARTS = (  # (row, module name patterns): the first that matches a leaf module 
     ("subsampling", (".subsampling.",)),
     ("feed-forward", (".ff1.", ".ff2.", ".ffn.")),
     ("attention projections", (".attn.qkv", ".attn.out", ".attn.q", ".attn.k", ".attn.v")),
-    ("attention scores and positions", (".attn", ".rel_pos")),
+    ("attention scores and positions", (".attn.", ".rel_pos.")),
     ("convolution module", (".conv.",)),
     ("CTC", ("ASRModel.ctc",)),
     ("attention decoder", ("ASRModel.decoder",)),
@@ -226,15 +226,12 @@ def _flops(cfg, tokenizer_path: Path, first: tuple, device: torch.device) -> dic
         loss, _, _ = model(*args)
         loss.backward()
     counts = {name: sum(ops.values()) for name, ops in forward.get_flop_counts().items()}
-    leaves = [n for n in counts if n != "Global" and not any(
-        m.startswith(n + ".") for m in counts)]  # fmt: skip
-    parts = {name: 0.0 for name, _ in _PARTS}
-    for leaf in leaves:
-        part = next((name for name, keys in _PARTS if any(k in leaf + "." for k in keys)),
-                    "other")  # fmt: skip
-        parts[part] = parts.get(part, 0.0) + counts[leaf]
-    total_forward = counts.get("Global", sum(parts.values()))
-    parts["other"] = parts.get("other", 0.0) + total_forward - sum(parts.values())
+    total_forward = counts.pop("Global", 0)
+    parts: dict = {}
+    for name, flops in counts.items():  # each module's own FLOPs: less its children's
+        own = flops - sum(v for c, v in counts.items() if c.rpartition(".")[0] == name)
+        part = next((p for p, keys in _PARTS if any(k in name + "." for k in keys)), "other")
+        parts[part] = parts.get(part, 0.0) + own
     return {"train": both.get_total_flops() / audio, "forward": total_forward / audio,
             "parts": {k: v / audio for k, v in parts.items() if v > 0}}  # fmt: skip
 

@@ -67,7 +67,7 @@ def test_word_lm_round_trips_through_arpa(tmp_path: Path, order: int, name: str)
     path = lm.save_arpa(tmp_path / name)
     if name.endswith(".gz"):
         assert gzip.open(path, "rt").readline() == "\n"  # really gzipped
-    arpa = load_lm(path)
+    arpa = load_lm(path, "python")
     assert isinstance(arpa, ArpaLM) and arpa.order == order
     assert arpa.words == lm.words | {UNK}
     words = sorted(lm.words | {UNK, "ZEBRA"})
@@ -91,8 +91,8 @@ def test_load_lm_picks_the_format_by_name(tmp_path: Path) -> None:
     lm = WordLM.train(["A B"])
     lm.save(tmp_path / "lm.json")
     assert isinstance(load_lm(tmp_path / "lm.json"), WordLM)
-    assert isinstance(load_lm(_write(tmp_path / "x.arpa", HAND)), ArpaLM)
-    assert isinstance(load_lm(_write(tmp_path / "X.ARPA", HAND)), ArpaLM)
+    assert isinstance(load_lm(_write(tmp_path / "x.arpa", HAND), "python"), ArpaLM)
+    assert isinstance(load_lm(_write(tmp_path / "X.ARPA", HAND), "python"), ArpaLM)
     scorer = LMScorer.load(tmp_path / "x.arpa", ["<blank>", "\u2581A"])
     assert scorer.lm.words == {"A", "B", EOS}
 
@@ -132,7 +132,7 @@ def test_train_lm_writes_arpa_or_json_by_name(tmp_path: Path) -> None:
         cmd = ["wenet-lite", "train-lm", "--text", str(text), "--out", str(tmp_path / name)]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
         assert "4 words, 6 bigrams" in proc.stdout  # THE CAT DOG SAT (+ </s>)
-    arpa, json_lm = load_lm(tmp_path / "lm.arpa.gz"), load_lm(tmp_path / "lm.json")
+    arpa, json_lm = load_lm(tmp_path / "lm.arpa.gz", "python"), load_lm(tmp_path / "lm.json")
     assert isinstance(arpa, ArpaLM) and isinstance(json_lm, WordLM)
     assert arpa.log_prob("THE", "CAT") == pytest.approx(json_lm.log_prob("THE", "CAT"), abs=1e-5)
 

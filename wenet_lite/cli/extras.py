@@ -17,6 +17,7 @@ EXTRAS = {
     "executorch": "executorch",
     "websockets": "serve",
     "silero_vad": "vad",
+    "kenlm": "kenlm",
 }
 """top-level module -> the extra that installs it"""
 

@@ -35,7 +35,7 @@ from typing import Dict, Iterable, Iterator, List, Sequence, Tuple, Union
 
 from wenet_lite.fileio import atomic_open, naming_text_errors, open_text
 
-__all__ = ["ArpaLM", "BOS", "EOS", "NGramLM", "UNK", "write_arpa"]
+__all__ = ["ArpaLM", "BOS", "EOS", "NGramLM", "UNK", "arpa_ngram_count", "write_arpa"]
 
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 _LN10 = math.log(10.0)
@@ -162,6 +162,15 @@ def _read_arpa(path: Path, probs: Dict[str, float], backoffs: Dict[str, float]) 
     if 1 not in declared:
         raise ValueError(f"{path}: no 1-grams")
     return declared
+
+
+def arpa_ngram_count(path: Pathlike) -> int:
+    """The n-grams an ARPA file declares in its \\data\\ section (read to there only)."""
+    path = Path(path)
+    declared: Dict[int, int] = {}
+    with open_text(path) as f, naming_text_errors(path):
+        _read_counts(path, enumerate(f, 1), declared)
+    return sum(declared.values())
 
 
 def _read_counts(

@@ -31,6 +31,7 @@ LibriSpeech's own from openslr.org/11.
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 from collections import Counter, defaultdict
@@ -39,11 +40,21 @@ from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequenc
 
 from wenet_lite.data.tokenizer import WORD_START, normalize_text
 from wenet_lite.fileio import naming_text_errors, open_text, read_json, write_text_atomic
-from wenet_lite.search.arpa import BOS, EOS, UNK, ArpaLM, Entry, NGramLM, write_arpa
+from wenet_lite.search.arpa import (
+    BOS,
+    EOS,
+    UNK,
+    ArpaLM,
+    Entry,
+    NGramLM,
+    arpa_ngram_count,
+    write_arpa,
+)
 
 __all__ = [
     "LanguageModel", "LMState", "LMScorer", "Perplexity", "WordLM", "load_lm", "perplexity",
-    "read_sentences", "train_lm_file", "LM_WEIGHT", "OOV_PENALTY", "WORD_BONUS",
+    "read_sentences", "train_lm_file", "LM_WEIGHT", "OOV_PENALTY", "PYTHON_ARPA_LIMIT",
+    "WORD_BONUS",
 ]  # fmt: skip
 
 _FORMAT = "wenet_lite word n-gram, absolute discounting"
@@ -181,12 +192,38 @@ class WordLM(NGramLM):
 LanguageModel = NGramLM  # a WordLM or an ArpaLM
 
 
-def load_lm(path: Pathlike) -> LanguageModel:
-    """An ARPA file (name ending in .arpa or .arpa.gz) or `wenet-lite train-lm`'s JSON."""
+PYTHON_ARPA_LIMIT = 5_000_000
+"""n-grams the Python ARPA reader takes (about 400 bytes an n-gram in its dictionaries); a
+larger file needs KenLM"""
+
+
+def load_lm(path: Pathlike, backend: str = "auto") -> LanguageModel:
+    """An ARPA file (name ending in .arpa or .arpa.gz), KenLM's binary file, or `wenet-lite
+    train-lm`'s JSON. ``backend`` for ARPA files: ``kenlm`` (the ``kenlm`` extra), ``python``
+    (:class:`ArpaLM`), ``auto`` (KenLM where installed). A file too large for the Python
+    reader, or a binary file, without KenLM is one line naming the extra."""
+    from wenet_lite.search.kenlm_backend import KenLM, is_kenlm_binary, kenlm_available
+
+    if backend not in ("auto", "kenlm", "python"):
+        raise ValueError(f"LM backend {backend!r}: auto, kenlm or python")
     name = Path(path).name.lower()
-    if name.endswith((".arpa", ".arpa.gz")):
-        return ArpaLM.load(path)
-    return WordLM.load(path)
+    binary = is_kenlm_binary(path)
+    if not binary and not name.endswith((".arpa", ".arpa.gz")):
+        return WordLM.load(path)
+    have = kenlm_available()
+    if backend == "kenlm" or binary or (backend == "auto" and have):
+        if not have:
+            what = "is a KenLM binary file" if binary else "is read by KenLM here"
+            raise ValueError(f"{path} {what}: pip install 'wenet_lite[kenlm]'")
+        return KenLM.load(path)
+    grams = arpa_ngram_count(path)
+    if grams > PYTHON_ARPA_LIMIT:
+        raise ValueError(
+            f"{path} holds {grams:,} n-grams: the Python reader would need about "
+            f"{grams * 400 / 1e9:.0f} GB for them (it takes up to {PYTHON_ARPA_LIMIT:,}); "
+            "KenLM holds them compactly: pip install 'wenet_lite[kenlm]'"
+        )
+    return ArpaLM.load(path)
 
 
 class Perplexity(NamedTuple):
@@ -295,12 +332,12 @@ class LMScorer:
         self.weight = weight
         self.word_bonus = word_bonus
         self.oov_penalty = oov_penalty
-        self._prefixes = {  # every start of an LM word, the word included (when needed)
-            word[:i]
-            for word in (lm.words if oov_penalty else ())
-            if word not in (BOS, EOS, UNK)
-            for i in range(1, len(word) + 1)
-        }
+        self._listed = getattr(lm, "listed", True)  # a KenLM binary's words cannot be listed
+        self._sorted = sorted(  # the LM's words, for "does any start with this spelling"
+            w
+            for w in (lm.words if oov_penalty and self._listed else ())
+            if w not in (BOS, EOS, UNK)
+        )
         self._starts = [p.startswith(WORD_START) for p in pieces]
         self._spelling = [
             UNK if p.startswith("<") and p.endswith(">") else p.lstrip(WORD_START) for p in pieces
@@ -314,9 +351,11 @@ class LMScorer:
         weight: float = LM_WEIGHT,
         word_bonus: float = WORD_BONUS,
         oov_penalty: float = OOV_PENALTY,
+        backend: str = "auto",
     ) -> LMScorer:
-        """A scorer over ``lm``: a ``WordLM``/``ArpaLM`` or a file :func:`load_lm` reads."""
-        lm = lm if isinstance(lm, NGramLM) else load_lm(lm)
+        """A scorer over ``lm``: a ``WordLM``/``ArpaLM``/``KenLM`` or a file :func:`load_lm`
+        reads (with ``backend``)."""
+        lm = lm if isinstance(lm, NGramLM) else load_lm(lm, backend)
         return cls(lm, pieces, weight, word_bonus, oov_penalty)
 
     def _complete(self, state: LMState) -> LMState:
@@ -324,7 +363,14 @@ class LMScorer:
             return state
         word = UNK if UNK in state.partial else state.partial
         gain = self.weight * self.lm.log_prob(state.prev, word) + self.word_bonus
+        if self.oov_penalty and not self._listed and word not in self.lm.words:
+            gain -= self.oov_penalty  # words that cannot be listed: charged once complete
         return LMState(state.score + gain, self.lm.next_history(state.prev, word), "")
+
+    def _starts_a_word(self, spelling: str) -> bool:
+        """Whether some LM word starts with ``spelling`` (itself included)."""
+        i = bisect.bisect_left(self._sorted, spelling)
+        return i < len(self._sorted) and self._sorted[i].startswith(spelling)
 
     def extend(self, state: LMState, token: int) -> LMState:
         """The state of the prefix ``state`` belongs to, followed by ``token``."""
@@ -332,8 +378,8 @@ class LMScorer:
             state = self._complete(state)
         partial = state.partial + self._spelling[token]
         score = state.score
-        if self.oov_penalty and partial not in self._prefixes:
-            if not state.partial or state.partial in self._prefixes:
+        if self.oov_penalty and self._listed and not self._starts_a_word(partial):
+            if not state.partial or self._starts_a_word(state.partial):
                 score -= self.oov_penalty  # the word in progress just left the lexicon
         return LMState(score, state.prev, partial)
 

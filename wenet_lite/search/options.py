@@ -79,7 +79,18 @@ class SearchOptions:
     )
     lm: Optional[str] = field(
         default=None,
-        metadata=flag("--lm", "prefix_beam: word LM (`wenet-lite train-lm` JSON, or .arpa[.gz])"),
+        metadata=flag(
+            "--lm",
+            "prefix_beam: word LM (`wenet-lite train-lm` JSON, .arpa[.gz], or a KenLM binary file)",
+        ),
+    )
+    lm_backend: Literal["auto", "kenlm", "python"] = field(
+        default="auto",
+        metadata=flag(
+            "--lm-backend",
+            "what reads an ARPA --lm: kenlm (the kenlm extra; also KenLM's binary files), "
+            "python, auto (kenlm where installed)",
+        ),
     )
     lm_weight: float = field(
         default=LM_WEIGHT, metadata=flag("--lm-weight", "weight of the LM's log-probabilities")
@@ -138,6 +149,9 @@ class SearchOptions:
         if self.lm is not None and not self.beam:
             raise FieldError("a word LM ({lm}) needs the prefix beam ({beam} or {rescore})",
                              lm=Setting("lm"), **_BEAM_MODES)  # fmt: skip
+        if self.lm_backend not in ("auto", "kenlm", "python"):
+            raise FieldError("{b} is not auto, kenlm or python",
+                             b=Setting("lm_backend", self.lm_backend))  # fmt: skip
         if self.lm_weight < 0:
             raise ValueError(f"lm weight must be >= 0, got {self.lm_weight}")
         if self.oov_penalty < 0:
@@ -219,8 +233,9 @@ class SearchOptions:
             raise RuntimeError("a word LM or hotwords need the model's tokenizer")
         if self.lm is not None:
             scorer = LMScorer.load(
-                self.lm, tokenizer.pieces(), self.lm_weight, self.word_bonus, self.oov_penalty
-            )
+                self.lm, tokenizer.pieces(), self.lm_weight, self.word_bonus, self.oov_penalty,
+                self.lm_backend,
+            )  # fmt: skip
         if self.hotwords is not None:
             context = load_context(self.hotwords, tokenizer, self.hotwords_score)
         return SearchModels(scorer, context)
