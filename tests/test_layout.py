@@ -30,7 +30,7 @@ LAYERS: List[Tuple[str, ...]] = [
     ("wenet_lite.fileio", "wenet_lite.host"),  # atomic files; the CPU and the allocator
     ("wenet_lite.config",),
     ("wenet_lite.features",),
-    ("wenet_lite.punct", "wenet_lite.vad"),  # text in, punctuated text out; speech regions
+    ("wenet_lite.punct", "wenet_lite.vad", "wenet_lite.itn"),  # text stages; speech regions
     ("wenet_lite.model",),
     ("wenet_lite.data",),
     ("wenet_lite.files",),  # checkpoints, model files, export directories

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple, Union
 from wenet_lite.config.fields import FieldError, Setting, literal
 from wenet_lite.files.export_dir import ExportDir, is_export_dir
 from wenet_lite.host.cpu import PRECISIONS, auto_precision, cpu_model, native_bf16
+from wenet_lite.itn.normalizer import Itn
 from wenet_lite.model.chunking import Chunking
 from wenet_lite.punct.punctuator import PunctSource, Punctuator, load_punctuator
 from wenet_lite.runtime.endpoint import EndpointConfig
@@ -59,6 +60,9 @@ _log = logging.getLogger(__name__)
 Source = Union[str, Path, ExportDir, Tuple["ASRModel", "Tokenizer", "ExperimentConfig"]]
 """a model file, an export directory (its path, or as read), or ``load_model``'s triple"""
 Recognizer = Union["StreamingRecognizer", "OfflineRecognizer"]
+ItnChoice = Union[bool, Any, None]
+"""inverse text normalisation: True (English, wetext's grammars), False/None, or a stage
+with ``spans`` (an ``Itn``)"""
 
 
 class RuleError(FieldError):
@@ -255,6 +259,7 @@ def open_recognizer(
     punct: Optional[PunctSource] = None,
     vad: VadChoice = "off",
     vad_options: Optional[VadOptions] = None,
+    itn: ItnChoice = False,
 ) -> Recognizer:
     """A recogniser over any source: streaming for chunked ``chunking``, offline for full
     context (``Chunking(0)``) or when ``offline`` gives `decode`'s batch mode.
@@ -281,13 +286,16 @@ def open_recognizer(
             offline.OfflineRecognizer.file_results`); streaming, streams may end their segments
             by it (the endpoint rule ``vad_silence`` turns it on). ``vad_options``: offline,
             its threshold, shortest speech and silence, and padding.
+        itn: final results with numbers, money, dates and times written as digits (True, or
+            an ``Itn``; the ``itn`` extra), after punctuation.
     Raises:
         RuleError (a ValueError) for a combination that cannot run, naming the fields to
         change, before anything is loaded; FileNotFoundError / ValueError (CheckpointError, a
         bad export record) for a bad source, naming it.
     """
     spec = engine or EngineSpec()
-    stages = _Stages(load_punctuator(punct), vad, vad_options)  # a bad directory refused first
+    # a bad punctuation directory or a missing ITN package refused before the model loads
+    stages = _Stages(load_punctuator(punct), vad, vad_options, _itn(itn))
     return _open(source, chunking, search, endpoint, spec, offline, slots, stages)
 
 
@@ -298,14 +306,22 @@ class _Stages:
     punctuator: Optional[Punctuator]
     vad: VadChoice
     vad_options: Optional[VadOptions]
+    itn: Optional[Any]
 
     def streaming(self, rate: int, endpoint: Optional[EndpointConfig]) -> Dict[str, Any]:
         rule = endpoint is not None and endpoint.vad_options() is not None
-        return {"punctuator": self.punctuator, "vad": choose_vad("on" if rule else self.vad, rate)}
+        return {"punctuator": self.punctuator, "itn": self.itn,
+                "vad": choose_vad("on" if rule else self.vad, rate)}  # fmt: skip
 
     def offline(self, rate: int) -> Dict[str, Any]:
-        return {"punctuator": self.punctuator, "vad": choose_vad(self.vad, rate),
+        return {"punctuator": self.punctuator, "itn": self.itn, "vad": choose_vad(self.vad, rate),
                 "vad_options": self.vad_options}  # fmt: skip
+
+
+def _itn(choice: ItnChoice) -> Optional[Any]:
+    if choice is None or isinstance(choice, bool):
+        return Itn() if choice else None
+    return choice  # a stage of the caller's
 
 
 def _open(
@@ -374,11 +390,13 @@ def open_streaming(
     slots: Optional[bool] = None,
     punct: Optional[PunctSource] = None,
     vad: VadChoice = "off",
+    itn: ItnChoice = False,
 ) -> StreamingRecognizer:
     """:func:`open_recognizer` for streaming, typed: ``chunking`` (default: an export
     directory's, else 16/4) must stream; full context is :func:`open_offline`'s. ``slots``:
     the streams' states in one batched tensor with a slot each (default: on a GPU with a fixed
-    cache; see ``StreamingRecognizer``); ``punct``, ``vad`` as :func:`open_recognizer`'s."""
+    cache; see ``StreamingRecognizer``); ``punct``, ``vad``, ``itn`` as
+    :func:`open_recognizer`'s."""
     from wenet_lite.runtime.streaming import StreamingRecognizer
 
     if chunking is not None and not chunking.streaming:
@@ -387,7 +405,7 @@ def open_streaming(
             "with open_offline"
         )
     rec = open_recognizer(source, chunking, search, endpoint, engine, slots=slots, punct=punct,
-                          vad=vad)  # fmt: skip
+                          vad=vad, itn=itn)  # fmt: skip
     assert isinstance(rec, StreamingRecognizer)  # chunked: a streaming recogniser
     return rec
 
@@ -400,15 +418,16 @@ def open_offline(
     punct: Optional[PunctSource] = None,
     vad: VadChoice = "off",
     vad_options: Optional[VadOptions] = None,
+    itn: ItnChoice = False,
 ) -> OfflineRecognizer:
     """:func:`open_recognizer` for whole utterances, typed: ``options`` is the mode (default:
     full context in bounded windows, what `transcribe` and `decode` run), ``search`` its search
-    when given; ``punct``, ``vad`` and ``vad_options`` as :func:`open_recognizer`'s."""
+    when given; ``punct``, ``vad``, ``vad_options`` and ``itn`` as :func:`open_recognizer`'s."""
     from wenet_lite.runtime.offline import OfflineRecognizer
 
     rec = open_recognizer(
         source, None, search, None, engine, offline=options or DecodeOptions(), punct=punct,
-        vad=vad, vad_options=vad_options,
+        vad=vad, vad_options=vad_options, itn=itn,
     )  # fmt: skip
     assert isinstance(rec, OfflineRecognizer)  # offline= always gives one
     return rec

@@ -113,6 +113,8 @@ class Transcriber:
             Streaming ends segments by endpointing instead.
         vad_options: the VAD's threshold, shortest speech and silence, and padding
             (``VadOptions``; faster-whisper's defaults).
+        itn: numbers, money, dates and times written as digits (the ``itn`` extra), each
+            written word with the times and confidence of the spoken words it came from.
     """
 
     def __init__(
@@ -132,6 +134,7 @@ class Transcriber:
         punct: Optional[PunctSource] = None,
         vad: Optional[bool] = None,
         vad_options: Optional[VadOptions] = None,
+        itn: bool = False,
         **search_options: Any,
     ) -> None:
         _check_options(model, chunk_size, pause, threads)
@@ -143,7 +146,8 @@ class Transcriber:
         opened = as_streaming(model) or as_offline(model)
         if opened is not None:
             _refuse_beside(engine=engine, device=device, threads=threads if threads != 1 else None,
-                           punct=punct, vad=vad, vad_options=vad_options)  # fmt: skip
+                           punct=punct, vad=vad, vad_options=vad_options,
+                           itn=itn or None)  # fmt: skip
         self.pause = pause
         self.upsample = upsample
         self.progress = progress
@@ -161,11 +165,11 @@ class Transcriber:
             options = DecodeOptions(self.search, max_window_seconds=max_window_seconds,
                                     window_progress=progress)  # fmt: skip
             self.recognizer = open_offline(model, options, self.search, spec, punct, vad,
-                                           vad_options)  # fmt: skip
+                                           vad_options, itn)  # fmt: skip
         else:
             chunking = Chunking(chunk_size, left_chunks) if chunk_size > 0 else None
             self.recognizer = open_streaming(
-                model, chunking, self.search, endpoint, spec, punct=punct
+                model, chunking, self.search, endpoint, spec, punct=punct, itn=itn
             )
         self._streaming = as_streaming(self.recognizer)
         self._offline = as_offline(self.recognizer)
@@ -259,7 +263,8 @@ def _refuse_beside(**given: Any) -> None:
     named = [name for name, value in given.items() if value is not None]
     if named:
         raise ValueError(
-            f"an opened recogniser keeps its own engine, device, threads, punctuator and VAD: "
+            f"an opened recogniser keeps its own engine, device, threads, punctuator, VAD and "
+            "ITN: "
             f"{', '.join(f'{n}=' for n in named)} would change it or be ignored; give them to "
             "open_recognizer"
         )

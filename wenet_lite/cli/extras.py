@@ -18,6 +18,7 @@ EXTRAS = {
     "websockets": "serve",
     "silero_vad": "vad",
     "kenlm": "kenlm",
+    "wetext": "itn",
 }
 """top-level module -> the extra that installs it"""
 

@@ -264,6 +264,16 @@ def add_punct(p: argparse.ArgumentParser, what: str) -> None:
     )  # fmt: skip
 
 
+def add_itn(p: argparse.ArgumentParser, what: str) -> None:
+    """``--itn`` on a subcommand whose final results it writes."""
+    p.add_argument(
+        "--itn", action="store_true",
+        help=f"inverse text normalisation (the itn extra: wetext's English grammars): {what} "
+        "with numbers, money, dates and times as digits, each written word with the times "
+        "and confidence of the spoken words it came from (after --punct)",
+    )  # fmt: skip
+
+
 def add_upsample(p: argparse.ArgumentParser) -> None:
     """`--no-upsample`: audio below the model's rate is refused instead of upsampled."""
     p.add_argument(
@@ -415,7 +425,25 @@ def recognizer_from(
         raise UsageError("--chunk-size 0 decodes whole files: use `transcribe` or `decode`")
     try:
         return open_streaming(
-            source, chunking, options, endpoint, spec, punct=getattr(args, "punct", None), vad=vad
-        )
+            source, chunking, options, endpoint, spec, punct=getattr(args, "punct", None), vad=vad,
+            itn=getattr(args, "itn", False),
+        )  # fmt: skip
     except RuleError as e:  # checked before anything is loaded
         raise rule_error(e) from None
+
+
+def settings_record(rec: StreamingRecognizer) -> Dict[str, Any]:
+    """A streaming recogniser's settings for summaries (``summary.json``, `stream --json`'s
+    last line)."""
+    import dataclasses
+
+    return {
+        "model": rec.source,
+        "chunking": dataclasses.asdict(rec.chunking),
+        "engine": rec.engine.name,
+        "search": dataclasses.asdict(rec.options),
+        "endpoint": dataclasses.asdict(rec.endpoint),
+        "describe": f"search {rec.options.describe()}, {rec.chunking.describe()}, "
+        + ("streamed" if rec.endpoint.enabled else "streamed, no endpointing")
+        + (", VAD endpoints" if rec.vad_options is not None else ""),
+    }

@@ -10,6 +10,7 @@ from wenet_lite.cli.flags import (
     add_chunking,
     add_endpoint,
     add_engine,
+    add_itn,
     add_options,
     add_punct,
     check_recognizer_flags,
@@ -58,6 +59,7 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
         "every protocol's final results and uploads cased and punctuated (partial results "
         "as recognised)",
     )
+    add_itn(p, "every protocol's final results and uploads (partial results as recognised)")
     p.set_defaults(func=_run_serve)
 
 

@@ -13,6 +13,7 @@ from wenet_lite.cli.flags import (
     add_chunking,
     add_endpoint,
     add_engine,
+    add_itn,
     add_options,
     add_punct,
     add_upsample,
@@ -21,6 +22,7 @@ from wenet_lite.cli.flags import (
     output_dir,
     positive_int,
     recognizer_from,
+    settings_record,
 )
 
 if TYPE_CHECKING:  # imported where used: `wenet-lite --help` stays instant
@@ -83,6 +85,7 @@ def add_stream(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="cpu", help=DEVICE_HELP)
     add_engine(p)
     add_punct(p, "final results cased and punctuated (partial ones as recognised)")
+    add_itn(p, "final results (partial ones as recognised)")
     p.set_defaults(func=_run_stream)
 
 
@@ -118,7 +121,7 @@ def _score_stream(
 
     from wenet_lite.evaluation.score import Transcripts, score_transcripts
 
-    settings = {**recognizer.settings_record(), **report.record()}
+    settings = {**settings_record(recognizer), **report.record()}
     texts = {refs.utterance(name): text for name, text in report.texts.items()}
     failed = [refs.utterance(name) for name in report.failures]
     chunking = recognizer.chunking

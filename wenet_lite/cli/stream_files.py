@@ -36,6 +36,7 @@ from typing import IO, Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, 
 
 import numpy as np
 
+from wenet_lite.cli.flags import settings_record
 from wenet_lite.data.tokenizer import WORD_START
 from wenet_lite.features.audio import (
     AudioError,
@@ -290,7 +291,7 @@ def stream_inputs(
         raise
     report = session.report
     report.wall_seconds = time.perf_counter() - start
-    printer.summary({**recognizer.settings_record(), **report.record()})
+    printer.summary({**settings_record(recognizer), **report.record()})
     return report
 
 

@@ -52,6 +52,7 @@ def add_transcribe(sub: argparse._SubParsersAction) -> None:
     flags.add_upsample(p)
     flags.add_engine(p, "--chunk-size C: ")
     flags.add_punct(p, "the text, words and subtitles cased and punctuated")
+    flags.add_itn(p, "the text, words and subtitles")
     vad = p.add_argument_group("voice activity detection (full context)")
     vad.add_argument(
         "--vad", choices=("auto", "on", "off"), default="auto",
@@ -149,7 +150,7 @@ def _run_transcribe(args: argparse.Namespace) -> int:
             args.model, chunking.chunk_size, chunking.left_chunks, search,
             flags.endpoint_from(args), pause=args.pause, engine=spec,
             progress=not args.no_progress and sys.stderr.isatty(), upsample=args.upsample,
-            punct=args.punct, vad=vad if not chunking.streaming else False,
+            punct=args.punct, vad=vad if not chunking.streaming else False, itn=args.itn,
             vad_options=vad_options,
         )  # fmt: skip
     except RuleError as e:  # checked before anything is loaded

@@ -32,7 +32,14 @@ from wenet_lite.model import ASRModel
 from wenet_lite.model.chunking import Chunking
 from wenet_lite.punct.punctuator import Punctuator
 from wenet_lite.runtime.engines import Engine
-from wenet_lite.runtime.result import Result, make_result, punctuated, shifted
+from wenet_lite.runtime.result import (
+    Result,
+    SpanStage,
+    make_result,
+    normalized,
+    punctuated,
+    shifted,
+)
 from wenet_lite.runtime.utterance import DecodeOptions, decode_batch, decode_long
 from wenet_lite.search.ctc_search import Hypothesis
 from wenet_lite.search.rescore import check_decoder
@@ -59,6 +66,7 @@ class OfflineRecognizer:
         vad: finds a whole file's speech regions (:meth:`speech_spans`), or None.
         vad_options: the VAD's threshold, shortest speech and silence, and padding.
         punctuator: cases and punctuates results, or None.
+        itn: writes their numbers as digits (after punctuation), or None.
     Raises:
         ValueError: an engine without ``simulate_streaming`` or built for other chunking;
         attention rescoring without the model's decoder.
@@ -76,6 +84,7 @@ class OfflineRecognizer:
         vad: Optional[SileroVad] = None,
         vad_options: Optional[VadOptions] = None,
         punctuator: Optional[Punctuator] = None,
+        itn: Optional[SpanStage] = None,
     ) -> None:
         options = options or DecodeOptions()
         if engine is not None and not options.simulate_streaming:
@@ -96,6 +105,8 @@ class OfflineRecognizer:
         self.source = source
         self.punctuator: Optional[Punctuator] = punctuator
         """cases and punctuates results, or None"""
+        self.itn: Optional[SpanStage] = itn
+        """writes the results' numbers as digits, or None"""
         self.vad: Optional[SileroVad] = vad
         """finds a whole file's speech regions, or None"""
         self.vad_options: VadOptions = vad_options or VadOptions()
@@ -230,7 +241,7 @@ class OfflineRecognizer:
             hyp, self.tokenizer, 0, 0, self.subsampling_rate, self.frame_shift_s, True,
             self.models.context, pause=pause,
         )  # fmt: skip
-        return punctuated(result, self.punctuator)
+        return normalized(punctuated(result, self.punctuator), self.itn)
 
     @contextmanager
     def _eval(self) -> Iterator[None]:

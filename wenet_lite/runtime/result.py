@@ -12,7 +12,7 @@ import dataclasses
 import typing
 import unicodedata
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, List, Optional, Sequence
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
 from wenet_lite.data.tokenizer import WORD_START, Tokenizer
 from wenet_lite.search.ctc_search import Hypothesis, frames_to_seconds
@@ -20,8 +20,9 @@ from wenet_lite.search.ctc_search import Hypothesis, frames_to_seconds
 if TYPE_CHECKING:
     from wenet_lite.search.context import ContextGraph
 
-__all__ = ["TextStage", "Word", "Result", "hotword_tokens", "join_words", "make_result",
-           "merge_results", "punctuated", "shifted", "spell", "unspaced"]  # fmt: skip
+__all__ = ["SpanStage", "TextStage", "Word", "Result", "hotword_tokens", "join_words",
+           "make_result", "merge_results", "normalized", "punctuated", "shifted", "spell",
+           "unspaced"]  # fmt: skip
 
 
 class TextStage(typing.Protocol):
@@ -30,6 +31,14 @@ class TextStage(typing.Protocol):
 
     def words(self, words: Sequence[str]) -> List[str]:
         """The words as written."""
+
+
+class SpanStage(typing.Protocol):
+    """A stage that rewrites spans of recognised words (inverse text normalisation): each
+    output word names the first and last input word it came from, in order."""
+
+    def spans(self, words: Sequence[str]) -> List[Tuple[int, int, str]]:
+        """(first, last, written text) of each output word."""
 
 
 @dataclass(frozen=True)
@@ -232,3 +241,19 @@ def punctuated(result: Result, punctuator: Optional[TextStage]) -> Result:
     texts = punctuator.words([w.text for w in result.words])
     words = [dataclasses.replace(w, text=t) for w, t in zip(result.words, texts)]
     return dataclasses.replace(result, words=words, text=join_words(texts))
+
+
+def normalized(result: Result, itn: Optional[SpanStage]) -> Result:
+    """The result with spans of its words written as ``itn`` writes them (numbers as digits):
+    a written word starts where its first spoken word starts and ends where its last ends, its
+    confidence their lowest, a hotword if they all were; tokens and their times stay spoken.
+    As it was without a stage or words."""
+    if itn is None or not result.words:
+        return result
+    spoken = result.words
+    words = []
+    for first, last, text in itn.spans([w.text for w in spoken]):
+        span = spoken[first : last + 1]
+        words.append(Word(text, span[0].start, span[-1].end, all(w.hotword for w in span),
+                          min(w.confidence for w in span)))  # fmt: skip
+    return dataclasses.replace(result, words=words, text=join_words([w.text for w in words]))

@@ -1,17 +1,19 @@
-"""A stream's closed segments: with a punctuator each is spelled and punctuated as it closes
-(or, with attention rescoring, once its rescored best comes back), punctuation reading each
-after the one before; without one, spelled when first asked for (a recogniser without a
-tokenizer, as the benchmarks', never spells). Finals are handed out in order."""
+"""A stream's closed segments: with text stages (punctuation, ITN) each is spelled and
+written as it closes (or, with attention rescoring, once its rescored best comes back), a stage
+reading each segment after the one before; without them, spelled when first asked for (a
+recogniser without a tokenizer, as the benchmarks', never spells). Finals are handed out in
+order."""
 
 from __future__ import annotations
 
 from typing import Callable, List, Optional, Tuple
 
-from wenet_lite.runtime.result import Result, TextStage, punctuated
+from wenet_lite.punct.punctuator import Punctuator
+from wenet_lite.runtime.result import Result, SpanStage, normalized, punctuated
 from wenet_lite.search.ctc_search import Hypothesis
 from wenet_lite.search.rescore import Segment
 
-__all__ = ["ClosedSegments"]
+__all__ = ["ClosedSegments", "text_stages"]
 
 Spell = Callable[[Hypothesis, int, int], Result]
 """(best hypothesis, first encoder frame, frames) -> the segment's final result"""
@@ -20,8 +22,9 @@ Spell = Callable[[Hypothesis, int, int], Result]
 class ClosedSegments:
     """The segments a stream closed (those holding a token), in order."""
 
-    def __init__(self, spell: Spell, punct: Optional[TextStage] = None) -> None:
-        self._spell, self._punct = spell, punct
+    def __init__(self, spell: Spell, write: Optional[Callable[[Result], Result]] = None) -> None:
+        """``write``: the text stages of a final (None: none, spelled lazily)."""
+        self._spell, self._write = spell, write
         self._closed: List[Tuple[Hypothesis, int, int]] = []  # (hyp, first frame, frames)
         self._finals: List[Result] = []  # results of self._closed[: len(self._finals)]
         self._pending: List[Tuple[int, Segment]] = []  # closed, not yet taken for rescoring
@@ -37,7 +40,7 @@ class ClosedSegments:
         if rescore is not None:
             self._pending.append((len(self._closed) - 1, rescore))
             self._waiting += 1
-        if self._punct is not None:
+        if self._write is not None:
             self._finish()
 
     @property
@@ -55,7 +58,7 @@ class ClosedSegments:
         _, first, frames = self._closed[index]
         self._closed[index] = (hyp, first, frames)
         self._waiting -= 1
-        if self._punct is not None:
+        if self._write is not None:
             self._finish()
 
     @property
@@ -65,8 +68,19 @@ class ClosedSegments:
         return list(self._finals)
 
     def _finish(self) -> None:
-        """Spell (and punctuate) the closed segments in order, up to one that waits for its
-        rescoring: punctuation reads a segment after the one before it."""
+        """Spell (and write) the closed segments in order, up to one that waits for its
+        rescoring: a text stage reads a segment after the one before it."""
         while len(self._finals) + self._waiting < len(self._closed):
             final = self._spell(*self._closed[len(self._finals)])
-            self._finals.append(punctuated(final, self._punct))
+            self._finals.append(self._write(final) if self._write is not None else final)
+
+
+def text_stages(
+    punctuator: Optional[Punctuator], itn: Optional[SpanStage]
+) -> Optional[Callable[[Result], Result]]:
+    """What one stream does to each final: its own punctuation (which carries words across
+    its segments), then ITN; None without either."""
+    if punctuator is None and itn is None:
+        return None
+    punct = punctuator.stream() if punctuator is not None else None
+    return lambda final: normalized(punctuated(final, punct), itn)

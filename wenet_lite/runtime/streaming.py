@@ -24,10 +24,9 @@ chunk; with -1 the cache grows until the next endpoint (a warning past
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import weakref
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -51,8 +50,8 @@ from wenet_lite.model.subsampling import (
 from wenet_lite.punct.punctuator import Punctuator
 from wenet_lite.runtime.endpoint import EndpointConfig, SegmentRules
 from wenet_lite.runtime.engines import Engine
-from wenet_lite.runtime.result import Result, make_result, merge_results, spell
-from wenet_lite.runtime.segments import ClosedSegments
+from wenet_lite.runtime.result import Result, SpanStage, make_result, merge_results, spell
+from wenet_lite.runtime.segments import ClosedSegments, text_stages
 from wenet_lite.search.context import ContextGraph, extended_context
 from wenet_lite.search.ctc_search import Hypothesis
 from wenet_lite.search.options import SearchOptions
@@ -104,10 +103,9 @@ class Stream:
         self._audio = StreamAudio(recognizer.cfg.features.sample_rate)
         self._next_frame = 0  # first input frame of the next chunk's window
         self._kept_from = 0  # fbank frames before this are discarded
-        punctuator = recognizer.punctuator
         self._closed = ClosedSegments(
             lambda hyp, first, frames: self._make_result(hyp, first, frames, is_final=True),
-            punctuator.stream() if punctuator is not None else None,
+            text_stages(recognizer.punctuator, recognizer.itn),
         )
         self._done = False
         self._slot: Optional[int] = recognizer.states.join()  # its state, until it is done
@@ -364,6 +362,7 @@ class StreamingRecognizer:
         search: Optional[StreamSearch] = None,
         vad: Optional[SileroVad] = None,
         punctuator: Optional[Punctuator] = None,
+        itn: Optional[SpanStage] = None,
     ) -> None:
         if not engine.chunking.streaming:
             raise ValueError(f"streaming needs a chunk size >= 1, got {engine.chunking.chunk_size}")
@@ -376,11 +375,10 @@ class StreamingRecognizer:
         self.options = (options or SearchOptions()).resolved(cfg.decode)
         self.endpoint = endpoint if endpoint is not None else EndpointConfig()
         self.punctuator: Optional[Punctuator] = punctuator  # cases and punctuates finals
+        self.itn: Optional[SpanStage] = itn  # writes the finals' numbers as digits
         self._layout(cfg)
-        self.vad: Optional[SileroVad] = vad
-        """the VAD model the streams share, or None (then no stream has a VAD)"""
-        self.vad_options: Optional[VadOptions] = _rule_vad(self.endpoint, vad)
-        """the VAD of every stream (rule "vad" of ``endpoint``), or None"""
+        self.vad: Optional[SileroVad] = vad  # the streams' VAD model (None: no stream has one)
+        self.vad_options = _rule_vad(self.endpoint, vad)  # every stream's VAD (rule "vad")
         self.device, self.dtype = engine.device, engine.dtype  # e.g. a bfloat16 model
         self.pool: Optional[StatePool] = self._pool(slots)
         """the streams' states in one batched tensor, a slot each (fixed caches; by default
@@ -388,11 +386,11 @@ class StreamingRecognizer:
         self.states = self.pool if self.pool is not None else StateList(engine.init_state)
         """where the streams' encoder states live, a slot each"""
         self.models = self.options.load(tokenizer)  # the word LM and hotwords, if any
+        # the search every stream's chunks go through
         self.search: StreamSearch = search or make_search(self.options, self.models,
                                                           self.model, source)  # fmt: skip
-        """the search every stream's chunks go through"""
+        # hypotheses a stream keeps of each chunk (attention rescoring's n-best)
         self.nbest = (self.options.nbest or 1) if self.options.rescoring else 1
-        """hypotheses a stream keeps of each chunk (attention rescoring's n-best)"""
         if self.options.rescoring:
             check_decoder(self.model, source)
 
@@ -420,19 +418,6 @@ class StreamingRecognizer:
         if slots and self.chunking.left_chunks < 0:
             raise ValueError("slots hold fixed-size caches: give left chunks >= 0")
         return StatePool(self.engine.init_state) if slots else None
-
-    def settings_record(self) -> Dict[str, Any]:
-        """The settings for summaries (``summary.json``, `stream --json`'s last line)."""
-        return {
-            "model": self.source,
-            "chunking": dataclasses.asdict(self.chunking),
-            "engine": self.engine.name,
-            "search": dataclasses.asdict(self.options),
-            "endpoint": dataclasses.asdict(self.endpoint),
-            "describe": f"search {self.options.describe()}, {self.chunking.describe()}, "
-            + ("streamed" if self.endpoint.enabled else "streamed, no endpointing")
-            + (", VAD endpoints" if self.vad_options is not None else ""),
-        }
 
     @property
     def chunk_size(self) -> int:

@@ -328,6 +328,7 @@ def _upload_decoder(rec: StreamingRecognizer, options: ServerOptions) -> Optiona
         spec,
         rec.punctuator,
         rec.vad or "off",  # the live streams' VAD finds the uploads' speech too
+        itn=rec.itn,
     )
     return UploadDecoder(offline, options.max_batch_size)
 
