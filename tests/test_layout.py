@@ -27,7 +27,7 @@ from typing import Dict, Iterable, List, Optional, Set, Tuple
 PACKAGE = Path(__file__).resolve().parents[1] / "wenet_lite"
 
 LAYERS: List[Tuple[str, ...]] = [
-    ("wenet_lite.fileio", "wenet_lite.host"),  # atomic files; the CPU and the allocator
+    ("wenet_lite.fileio", "wenet_lite.host", "wenet_lite.weights"),  # files; the CPU; weights
     ("wenet_lite.config",),
     ("wenet_lite.features",),
     ("wenet_lite.punct", "wenet_lite.vad", "wenet_lite.itn"),  # text stages; speech regions

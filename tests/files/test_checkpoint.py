@@ -169,9 +169,59 @@ def test_finite_weights_whose_outputs_overflow_are_refused(tokenizer, tmp_path) 
                 value.mul_(1e30)
 
     path = _tamper(tmp_path / "big.pt", tokenizer, scaled)
-    with pytest.raises(CheckpointError, match="big.pt: its outputs for a second of silence are "
-                       "NaN or infinite"):  # fmt: skip
+    with pytest.raises(CheckpointError, match="big.pt: its CTC head's outputs for a second of "
+                       "silence are NaN or infinite"):  # fmt: skip
         load_model(path)
+
+
+def test_weights_that_share_one_storage_are_refused(tokenizer, tmp_path) -> None:
+    """Every float weight a view into one shared storage as large as the largest weight (each
+    view's storage large enough alone): refused on what they claim together, before anything
+    is built; the control: the same weights each with its own storage load."""
+
+    def shared(p):
+        floats = {k: v for k, v in p["model"].items() if v.is_floating_point()}
+        block = torch.zeros(max(v.numel() for v in floats.values()))
+        for k, v in floats.items():
+            p["model"][k] = block[: v.numel()].view(v.shape)
+
+    path = _tamper(tmp_path / "shared.pt", tokenizer, shared)
+    with pytest.raises(CheckpointError, match=r"shared.pt: weights \S+ and \S+ \(and \d+ more\) "
+                       r"are views of one stored block of \d+ bytes that claim \d+"):  # fmt: skip
+        load_model(path)
+
+    def own(p):
+        for k, v in p["model"].items():
+            p["model"][k] = torch.zeros_like(v) if v.is_floating_point() else v
+
+    load_model(_tamper(tmp_path / "own.pt", tokenizer, own))
+
+
+@pytest.mark.parametrize("head, prefix", [("transducer head", "transducer."),
+                                          ("attention decoder", "decoder.")])  # fmt: skip
+def test_every_head_is_run_at_load(tokenizer, tmp_path, head, prefix) -> None:
+    """Only one head's weights x 1e30 (the CTC head and the encoder untouched): its outputs
+    overflow where the load check runs it, and the file is refused naming it; the control:
+    the same model unscaled loads."""
+    import dataclasses
+
+    cfg = dataclasses.replace(
+        CFG, model=dataclasses.replace(CFG.model, transducer_weight=0.5),
+        decoder=dataclasses.replace(CFG.decoder, type="bitransformer", num_blocks=1,
+                                    r2l_num_blocks=1),
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = build_model(cfg, tokenizer.vocab_size)
+    save_checkpoint(model_payload(model, cfg, tokenizer), tmp_path / "whole.pt")
+    load_model(tmp_path / "whole.pt")
+    payload = model_payload(model, cfg, tokenizer)
+    for key, value in payload["model"].items():
+        if key.startswith(prefix) and value.is_floating_point():
+            value.mul_(1e30)
+    save_checkpoint(payload, tmp_path / "head.pt")
+    with pytest.raises(CheckpointError, match=f"head.pt: its {head}'s outputs for a second of "
+                       "silence are NaN or infinite"):  # fmt: skip
+        load_model(tmp_path / "head.pt")
 
 
 def test_config_sizes_whose_product_is_too_large_are_refused_before_building() -> None:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.punct_models import sentence, write_text
 from wenet_lite.punct.punctuator import PunctError, Punctuator
@@ -150,14 +151,84 @@ def test_bad_flags_and_stdin_lines_are_one_line_each(tmp_path: Path, punct_model
     text = write_text(tmp_path / "t.txt", 20)
     cli = [sys.executable, "-m", "wenet_lite"]
     bad = [(["--held-out", "1.5"], "--held-out 1.5"), (["--right", "-1"], "--right -1"),
-           (["--dim", "0"], "--dim")]  # fmt: skip
+           (["--dim", "0"], "--dim"), (["--epochs", "inf"], "--epochs inf"),
+           (["--epochs", "nan"], "--epochs nan"), (["--max-steps", "-5"], "--max-steps -5"),
+           (["--right", "100000"], "--right 100000"), (["--dim", "100000"], "--dim: dim 100000"),
+           (["--layers", "1000"], "--layers: num_layers 1000")]  # fmt: skip
     for flags, said in bad:
         command = [*cli, "train-punct", "--text", str(text), "--out", str(tmp_path / "m"), *flags]
         run = subprocess.run(command, capture_output=True, text=True)
-        assert run.returncode == 2 and run.stderr.count("\n") == 1 and said in run.stderr
+        assert run.returncode == 2 and run.stderr.count("\n") == 1 and said in run.stderr, (
+            run.stderr
+        )
+        assert not (tmp_path / "m").exists()  # nothing written (-5 steps wrote a model)
     run = subprocess.run([*cli, "punctuate", "--model", str(punct_model)],
                          input=b"did mary see the dog\n\xff\xfe bad\nTHE CAT SAW PARIS\n",
                          capture_output=True)  # fmt: skip
     assert run.returncode == 1 and run.stderr.decode().count("\n") == 1
     assert "stdin line 2: not UTF-8" in run.stderr.decode()
     assert run.stdout.decode().splitlines() == ["Did Mary see the dog?", "", "The cat saw Paris."]
+
+
+def _tampered(punct_model: Path, tmp_path: Path, name: str, change) -> Path:
+    blob = torch.load(punct_model / "punct.pt", weights_only=True)
+    change(blob)
+    (tmp_path / name).mkdir()
+    torch.save(blob, tmp_path / name / "punct.pt")
+    return tmp_path / name
+
+
+def test_a_hostile_punctuation_file_is_refused_before_it_is_built(tmp_path, punct_model) -> None:
+    """Each checked before memory is given to the model, in one line naming the file: a config
+    claiming 8 M hashed n-grams (6 GB) over a small file's weights, 100,000 layers, buckets 0;
+    a word list longer than the word embedding; every weight NaN; every weight x 1e30 (finite,
+    its labels overflow). The control: the file untouched loads."""
+    import resource
+
+    Punctuator.load(punct_model)
+
+    def config(**changes):
+        return lambda blob: blob["config"].update(changes)
+
+    def words(blob):
+        blob["vocab"] = list(blob["vocab"]) + [f"w{i}" for i in range(blob["config"]["vocab_size"])]
+
+    def scaled(value):
+        def change(blob):
+            for t in blob["state_dict"].values():
+                if t.is_floating_point():
+                    t.mul_(value) if value == value else t.fill_(value)
+
+        return change
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for name, change, said in [
+        ("big", config(buckets=4_000_000, dim=512), r"parameters: at most 200,000,000"),
+        ("huge_buckets", config(buckets=8_000_000), r"buckets 8000000: give a whole number"),
+        ("deep", config(num_layers=100_000), r"num_layers 100000: give a whole number in 1..32"),
+        ("nobuckets", config(buckets=0), r"buckets 0: give a whole number in 1\.\."),
+        ("long", words, r"its word list \(\d+ entries\) is not words that fit"),
+        ("nan", scaled(float("nan")), r"weight \S+ holds \d+ NaN or infinite"),
+        ("huge", scaled(1e30), r"its labels of three words are NaN or infinite"),
+    ]:  # fmt: skip
+        directory = _tampered(punct_model, tmp_path, name, change)
+        with pytest.raises(PunctError, match=said) as e:
+            Punctuator.load(directory)
+        assert str(directory / "punct.pt") in str(e.value) and "\n" not in str(e.value)
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before  # KB
+    assert grown < 500_000, f"{grown} KB: a refused file was built"
+
+
+def test_a_pickle_carrying_code_is_one_line_without_torchs_advice(tmp_path) -> None:
+    import pickle
+
+    class Payload:
+        def __reduce__(self):
+            return (print, ("ran",))
+
+    (tmp_path / "p").mkdir()
+    with open(tmp_path / "p" / "punct.pt", "wb") as f:
+        pickle.dump(Payload(), f)
+    with pytest.raises(PunctError) as e:
+        Punctuator.load(tmp_path / "p")
+    assert "\n" not in str(e.value) and "will likely succeed" not in str(e.value)

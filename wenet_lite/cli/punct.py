@@ -55,10 +55,18 @@ def _run_train_punct(args: argparse.Namespace) -> int:
 
     if not 0 <= args.held_out < 1:
         raise UsageError(f"--held-out {args.held_out}: give a share in [0, 1)")
-    if args.right < 0:
-        raise UsageError(f"--right {args.right}: give 0 or more")
+    if not 0 <= args.right <= 64:
+        raise UsageError(f"--right {args.right}: give 0 to 64 words")
+    if not 0 < args.epochs <= 10_000:  # inf and nan too
+        raise UsageError(f"--epochs {args.epochs}: give a number of passes from 0 to 10000")
+    if args.max_steps < 0:
+        raise UsageError(f"--max-steps {args.max_steps}: give 0 (--epochs decides) or more")
     torch.set_num_threads(args.threads)
-    cfg = PunctConfig(dim=args.dim, num_layers=args.layers, right=args.right)
+    try:
+        cfg = PunctConfig(dim=args.dim, num_layers=args.layers, right=args.right)
+    except ValueError as e:  # a size out of its range: the flag's words
+        flag = {"dim": "--dim", "num_layers": "--layers"}.get(str(e).split()[0], "")
+        raise UsageError(f"{flag or 'train-punct'}: {e}") from None
     options = PunctTrainOptions(epochs=args.epochs, held_out=args.held_out, seed=args.seed,
                                 max_steps=args.max_steps)  # fmt: skip
     metrics = train_punct(args.text, args.out, cfg, options, progress=not args.no_progress)

@@ -16,6 +16,7 @@ from wenet_lite.config import ExperimentConfig, config_from_dict, config_to_dict
 from wenet_lite.data.tokenizer import Tokenizer
 from wenet_lite.files.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from wenet_lite.model import ASRModel, build_model
+from wenet_lite.weights import finite_problem, weights_problem
 
 __all__ = [
     "check_finite",
@@ -86,55 +87,57 @@ def load_model(
 
 
 def check_outputs(model: ASRModel, num_mel_bins: int, path: Union[str, Path]) -> None:
-    """CheckpointError when the model's CTC log-probabilities for one second of silence are not
-    finite: finite weights can still overflow (every weight x 1e30), and such a model would
-    decode every input to nothing without a word of warning."""
+    """CheckpointError when any head's outputs for one second of silence are not finite: the
+    CTC head's log-probabilities, the transducer's joiner after the start (blanks) and after a
+    token, the attention decoder's score of one token. Finite weights can still overflow
+    (every weight x 1e30), and such a head would decode every input to nothing, or to
+    garbage, without a word of warning."""
     device = next(model.parameters()).device
     feats = torch.zeros(1, 100, num_mel_bins, device=device)  # (B, T_in, F)
     with torch.inference_mode():
-        log_probs, _ = model.ctc_log_probs(feats, torch.tensor([100], device=device))
-    if not bool(torch.isfinite(log_probs).all()):
-        raise CheckpointError(
-            path, "its outputs for a second of silence are NaN or infinite (weights too large "
-            "for float32 arithmetic?): the model would decode to nothing"
-        )  # fmt: skip
+        out, lens = model.encoder(feats, torch.tensor([100], device=device))  # (1, T, D)
+        heads = {"CTC head": model.ctc(out)}
+        if model.transducer is not None:
+            heads["transducer head"] = _joiner_outputs(model, out)
+        if model.decoder is not None:
+            one = torch.ones(1, 1, dtype=torch.long, device=device)
+            heads["attention decoder"] = model.decoder.score(
+                out, lens, one, torch.ones(1, dtype=torch.long, device=device), 0.5
+            )  # fmt: skip
+    for name, values in heads.items():
+        if not bool(torch.isfinite(values).all()):
+            raise CheckpointError(
+                path, f"its {name}'s outputs for a second of silence are NaN or infinite "
+                "(weights too large for float32 arithmetic?): the model would decode to "
+                "nothing, or to garbage"
+            )  # fmt: skip
+
+
+def _joiner_outputs(model: ASRModel, out: torch.Tensor) -> torch.Tensor:
+    """(2, T, V) joiner logits over the frames ``out`` (1, T, D) after the start (blanks) and
+    after a token in the predictor's context (where an overflow shows first)."""
+    head = model.transducer
+    assert head is not None
+    context = head.predictor.context
+    ids = torch.zeros(2, context, dtype=torch.long, device=out.device)
+    ids[1, -1] = 1
+    pred = head.predictor(ids)[:, -1]  # (2, D')
+    return head.joiner(out.expand(2, -1, -1), pred.unsqueeze(1))
 
 
 def check_state(
     expected: Dict[str, torch.Tensor], state: Dict[str, torch.Tensor], path: Union[str, Path]
 ) -> None:
     """CheckpointError naming the first weight that is missing, unexpected, of another shape
-    than ``expected``'s or not finite (NaN or infinity decode silently to nothing)."""
-    missing = [k for k in expected if k not in state]
-    unexpected = [k for k in state if k not in expected]
-    if missing or unexpected:
-        what = (f"lacks {missing[0]}" if missing else
-                f"has {unexpected[0]}, which the model of its config does not have")  # fmt: skip
-        more = len(missing) + len(unexpected) - 1
-        others = f" (and {more} other name(s) differ)" if more else ""
-        raise CheckpointError(path, f"weights do not match its config: it {what}{others}")
-    for key, want in expected.items():
-        got = state[key]
-        if tuple(got.shape) != tuple(want.shape):
-            raise CheckpointError(
-                path, f"weights do not match its config: {key} is {tuple(got.shape)}, the "
-                f"config makes it {tuple(want.shape)}"
-            )  # fmt: skip
-        stored = got.untyped_storage().nbytes()
-        if stored < got.numel() * got.element_size():  # e.g. one value expanded to a shape
-            raise CheckpointError(
-                path, f"weight {key} claims {got.numel()} values but the file stores "
-                f"{stored // max(got.element_size(), 1)}: not weights a model saved"
-            )  # fmt: skip
-    check_finite(state, path)
+    than ``expected``'s, stored as less data than it claims or not finite (NaN or infinity
+    decode silently to nothing): :func:`wenet_lite.weights.weights_problem`."""
+    problem = weights_problem(expected, state)
+    if problem is not None:
+        raise CheckpointError(path, problem)
 
 
 def check_finite(state: Dict[str, torch.Tensor], path: Union[str, Path]) -> None:
     """CheckpointError naming the first floating-point weight with NaN or infinity."""
-    for key, value in state.items():
-        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
-            bad = int((~torch.isfinite(value)).sum())
-            raise CheckpointError(
-                path, f"weight {key} holds {bad} NaN or infinite value(s) of {value.numel()}: "
-                "the model would decode to nothing"
-            )  # fmt: skip
+    problem = finite_problem(state)
+    if problem is not None:
+        raise CheckpointError(path, problem)

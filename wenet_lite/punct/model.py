@@ -21,12 +21,18 @@ from torch import nn
 
 from wenet_lite.punct.text import CASES, MARKS
 
-__all__ = ["BOS", "EOS", "PunctConfig", "PunctModel", "WordFeatures"]
+__all__ = ["BOS", "EOS", "MAX_PARAMETERS", "PunctConfig", "PunctModel", "WordFeatures"]
 
 PAD, UNK, BOS_ID, EOS_ID = 0, 1, 2, 3
 BOS, EOS = "<s>", "</s>"
 """where a text starts and ends (a window cut from the middle of one has neither): a text's
 first capital and last mark are learnt from them, not from the padding"""
+
+
+_LIMITS = {"dim": (1, 2048), "num_layers": (1, 32), "left": (0, 64), "right": (0, 64),
+           "buckets": (1, 1 << 22), "vocab_size": (0, 1 << 21)}  # fmt: skip
+"""each size's range: far above any punctuation model, far below what a hostile file asks"""
+MAX_PARAMETERS = 200_000_000
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,22 @@ class PunctConfig:
     vocab_size: int = 20000
     """the most frequent training words that get an embedding of their own"""
     dropout: float = 0.1
+
+    def __post_init__(self) -> None:
+        for name, (low, high) in _LIMITS.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ValueError(f"{name} {value!r}: give a whole number in {low}..{high}")
+        if not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0):
+            raise ValueError(f"dropout {self.dropout!r}: give a number in [0, 1)")
+        if self.parameters() > MAX_PARAMETERS:
+            raise ValueError(f"{self.parameters():,} parameters: at most {MAX_PARAMETERS:,} "
+                             "(a punctuation model is a few million)")  # fmt: skip
+
+    def parameters(self) -> int:
+        """How many weights the model of this config has (about)."""
+        block = 2 * self.dim * self.dim * (self.left + 1 + self.right) + 4 * self.dim
+        return (self.vocab_size + 4 + self.buckets) * self.dim + self.num_layers * block
 
     @property
     def right_context(self) -> int:

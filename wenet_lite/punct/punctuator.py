@@ -15,6 +15,7 @@ import torch
 from wenet_lite.fileio import atomic_open
 from wenet_lite.punct.model import BOS, EOS, PunctConfig, PunctModel, WordFeatures
 from wenet_lite.punct.text import apply_labels, plain_word
+from wenet_lite.weights import weights_problem
 
 __all__ = ["KIND", "MODEL_FILE", "PunctError", "PunctSource", "PunctStream", "Punctuator",
            "load_punctuator"]  # fmt: skip
@@ -59,18 +60,42 @@ class Punctuator:
             )
         try:
             blob = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as e:  # a truncated or foreign file: name it
-            raise PunctError(f"{path}: not a readable punctuation model ({e})") from e
+        except Exception as e:  # a truncated or foreign file (torch's text is long): one line
+            raise PunctError(
+                f"{path}: not a readable punctuation model ({_first_line(e)})"
+            ) from None
         if not isinstance(blob, dict) or blob.get("kind") != KIND:
             raise PunctError(f"{path}: not a punctuation model (written by something else)")
+        return cls._checked(blob, path)
+
+    @classmethod
+    def _checked(cls, blob: dict, path: Path) -> Punctuator:
+        """The model of a read file, checked before memory is given to it: its config (sizes
+        within bounds), its weights against a skeleton on the meta device, its word list
+        within the word embedding, its labels of a few words finite."""
         try:
             cfg = PunctConfig(**blob["config"])
-            model = PunctModel(cfg)
-            model.load_state_dict(blob["state_dict"])
-            return cls(model, blob["vocab"], blob["mixed"])
-        except (KeyError, TypeError, RuntimeError) as e:  # another version's layout
-            first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise PunctError(f"{path}: a punctuation model of another layout ({first})") from e
+            vocab, mixed, state = list(blob["vocab"]), dict(blob["mixed"]), blob["state_dict"]
+        except (KeyError, TypeError, ValueError) as e:  # another version's layout, bad sizes
+            why = _first_line(e)
+            raise PunctError(f"{path}: a punctuation model of another layout ({why})") from None
+        if len(vocab) > cfg.vocab_size or not all(isinstance(w, str) for w in vocab):
+            raise PunctError(f"{path}: its word list ({len(vocab)} entries) is not words that fit "
+                             f"its word embedding ({cfg.vocab_size})")  # fmt: skip
+        with torch.device("meta"):
+            skeleton = PunctModel(cfg)
+        problem = weights_problem(skeleton.state_dict(), state) if isinstance(state, dict) else (
+            "its state_dict is not names -> tensors")  # fmt: skip
+        if problem is not None:
+            raise PunctError(f"{path}: {problem}")
+        model = PunctModel(cfg)
+        model.load_state_dict(state)
+        punctuator = cls(model, vocab, mixed)
+        marks, cases = punctuator.model(*punctuator.features.batch([["a", "word", "."]]))[:2]
+        if not bool(torch.isfinite(marks).all() and torch.isfinite(cases).all()):
+            raise PunctError(f"{path}: its labels of three words are NaN or infinite (weights "
+                             "too large for float32 arithmetic?)")  # fmt: skip
+        return punctuator
 
     def save(self, directory: Union[str, Path]) -> Path:
         d = Path(directory)
@@ -183,6 +208,11 @@ class PunctStream:
         out = apply_labels(window[lo:hi], marks[lo:hi], cases[lo:hi], self.p.mixed)
         self._done = upto
         return out
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:200] if text else type(error).__name__
 
 
 PunctSource = Union[str, Path, Punctuator]
