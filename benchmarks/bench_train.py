@@ -227,9 +227,22 @@ def _flops(cfg, tokenizer_path: Path, first: tuple, device: torch.device) -> dic
         loss.backward()
     counts = {name: sum(ops.values()) for name, ops in forward.get_flop_counts().items()}
     total_forward = counts.pop("Global", 0)
+    # each module's own FLOPs: less those of the modules counted below it whose nearest counted
+    # ancestor it is (containers such as a ModuleList count nothing and are skipped over)
+    def parent(name: str) -> str:
+        up = name
+        while "." in up:
+            up = up.rpartition(".")[0]
+            if up in counts:
+                return up
+        return ""
+
+    below: dict = {}
+    for name, flops in counts.items():
+        below[parent(name)] = below.get(parent(name), 0.0) + flops
     parts: dict = {}
-    for name, flops in counts.items():  # each module's own FLOPs: less its children's
-        own = flops - sum(v for c, v in counts.items() if c.rpartition(".")[0] == name)
+    for name, flops in counts.items():
+        own = flops - below.get(name, 0.0)
         part = next((p for p, keys in _PARTS if any(k in name + "." for k in keys)), "other")
         parts[part] = parts.get(part, 0.0) + own
     return {"train": both.get_total_flops() / audio, "forward": total_forward / audio,

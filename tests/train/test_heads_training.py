@@ -37,6 +37,7 @@ def test_a_hybrid_with_cr_ctc_learns_and_both_transducer_searches_transcribe(
     data, exp = make_data({"few": few}), tmp_path / "exp"
     result = train(TrainOptions(
         TINY, data, exp, (*FAST, "model.transducer_weight=0.75", "model.cr_ctc_weight=0.2",
+                          "model.cr_warmup_steps=50",
                           "specaug.enabled=true", "specaug.max_time_width=5"),
         train_parts=("few",), dev_parts=(), tokenizer=synthetic_corpus.tokenizer,
         progress_bar=False, device="cpu",
@@ -146,6 +147,7 @@ def test_the_hybrid_trains_under_bf16_autocast(synthetic_corpus, make_data, tmp_
     data = make_data({"few": few})
     settings = ("train.max_epochs=30", "data.num_buckets=1", "train.lr=0.005",
                 "train.warmup_steps=5", "model.transducer_weight=0.5", "model.cr_ctc_weight=0.2",
+                          "model.cr_warmup_steps=50",
                 "specaug.enabled=true", "specaug.max_time_width=5")  # fmt: skip
 
     def run(name: str, precision: str):

@@ -42,8 +42,8 @@ class Itn:
             from wetext import Normalizer
         except ImportError as e:
             raise ItnError(
-                f"--itn needs wetext, which is not installed or cannot be imported ({e}): "
-                "pip install 'wenet_lite[itn]'"
+                "inverse text normalisation needs wetext, which is not installed or cannot be "
+                f"imported ({e}): pip install 'wenet_lite[itn]'"
             ) from None
         self._normalizer = Normalizer(lang="en", operator="itn")
 
