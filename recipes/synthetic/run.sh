@@ -74,8 +74,9 @@ lm_chunk=${lm_chunk-16}           # streaming with the LM at this chunk: simulat
 hotwords=${hotwords:-true}         # stage 5 also measures hotwords: the test words unseen in
                                   # training as the list, and as many unrelated words
 hotwords_score=${hotwords_score:-0.75}  # bonus per matched hotword token (chosen on dev)
-rescore=${rescore:-true}          # stages 5 and 6 also decode with attention rescoring (U2++; the
-                                  # model needs an attention decoder, as the default config has)
+rescore=${rescore:-auto}          # stages 5-8 also decode with attention rescoring (U2++): auto
+                                  # when the model has an attention decoder (the default config has
+                                  # none; --overrides decoder.type=bitransformer trains one)
 rescore_chunk=${rescore_chunk-16} # ... simulated and streamed at this chunk ("": full context only)
 punct=${punct:-true}              # stage 5 also trains a punctuation and casing model on the fortune
                                   # text (recipes/synthetic/local/fortune_text.py; 5 % held out)
@@ -241,6 +242,16 @@ has_transducer() {  # whether $model has a transducer head
   python3 -c "import sys; from wenet_lite import load_model
 sys.exit(0 if load_model(sys.argv[1])[0].transducer is not None else 1)" "$model"
 }
+resolve_rescore() {  # rescore=auto: true when $model has an attention decoder
+  if [ "$rescore" = auto ]; then
+    if python3 -c "import sys; from wenet_lite import load_model
+sys.exit(0 if load_model(sys.argv[1])[0].decoder is not None else 1)" "$model"; then
+      rescore=true
+    else
+      rescore=false
+    fi
+  fi
+}
 hot() {  # hot LIST: the flags of a decode biased towards $exp/hotwords/LIST.txt
   echo "--hotwords $exp/hotwords/$1.txt --hotwords-score $hotwords_score"
 }
@@ -260,6 +271,7 @@ stream_test() {  # stream_test C [lm|rescore|lm_rescore]: stream the test set at
 }
 
 if run_stage 5; then
+  resolve_rescore
   resolve_lm_text
   log 5 "word LM of ${lm_text:-the training transcripts} -> $exp/lm.json"
   train_lm
@@ -311,6 +323,7 @@ if run_stage 5; then
 fi
 
 if run_stage 6; then
+  resolve_rescore
   mkdir -p "$decode_dir"
   mapfile -t files < <(test_audio)
   log 6 "stream ${#files[@]} files of $test_part at chunk ${stream_chunks// /, }${lm_chunk:+ and with the word LM at chunk $lm_chunk} (no endpointing, 8 streams batched)"
@@ -327,6 +340,7 @@ if run_stage 6; then
 fi
 
 if run_stage 7; then
+  resolve_rescore
   mapfile -t files < <(test_audio)
   out=$exp/export
   c=$export_chunk
@@ -364,6 +378,7 @@ if run_stage 7; then
 fi
 
 if run_stage 8; then
+  resolve_rescore
   resolve_lm_text
   log 8 "plots and $exp/RESULTS.md"
   python3 recipes/common/plot_training.py --exp "$exp"
