@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import resource
 import subprocess
 import sys
@@ -199,8 +198,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--exp", default="exp/demo", help="a model directory or file")
     p.add_argument("--test", default="data/synthetic/test-clean", help="a prepared test set")
-    p.add_argument("--train", default="data/synthetic/train-clean-100",
-                   help="prepared training set: the small LM and the generated files' first words")  # fmt: skip
+    p.add_argument(
+        "--train",
+        default="data/synthetic/train-clean-100",
+        help="prepared training set: the small LM and the generated files' first words",
+    )
     p.add_argument("--sizes", type=float, nargs="+", default=[2e6, 2e7], help="n-grams per file")
     p.add_argument("--utts", type=int, default=40, help="test files decoded per row")
     p.add_argument("--beam", type=int, default=10)
@@ -228,8 +230,10 @@ def main() -> None:
     rows = ["| LM | backend | n-grams | load s | LM MB | peak MB | beam RTF |",
             "|---|---|---|---|---|---|---|"]  # fmt: skip
     rows.append(_row("none", "-", "-", _run_child(args, None, "auto")))
-    rows.append(_row("train-lm (JSON)", "python", f"{len(small_lm.unigrams) + sum(map(len, small_lm.ngrams.values())):,}",
-                     _run_child(args, small, "python")))  # fmt: skip
+    small_grams = len(small_lm.unigrams) + sum(map(len, small_lm.ngrams.values()))
+    rows.append(
+        _row("train-lm (JSON)", "python", f"{small_grams:,}", _run_child(args, small, "python"))
+    )
     print("\n".join(rows), flush=True)
     for size in args.sizes:
         order = 3 if size < 1e7 else 4
@@ -251,8 +255,10 @@ def main() -> None:
                              _run_child(args, binary, "kenlm")))  # fmt: skip
             print(rows[-1], flush=True)
     print("\n".join(rows))
-    print("\nbeam RTF: the whole decode's seconds per audio second (encoder included), beam "
-          f"{args.beam}, {args.utts} files of {args.test}; LM MB: resident memory the loaded LM added")
+    print(
+        "\nbeam RTF: the whole decode's seconds per audio second (encoder included), beam "
+        f"{args.beam}, {args.utts} files of {args.test}; LM MB: resident memory the loaded LM added"
+    )
 
 
 if __name__ == "__main__":

@@ -227,6 +227,7 @@ def _flops(cfg, tokenizer_path: Path, first: tuple, device: torch.device) -> dic
         loss.backward()
     counts = {name: sum(ops.values()) for name, ops in forward.get_flop_counts().items()}
     total_forward = counts.pop("Global", 0)
+
     # each module's own FLOPs: less those of the modules counted below it whose nearest counted
     # ancestor it is (containers such as a ModuleList count nothing and are skipped over)
     def parent(name: str) -> str:

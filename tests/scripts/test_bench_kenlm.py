@@ -29,5 +29,5 @@ def test_the_generated_arpa_file_scores_alike_in_both_readers(load_tool, tmp_pat
     words = sorted(ours.words)
     for gram in rng.sample(grams, 300):  # stored n-grams and unseen continuations of them
         for history, word in ((gram[:-1], gram[-1]), (gram[1:], rng.choice(words))):
-            h = " ".join(history[-(order - 1):])
+            h = " ".join(history[-(order - 1) :])
             assert abs(ours.log_prob(h, word) - theirs.log_prob(h, word)) < 1e-4, (h, word)
