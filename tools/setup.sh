@@ -109,7 +109,7 @@ if origin != root.as_uri():
 for requirement in dist.requires or []:
     name, _, marker = requirement.partition(";")
     # [dev] takes in the other extras: each of theirs counts too
-    if "extra" in marker and not re.search(r"""['"](dev|train|onnx|executorch|serve|vad)['"]""", marker):
+    if "extra" in marker and not re.search(r"""['"](dev|train|onnx|executorch|serve|vad|kenlm|itn|speakers)['"]""", marker):
         continue
     name = re.split(r"[\s<>=!~\[(]", name.strip(), maxsplit=1)[0]
     try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Iterable, List, Sequence, Tuple
+from typing import Iterable, List, Optional, Sequence, Tuple
 
 from wenet_lite.runtime.result import Result, Word, join_words, unspaced
 
@@ -35,6 +35,8 @@ class Segment:
     text: str
     words: Tuple[Word, ...]
     """each with its start and end in seconds from the start of the audio"""
+    speaker: Optional[str] = None
+    """who spoke it (``S1``, ``S2``, ...), where speaker labels were asked for"""
 
 
 @dataclass(frozen=True)
@@ -54,15 +56,24 @@ class Transcript:
 
     def to_dict(self) -> dict:
         """The JSON form (``--format json``): text, duration and segments with word times."""
+
+        def who(x) -> dict:  # a speaker only where labels were asked for
+            return {"speaker": x.speaker} if x.speaker is not None else {}
+
         return {
             "file": self.source, "text": self.text, "duration": round(self.duration, 3),
             "segments": [
-                {"start": round(s.start, 3), "end": round(s.end, 3), "text": s.text,
+                {"start": round(s.start, 3), "end": round(s.end, 3), "text": s.text, **who(s),
                  "words": [{"word": w.text, "start": round(w.start, 3), "end": round(w.end, 3),
-                            "confidence": w.confidence} for w in s.words]}
+                            "confidence": w.confidence, **who(w)} for w in s.words]}
                 for s in self.segments
             ],
         }  # fmt: skip
+
+    @property
+    def labelled(self) -> bool:
+        """Whether its segments carry speaker labels."""
+        return any(s.speaker is not None for s in self.segments)
 
 
 def split_at_pauses(result: Result, pause: float) -> List[Segment]:
@@ -97,6 +108,7 @@ class Cue:
     start: float
     end: float
     lines: Tuple[str, ...]
+    speaker: Optional[str] = None
 
 
 def subtitle_cues(
@@ -111,7 +123,9 @@ def subtitle_cues(
     most ``max_seconds``; it is shown at least ``min_seconds`` where the next cue leaves room,
     and never overlaps it."""
     groups: List[List[Word]] = []
+    speakers: List[Optional[str]] = []
     for seg in transcript.segments:
+        first = len(groups)
         current: List[Word] = []
         for w in _short_words(seg.words, max_chars):
             trial = current + [w]
@@ -124,6 +138,7 @@ def subtitle_cues(
                 current = trial
         if current:
             groups.append(current)
+        speakers += [seg.speaker] * (len(groups) - first)
     cues: List[Cue] = []
     for i, g in enumerate(groups):
         start, end = g[0].start, max(g[-1].end, g[0].start + min_seconds)
@@ -131,7 +146,7 @@ def subtitle_cues(
             end = min(end, groups[i + 1][0].start)
         end = min(end, max(transcript.duration, g[-1].end))
         end = max(end, start + 0.001)  # a cue is never empty
-        cues.append(Cue(start, end, tuple(_wrap(g, max_chars))))
+        cues.append(Cue(start, end, tuple(_wrap(g, max_chars)), speakers[i]))
     return cues
 
 
@@ -177,22 +192,53 @@ def _clock(seconds: float, separator: str) -> str:
 def format_transcript(transcript: Transcript, fmt: str) -> str:
     """The transcript as the text of a ``fmt`` file (one of :data:`FORMATS`)."""
     if fmt == "txt":
+        if transcript.labelled:  # a line per speaker turn
+            return "".join(f"{s.speaker}: {s.text}\n" for s in _turns(transcript.segments))
         return transcript.text + "\n"
     if fmt == "json":
         return json.dumps(transcript.to_dict(), ensure_ascii=False) + "\n"
     if fmt == "tsv":  # milliseconds, as whisper writes it
-        rows = ["start\tend\ttext"]
+        labelled = transcript.labelled
+        rows = ["start\tend\tspeaker\ttext" if labelled else "start\tend\ttext"]
         for s in transcript.segments:
             text = s.text.replace("\t", " ")
-            rows.append(f"{int(round(s.start * 1000))}\t{int(round(s.end * 1000))}\t{text}")
+            who = f"{s.speaker or ''}\t" if labelled else ""
+            rows.append(f"{int(round(s.start * 1000))}\t{int(round(s.end * 1000))}\t{who}{text}")
         return "\n".join(rows) + "\n"
     cues = subtitle_cues(transcript)
     if fmt == "srt":
-        blocks = [f"{i}\n{_clock(c.start, ',')} --> {_clock(c.end, ',')}\n" + "\n".join(c.lines)
-                  for i, c in enumerate(cues, 1)]  # fmt: skip
+        blocks = [f"{i}\n{_clock(c.start, ',')} --> {_clock(c.end, ',')}\n"
+                  + "\n".join(_srt_voice(c)) for i, c in enumerate(cues, 1)]  # fmt: skip
         return "\n\n".join(blocks) + ("\n" if blocks else "")
     if fmt == "vtt":
-        blocks = [f"{_clock(c.start, '.')} --> {_clock(c.end, '.')}\n" + "\n".join(c.lines)
+        blocks = [f"{_clock(c.start, '.')} --> {_clock(c.end, '.')}\n" + _vtt_text(c)
                   for c in cues]  # fmt: skip
         return "WEBVTT\n\n" + "\n\n".join(blocks) + ("\n" if blocks else "")
     raise ValueError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
+
+
+def _turns(segments: Sequence[Segment]) -> List[Segment]:
+    """Consecutive segments of one speaker joined (the txt format's lines)."""
+    out: List[Segment] = []
+    for s in segments:
+        if out and out[-1].speaker == s.speaker:
+            last = out[-1]
+            text = join_words([last.text, s.text])
+            out[-1] = Segment(last.start, s.end, text, last.words + s.words, s.speaker)
+        else:
+            out.append(s)
+    return out
+
+
+def _srt_voice(cue: Cue) -> List[str]:
+    """SRT has no voice tag: the speaker leads the cue's first line (``S1: ...``)."""
+    if cue.speaker is None:
+        return list(cue.lines)
+    return [f"{cue.speaker}: {cue.lines[0]}", *cue.lines[1:]]
+
+
+def _vtt_text(cue: Cue) -> str:
+    """WebVTT's voice span (``<v S1>...``) around a labelled cue's text; the text escaped
+    where it holds the format's markup characters."""
+    text = "\n".join(line.replace("&", "&amp;").replace("<", "&lt;") for line in cue.lines)
+    return f"<v {cue.speaker}>{text}" if cue.speaker is not None else "\n".join(cue.lines)

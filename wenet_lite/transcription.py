@@ -25,7 +25,7 @@ import dataclasses
 import itertools
 import logging
 from pathlib import Path
-from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union, overload
+from typing import TYPE_CHECKING, Any, Iterator, List, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 import torch
@@ -65,6 +65,9 @@ from wenet_lite.transcript import (  # the transcript and its formats, importabl
     subtitle_cues,
 )
 from wenet_lite.vad.silero import VadOptions
+
+if TYPE_CHECKING:
+    from wenet_lite.speakers.diarize import Diarizer, SpeakerOptions
 
 __all__ = ["FORMATS", "Cue", "Segment", "Transcriber", "Transcript", "format_transcript",
            "split_at_pauses", "subtitle_cues", "transcribe", "DEFAULT_PAUSE_S"]  # fmt: skip
@@ -115,6 +118,10 @@ class Transcriber:
             (``VadOptions``; faster-whisper's defaults).
         itn: numbers, money, dates and times written as digits (the ``itn`` extra), each
             written word with the times and confidence of the spoken words it came from.
+        speakers: full context: label every segment and word with its speaker (``S1``,
+            ``S2``, ...; the ``speakers`` extra): ``"auto"`` estimates how many there are,
+            an int gives the number, or ``SpeakerOptions``; segments split where the
+            speaker changes.
     """
 
     def __init__(
@@ -135,9 +142,11 @@ class Transcriber:
         vad: Optional[bool] = None,
         vad_options: Optional[VadOptions] = None,
         itn: bool = False,
+        speakers: Union[None, int, str, SpeakerOptions] = None,
         **search_options: Any,
     ) -> None:
         _check_options(model, chunk_size, pause, threads)
+        self.diarizer = _diarizer(speakers, chunk_size)
         if engine is not None and (device is not None or threads != 1):
             raise ValueError(
                 "engine= carries the device and threads: give them as EngineSpec(device=..., "
@@ -254,7 +263,33 @@ class Transcriber:
         rec = self._offline
         assert rec is not None, "an offline recogniser decodes whole files"
         results = rec.file_results(samples, rate, name, self.pause, self.progress)
-        return pauses_transcript(name, results, duration, self.pause)
+        transcript = pauses_transcript(name, results, duration, self.pause)
+        if self.diarizer is not None:
+            transcript = self.diarizer.label(transcript, samples, rate)
+        return transcript
+
+
+def _diarizer(speakers: Any, chunk_size: int) -> Optional[Diarizer]:
+    """The speaker labeller ``speakers`` asks for (None: none); bad values name themselves."""
+    if speakers is None:
+        return None
+    from wenet_lite.speakers.diarize import Diarizer, SpeakerOptions
+
+    if isinstance(speakers, SpeakerOptions):
+        options = speakers
+    elif speakers == "auto":
+        options = SpeakerOptions()
+    elif isinstance(speakers, (int, np.integer)) and not isinstance(speakers, bool):
+        options = SpeakerOptions(num_speakers=int(speakers))
+    else:
+        raise ValueError(f"speakers={speakers!r}: give 'auto', a number of speakers or "
+                         "SpeakerOptions")  # fmt: skip
+    if chunk_size > 0:
+        raise ValueError(
+            "speaker labels are given in full context (chunk_size=0): a stream's clustering "
+            "would change labels it had already given"
+        )
+    return Diarizer(options)
 
 
 def _refuse_beside(**given: Any) -> None:

@@ -145,3 +145,26 @@ def test_sherpa_onnx_takes_the_same_blank_penalty(corpus: Path, hybrid_file, tmp
         assert _sherpa_text(recognizer, samples) == ours, cut.id
         changed += ours != _ours(model, cfg, tokenizer, samples)
     assert changed
+
+
+def test_unexportable_chunkings_are_one_line(hybrid_file, tmp_path) -> None:
+    """No left chunk for the transducer, or a chunk or cache past the export's bound: one line
+    naming the flag, nothing written; the bound's edge still exports its checks."""
+    import subprocess
+    import sys
+
+    path = hybrid_file[0]
+    cases = ((["--left-chunks", "0"], "--left-chunks >= 1, got 0"),
+             (["--chunk-size", "100000"], "at most 1500 encoder frames"),
+             (["--chunk-size", "16", "--left-chunks", "100000"], "lower --chunk-size"))  # fmt: skip
+    for flags, said in cases:
+        out = tmp_path / flags[-1]
+        got = subprocess.run([sys.executable, "-m", "wenet_lite", "export", "--model", str(path),
+                              "--format", "onnx", "--out", str(out), *flags],
+                             capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert got.returncode != 0 and said in got.stderr, got.stderr[-1500:]
+        assert "Traceback" not in got.stderr and len(got.stderr.strip().splitlines()) == 1
+        assert not out.exists() or not any(out.iterdir())
+    from wenet_lite.export.common import MAX_EXPORT_FRAMES, check_export_chunking
+
+    check_export_chunking(hybrid_file[2], MAX_EXPORT_FRAMES, 1)  # the edge itself passes

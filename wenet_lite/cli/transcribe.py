@@ -53,6 +53,12 @@ def add_transcribe(sub: argparse._SubParsersAction) -> None:
     flags.add_engine(p, "--chunk-size C: ")
     flags.add_punct(p, "the text, words and subtitles cased and punctuated")
     flags.add_itn(p, "the text, words and subtitles")
+    p.add_argument(
+        "--speakers", metavar="N|auto", type=_speakers,
+        help="full context: label every segment and word with its speaker (S1, S2, ...; the "
+        "speakers extra: CAM++ embeddings clustered): N speakers, or auto to estimate how "
+        "many; json, tsv, srt, vtt (voice tags) and txt (a line per turn) carry the labels",
+    )  # fmt: skip
     vad = p.add_argument_group("voice activity detection (full context)")
     vad.add_argument(
         "--vad", choices=("auto", "on", "off"), default="auto",
@@ -66,6 +72,11 @@ def add_transcribe(sub: argparse._SubParsersAction) -> None:
     vad.add_argument("--vad-pad-ms", type=int, metavar="MS", default=400,
                      help="audio kept on each side of a speech region (400)")  # fmt: skip
     p.set_defaults(func=_run_transcribe)
+
+
+def _speakers(value: str):
+    """``auto`` or a number of speakers (>= 1)."""
+    return value if value == "auto" else flags.positive_int(value)
 
 
 def expand_inputs(inputs: List[str]) -> Tuple[List[str], List[str]]:
@@ -119,6 +130,7 @@ def output_names(files: List[str], fmt: str) -> Dict[str, str]:
 def _run_transcribe(args: argparse.Namespace) -> int:
     from wenet_lite.features.audio import AudioError
     from wenet_lite.search.options import SearchOptions
+    from wenet_lite.speakers.campp import SpeakerModelError
     from wenet_lite.transcription import Transcriber, format_transcript
 
     files, missing = expand_inputs(args.inputs)
@@ -142,6 +154,8 @@ def _run_transcribe(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise UsageError(str(e).replace("vad ", "--vad-").replace("_", "-")) from None
     vad = {"on": True, "off": False, "auto": None}[args.vad]
+    if args.speakers is not None and chunking.streaming:
+        raise UsageError("--speakers works in full context; leave out --chunk-size")
     spec = flags.engine_spec(args, flags.device_from(args.device))
     from wenet_lite.recognizer import RuleError
 
@@ -151,10 +165,12 @@ def _run_transcribe(args: argparse.Namespace) -> int:
             flags.endpoint_from(args), pause=args.pause, engine=spec,
             progress=not args.no_progress and sys.stderr.isatty(), upsample=args.upsample,
             punct=args.punct, vad=vad if not chunking.streaming else False, itn=args.itn,
-            vad_options=vad_options,
+            vad_options=vad_options, speakers=args.speakers,
         )  # fmt: skip
     except RuleError as e:  # checked before anything is loaded
         raise flags.rule_error(e) from None
+    except SpeakerModelError as e:
+        raise UsageError(str(e)) from None
     out = Path(args.out) if args.out else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
@@ -182,7 +198,7 @@ def _run_transcribe(args: argparse.Namespace) -> int:
         if out is not None:
             write_text_atomic(out / targets[name], text)  # a kill never leaves a cut file
             written += 1
-        elif args.format == "txt":
+        elif args.format == "txt" and not t.labelled:
             print(f"{name}\t{t.text}" if several else t.text, flush=True)
         else:
             if several and args.format != "json":

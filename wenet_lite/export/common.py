@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Tuple, Union
 from torch import nn
 
 from wenet_lite.config import ExperimentConfig
+from wenet_lite.config.fields import FieldError, Setting
 from wenet_lite.data.tokenizer import BLANK_ID, Tokenizer
 from wenet_lite.features.fbank import INT16_SCALE, fbank_options
 from wenet_lite.fileio import atomic_open, temporary_path
@@ -63,8 +64,20 @@ def load_for_export(
 def check_export_chunking(
     cfg: ExperimentConfig, chunk_size: int, left_chunks: int, source: str = "the model"
 ) -> None:
-    """ValueError for chunk settings the model cannot be exported with (``model.chunking``)."""
+    """ValueError for chunk settings the model cannot be exported with (``model.chunking``),
+    or whose graph would be unreasonably large (a chunk or a cache past ``MAX_EXPORT_FRAMES``)."""
     check_chunking(cfg.encoder, Chunking(chunk_size, left_chunks), cached=True, source=source)
+    if chunk_size > MAX_EXPORT_FRAMES or chunk_size * max(left_chunks, 0) > MAX_EXPORT_FRAMES:
+        raise FieldError(
+            f"chunk {chunk_size} x left {left_chunks}: an exported chunk and its cache each "
+            f"hold at most {MAX_EXPORT_FRAMES} encoder frames (a streaming step of "
+            f"{MAX_EXPORT_FRAMES * 40 // 1000} s); lower {{chunk}} or {{left}}",
+            chunk=Setting("chunk_size"), left=Setting("left_chunks"),
+        )  # fmt: skip
+
+
+MAX_EXPORT_FRAMES = 1500
+"""encoder frames an exported chunk, and its fixed cache, may hold (60 s at 40 ms a frame)"""
 
 
 def export_metadata(

@@ -325,6 +325,11 @@ def export_onnx(
     if quantize not in (None, "int8"):
         raise ValueError(f"quantize must be None or 'int8', got {quantize!r}")
     model, tokenizer, cfg = load_for_export(model_path, chunk_size, left_chunks)
+    if model.transducer is not None:  # its limits too, before anything is written
+        from wenet_lite.export.sherpa_transducer import check_transducer_export
+
+        check_sherpa_compatible(cfg, chunk_size, left_chunks)
+        check_transducer_export(model, left_chunks)
     out = Path(out_dir)  # export_onnx_model checks sherpa-onnx's limits first
     paths = {"model": export_onnx_model(model, cfg, out / "model.onnx", chunk_size, left_chunks)}
     paths["tokens"] = out / "tokens.txt"

@@ -44,7 +44,7 @@ from wenet_lite.model import ASRModel
 from wenet_lite.model.state import EncoderState
 from wenet_lite.model.transducer import TransducerHead
 
-__all__ = ["SherpaConformerEncoder", "export_sherpa_transducer"]
+__all__ = ["SherpaConformerEncoder", "check_transducer_export", "export_sherpa_transducer"]
 
 OPSET = 17
 
@@ -109,14 +109,9 @@ class _Joiner(nn.Module):
         return self.out(torch.tanh(encoder_out + decoder_out))
 
 
-def export_sherpa_transducer(
-    model: ASRModel, out_dir: Path, chunk_size: int, left_chunks: int, tokens: Path
-) -> Dict[str, Path]:
-    """Write ``encoder.onnx``, ``decoder.onnx``, ``joiner.onnx`` and ``tokens.txt`` (a copy of
-    ``tokens``) into ``out_dir``; returns their paths by role (``transducer_encoder``, ...)."""
-    from wenet_lite.export.common import load_produced, save_onnx, set_metadata, to_torch_linear
-    from wenet_lite.fileio import write_text_atomic
-
+def check_transducer_export(model: ASRModel, left_chunks: int) -> None:
+    """ValueError where sherpa-onnx's transducer files cannot be made for ``model`` (checked
+    before any file is written)."""
     head = model.transducer
     if head is None:
         raise ValueError("the model has no transducer head to export")
@@ -126,9 +121,25 @@ def export_sherpa_transducer(
             "sherpa-onnx's transducer export needs relative positions: this model's "
             "encoder.pos_enc is wenet (absolute key positions)"
         )
-    if left_chunks < 0:
-        raise FieldError("the transducer export needs a fixed cache: {left} >= 0",
-                         left=Setting("left_chunks"))  # fmt: skip
+    if left_chunks < 1:
+        raise FieldError(
+            "the transducer export needs a fixed cache of at least one chunk: "
+            f"{{left}} >= 1, got {left_chunks}",
+            left=Setting("left_chunks"),
+        )
+
+
+def export_sherpa_transducer(
+    model: ASRModel, out_dir: Path, chunk_size: int, left_chunks: int, tokens: Path
+) -> Dict[str, Path]:
+    """Write ``encoder.onnx``, ``decoder.onnx``, ``joiner.onnx`` and ``tokens.txt`` (a copy of
+    ``tokens``) into ``out_dir``; returns their paths by role (``transducer_encoder``, ...)."""
+    from wenet_lite.export.common import load_produced, save_onnx, set_metadata, to_torch_linear
+    from wenet_lite.fileio import write_text_atomic
+
+    check_transducer_export(model, left_chunks)
+    head, enc = model.transducer, model.encoder
+    assert head is not None
     sub, M = enc.subsampling, chunk_size * left_chunks
     window, D, L, K = sub.window_size(chunk_size), enc.d_model, enc.num_blocks, enc.conv_kernel
     J, context = head.joiner.out.in_features, head.predictor.context

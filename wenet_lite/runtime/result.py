@@ -52,6 +52,8 @@ class Word:
     """every token of the word lies in a whole hotword phrase the search matched"""
     confidence: float = 1.0
     """in [0, 1]: the mean peak posterior of the word's tokens (see ``Hypothesis.peaks``)"""
+    speaker: Optional[str] = None
+    """who said it (``S1``, ``S2``, ...), where speaker labels were asked for"""
 
 
 @dataclass(frozen=True)

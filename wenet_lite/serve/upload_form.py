@@ -20,6 +20,10 @@ FIELDS_LIMIT = 1 << 20
 """bytes all fields but the file may hold together"""
 
 
+MAX_BOUNDARY = 70
+"""bytes of a multipart boundary (RFC 2046's limit; longer ones are refused with 400)"""
+
+
 class UploadForm:
     """A :class:`~wenet_lite.serve.http_front.BodySink` for one request's form: ``fields``
     (name -> values), ``filename`` and ``path`` (the spooled file, None when the form had no
@@ -32,6 +36,9 @@ class UploadForm:
         if kind != b"multipart/form-data" or not boundary:
             raise BodyError(400, "send multipart/form-data with a 'file' field (as the openai "
                             "clients and `curl -F file=@audio.wav` do)")  # fmt: skip
+        if len(boundary) > MAX_BOUNDARY:
+            raise BodyError(400, f"a multipart boundary of {len(boundary)} bytes: at most "
+                            f"{MAX_BOUNDARY} (RFC 2046)")  # fmt: skip
         self.fields: Dict[str, List[str]] = {}
         self.filename = "upload"
         self.path: Optional[str] = None
