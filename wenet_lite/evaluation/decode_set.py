@@ -41,17 +41,19 @@ from wenet_lite.data.tokenizer import Tokenizer, normalize_text
 from wenet_lite.evaluation.score import hyp_lines
 from wenet_lite.evaluation.wer import (
     UtteranceScore,
+    confidence_auc,
     format_details,
     format_summary,
     score_utterance,
     summary_record,
+    words_right,
 )
 from wenet_lite.features.audio import AudioError
 from wenet_lite.fileio import write_files_atomic
 from wenet_lite.model import ASRModel
 from wenet_lite.runtime.engines import Engine
 from wenet_lite.runtime.offline import OfflineRecognizer
-from wenet_lite.runtime.result import spell
+from wenet_lite.runtime.result import make_result, spell
 from wenet_lite.runtime.utterance import DecodeOptions
 from wenet_lite.search.ctc_search import Hypothesis, frames_to_seconds
 
@@ -84,6 +86,8 @@ class UtteranceResult:
     """prefix_beam: (log-probability, text) of the n best, best first; [] for greedy"""
     hotwords: Optional[List[str]] = None
     """with hotwords: the words of ``hyp`` that matched hotword phrases cover (None without)"""
+    word_confidences: Optional[List[float]] = None
+    """each hypothesis word's confidence (``Word.confidence``), in order"""
 
 
 @dataclass
@@ -106,9 +110,28 @@ class DecodeReport:
         return [
             self.options.describe(),
             *format_summary([r.score for r in self.results]),
+            self._confidence_line(),
             f"failed {len(self.failures)}",
             f"audio {self.audio_seconds:.2f} s, wall {self.wall_seconds:.2f} s, RTF {self.rtf:.4f}",
         ]
+
+    def confidence_calibration(self) -> Tuple[Optional[float], int, int]:
+        """The area under the ROC curve of "this hypothesis word is right" scored by the word's
+        confidence, with the counts of right and wrong words it was measured on."""
+        confidences: List[float] = []
+        right: List[bool] = []
+        for r in self.results:
+            flags = words_right(r.score.alignment)
+            if r.word_confidences is not None and len(r.word_confidences) == len(flags):
+                confidences += r.word_confidences
+                right += flags
+        n_right = sum(right)
+        return confidence_auc(confidences, right), n_right, len(right) - n_right
+
+    def _confidence_line(self) -> str:
+        auc, n_right, n_wrong = self.confidence_calibration()
+        shown = "-" if auc is None else f"{auc:.3f}"
+        return f"word confidence AUC {shown} (right {n_right}, wrong {n_wrong} hypothesis words)"
 
     def summary_record(self) -> Dict[str, Any]:
         """What ``summary.json`` holds besides the model and data: the settings (every
@@ -121,6 +144,7 @@ class DecodeReport:
                 "describe": self.options.describe(),
             },  # fmt: skip
             **summary_record([r.score for r in self.results]),
+            "word_confidence_auc": self.confidence_calibration()[0],
             "failed": len(self.failures),
             "audio_seconds": round(self.audio_seconds, 3),
             "wall_seconds": round(self.wall_seconds, 3),
@@ -235,7 +259,10 @@ def _utterance_result(
     hotwords = None
     if recognizer.models.context is not None:  # the words a whole hotword phrase covers
         hotwords = [w.text for w in recognizer.result(hyp).words if w.hotword]
-    return UtteranceResult(cut.id, text, hyp, pieces, times, score, nbest, hotwords)
+    rate, shift = recognizer.subsampling_rate, recognizer.frame_shift_s
+    words = make_result(hyp, tokenizer, 0, 0, rate, shift, True).words  # spoken, as scored
+    confidences = [round(w.confidence, 4) for w in words]
+    return UtteranceResult(cut.id, text, hyp, pieces, times, score, nbest, hotwords, confidences)
 
 
 def write_report(

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import kaldialign
 
@@ -264,3 +264,32 @@ def format_details(score: UtteranceScore) -> List[str]:
         padded = " ".join(cell.ljust(w) for cell, w in zip(cells, widths))
         lines.append(f"{score.utt_id} {name + ':':<4} {padded}".rstrip())
     return lines
+
+
+def words_right(alignment: Alignment) -> List[bool]:
+    """For each hypothesis word of ``alignment`` in order: whether it matches its reference
+    word (insertions and substitutions are wrong)."""
+    return [ref == hyp for ref, hyp in alignment if hyp != EPS]
+
+
+def confidence_auc(confidences: Sequence[float], right: Sequence[bool]) -> Optional[float]:
+    """The area under the ROC curve of "this word is right" scored by its confidence: the
+    chance that a right word has a higher confidence than a wrong one (ties count half);
+    None when there are no right or no wrong words."""
+    pairs = sorted(zip(confidences, right))
+    n_right = sum(1 for _, r in pairs if r)
+    n_wrong = len(pairs) - n_right
+    if not n_right or not n_wrong:
+        return None
+    # rank-sum (Mann-Whitney U) with tied confidences given their mean rank
+    ranks = [0.0] * len(pairs)
+    i = 0
+    while i < len(pairs):
+        j = i
+        while j + 1 < len(pairs) and pairs[j + 1][0] == pairs[i][0]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[k] = (i + j) / 2 + 1
+        i = j + 1
+    rank_sum = sum(rank for rank, (_, r) in zip(ranks, pairs) if r)
+    return (rank_sum - n_right * (n_right + 1) / 2) / (n_right * n_wrong)
