@@ -17,7 +17,7 @@ import torch
 from tests.punct_models import sentence, write_text
 from wenet_lite.punct.punctuator import PunctError, Punctuator
 from wenet_lite.punct.text import CASES, MARKS, apply_labels, baseline, split_text
-from wenet_lite.punct.train import read_training_text
+from wenet_lite.punct.train import read_split_text, read_training_text
 
 
 def test_written_text_becomes_labels_and_back() -> None:
@@ -108,6 +108,9 @@ def test_bad_texts_and_model_directories_are_named(tmp_path: Path, punct_model: 
                        (tmp_path / "missing.txt", "no such")]:  # fmt: skip
         with pytest.raises((ValueError, FileNotFoundError), match=said) as e:
             read_training_text([path])
+        assert str(path) in str(e.value)
+        with pytest.raises((ValueError, FileNotFoundError), match=said) as e:
+            read_split_text([path], 0.05, 0)  # what train-punct reads with
         assert str(path) in str(e.value)
     asr = tmp_path / "asr"
     asr.mkdir()

@@ -12,12 +12,13 @@ F1 of each mark and of all marks, and case accuracy.
 
 from __future__ import annotations
 
-import itertools
+import bisect
 import json
 import logging
 import math
 import random
 import time
+from array import array
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +29,16 @@ import torch
 from wenet_lite.fileio import naming_text_errors, open_text, write_text_atomic
 from wenet_lite.punct.model import BOS, EOS, PunctConfig, PunctModel
 from wenet_lite.punct.punctuator import Punctuator
-from wenet_lite.punct.text import CASES, MARKS, Labelled, baseline, mixed_forms, split_text
+from wenet_lite.punct.text import CASES, MARKS, Labelled, baseline, split_text
 
-__all__ = ["PunctTrainOptions", "read_training_text", "score_labels", "train_punct"]
+__all__ = [
+    "PackedText",
+    "PunctTrainOptions",
+    "read_split_text",
+    "read_training_text",
+    "score_labels",
+    "train_punct",
+]
 
 log = logging.getLogger(__name__)
 
@@ -105,11 +113,106 @@ def score_labels(
     return out
 
 
-def _split(lines: List[List[Labelled]], share: float, seed: int) -> Tuple[list, list]:
-    order = list(range(len(lines)))
+class PackedText:
+    """Training lines packed: each distinct word once in a table, and for every word of the
+    text its word's index, mark and case in arrays (6 bytes a word, where a list of
+    :class:`Labelled` costs about 60 bytes for each byte of text), each line's end, and the
+    counts of mixed-case written forms."""
+
+    def __init__(self) -> None:
+        self.index: Dict[str, int] = {}
+        self.table: List[str] = []
+        self.word = array("i")
+        self.mark = array("b")
+        self.case = array("b")
+        self.ends = array("q")
+        """the word count after each line"""
+        self._forms: Dict[str, Dict[str, int]] = {}
+
+    def add(self, words: Sequence[Labelled]) -> None:
+        """Append one line's words."""
+        for w in words:
+            i = self.index.get(w.word)
+            if i is None:
+                i = self.index[w.word] = len(self.table)
+                self.table.append(w.word)
+            self.word.append(i)
+            self.mark.append(w.mark)
+            self.case.append(w.case)
+            if w.case == 3:
+                forms = self._forms.setdefault(w.word, {})
+                forms[w.written] = forms.get(w.written, 0) + 1
+        self.ends.append(len(self.word))
+
+    def __len__(self) -> int:
+        return len(self.word)
+
+    def most_common(self, n: int, at_least: int) -> List[str]:
+        """The ``n`` most frequent words seen at least ``at_least`` times, most frequent first
+        (ties in order of first appearance, as ``Counter.most_common``)."""
+        counts = Counter(dict(zip(self.table, _counts(self.word, len(self.table)))))
+        return [w for w, c in counts.most_common(n) if c >= at_least]
+
+    def mixed_forms(self) -> Dict[str, str]:
+        """As :func:`~wenet_lite.punct.text.mixed_forms` of the lines."""
+        return {
+            word: max(forms, key=lambda f: (forms[f], f)) for word, forms in self._forms.items()
+        }
+
+
+def _counts(ids: array, size: int) -> List[int]:
+    import numpy as np
+
+    return np.bincount(np.frombuffer(ids, dtype=np.int32), minlength=size).tolist()
+
+
+def read_split_text(
+    paths: Sequence[PathLike], share: float, seed: int
+) -> Tuple[PackedText, List[List[Labelled]]]:
+    """:func:`read_training_text`'s lines split as :func:`_split` splits them (the same lines
+    held out), read twice instead of held in memory: the training lines packed, the held-out
+    ones as labelled words."""
+    total = 0
+    for path in paths:  # first pass: how many lines have words (and every check)
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"{path}: no such text file")
+        before = total
+        with naming_text_errors(path), open_text(path) as f:
+            total += sum(1 for line in f if split_text(line))
+        if total == before:
+            raise ValueError(f"{path}: no words to learn from (empty, or marks alone)")
+    held_ids = _held(total, share, seed)
+    packed, held = PackedText(), []
+    any_label = False
+    k = 0
+    for path in paths:
+        with naming_text_errors(path), open_text(path) as f:
+            for line in f:
+                words = split_text(line)
+                if not words:
+                    continue
+                any_label = any_label or any(w.mark or w.case for w in words)
+                if k in held_ids:
+                    held.append(words)
+                else:
+                    packed.add(words)
+                k += 1
+    if not any_label:
+        names = ", ".join(str(p) for p in paths)
+        raise ValueError(f"{names}: no punctuation and no capitals: nothing to learn from")
+    return packed, held
+
+
+def _held(total: int, share: float, seed: int) -> set:
+    """The indices of the held-out lines among ``total``."""
+    order = list(range(total))
     random.Random(seed).shuffle(order)
-    n = max(1, int(round(len(lines) * share))) if len(lines) > 1 else 0
-    held = set(order[:n])
+    n = max(1, int(round(total * share))) if total > 1 else 0
+    return set(order[:n])
+
+
+def _split(lines: List[List[Labelled]], share: float, seed: int) -> Tuple[list, list]:
+    held = _held(len(lines), share, seed)
     return ([ws for i, ws in enumerate(lines) if i not in held],
             [ws for i, ws in enumerate(lines) if i in held])  # fmt: skip
 
@@ -117,35 +220,43 @@ def _split(lines: List[List[Labelled]], share: float, seed: int) -> Tuple[list, 
 class _RunningText:
     """The training lines as one run of words, and where each line starts and ends."""
 
-    def __init__(self, lines: List[List[Labelled]]) -> None:
-        self.flat = [w for words in lines for w in words]
-        self.ends = list(itertools.accumulate(len(words) for words in lines))
-        self.starts = {0, *self.ends}
+    def __init__(self, text: PackedText) -> None:
+        self.text = text
+        self.ends = text.ends
+
+    def _at_line_edge(self, k: int) -> bool:
+        if k == 0:
+            return True
+        i = bisect.bisect_left(self.ends, k)
+        return i < len(self.ends) and self.ends[i] == k
 
     def windows(self, window: int, rng: random.Random, count: int):
         """``count`` windows: (words, marks, cases) each, a window that starts where a line
         does opening with BOS and one that ends where a line does closing with EOS (their
         labels -100: not learnt). Two in five start at a line's start (as a recogniser's
         segment starts a text), two in five end at a line's end, the rest anywhere."""
-        flat, ends = self.flat, self.ends
+        text, ends = self.text, self.ends
+        size = len(text)
         out = []
         for _ in range(count):
             kind = rng.random()
             if kind < 0.4:
                 k = rng.randrange(len(ends))
                 start = ends[k - 1] if k else 0
-                stop = min(len(flat), start + window)
+                stop = min(size, start + window)
             elif kind < 0.8:
                 stop = ends[rng.randrange(len(ends))]
                 start = max(0, stop - rng.randint(1, window))
             else:
-                start = rng.randrange(max(1, len(flat) - 1))
-                stop = min(len(flat), start + window)
-            part = flat[start:stop]
-            head = [(BOS, -100, -100)] if start in self.starts else []
-            tail = [(EOS, -100, -100)] if stop in self.starts else []
-            items = head + [(w.word, w.mark, w.case) for w in part] + tail
-            out.append(([i[0] for i in items], [i[1] for i in items], [i[2] for i in items]))
+                start = rng.randrange(max(1, size - 1))
+                stop = min(size, start + window)
+            words = [text.table[i] for i in text.word[start:stop]]
+            marks, cases = list(text.mark[start:stop]), list(text.case[start:stop])
+            if self._at_line_edge(start):
+                words, marks, cases = [BOS, *words], [-100, *marks], [-100, *cases]
+            if self._at_line_edge(stop):
+                words, marks, cases = [*words, EOS], [*marks, -100], [*cases, -100]
+            out.append((words, marks, cases))
         return out
 
 
@@ -182,20 +293,19 @@ def train_punct(
     metrics."""
     cfg = cfg or PunctConfig()
     options = options or PunctTrainOptions()
-    lines = read_training_text(texts)
-    train, held = _split(lines, options.held_out, options.seed)
-    counts = Counter(w.word for words in train for w in words)
-    vocab = [w for w, c in counts.most_common(cfg.vocab_size) if c >= 2]
+    packed, held = read_split_text(texts, options.held_out, options.seed)
+    vocab = packed.most_common(cfg.vocab_size, 2)
     torch.manual_seed(options.seed)
     model = PunctModel(cfg)
-    punctuator = Punctuator(model, vocab, mixed_forms(train))
-    text = _RunningText(train)
-    words_total = len(text.flat)
+    punctuator = Punctuator(model, vocab, packed.mixed_forms())
+    text = _RunningText(packed)
+    words_total = len(packed)
+    train_lines = len(packed.ends)
     per_step = max(1, options.batch_words // options.window)
     epoch_steps = options.epochs * words_total / options.batch_words
     steps = options.max_steps or max(1, math.ceil(epoch_steps))
     log.info("punctuation model: %d training lines (%d words), %d held out; %d steps of %d "
-             "windows", len(train), words_total, len(held), steps, per_step)  # fmt: skip
+             "windows", train_lines, words_total, len(held), steps, per_step)  # fmt: skip
     opt = torch.optim.AdamW(model.parameters(), lr=options.lr, weight_decay=0.01)
     warmup = max(1, steps // 20)
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -234,7 +344,7 @@ def train_punct(
     scores = evaluate(punctuator, held) if held else {}
     metrics: Dict[str, object] = {
         "texts": [str(t) for t in texts],
-        "training lines": len(train),
+        "training lines": train_lines,
         "training words": words_total,
         "held-out lines": len(held),
         "steps": steps,
