@@ -162,7 +162,9 @@ def test_conformer_u2_sizes_in_the_docs_are_the_models() -> None:
     assert f"{millions(full)} parameters with vocabulary 5000, {encoder_ctc / 1e6:.1f} M" in (
         " ".join(recipes.split())
     )
-    assert f"(`decoder.type=none`), vocab 1000 | {millions(ctc_only)} |" in training
+    roofline = build_model(cfg, cfg.tokenizer.vocab_size)  # what bench_roofline.py builds
+    assert f"`conformer_u2` ({millions(roofline)} parameters, d_model 256" in training
+    assert millions(ctc_only) != millions(roofline)  # the count names the model it measured
 
 
 def dangling_references(text: str) -> list:
