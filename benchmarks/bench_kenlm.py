@@ -5,8 +5,9 @@ by the Python reader, and KenLM's binary file of each built once and reused; for
 time to load, the process's peak memory, and the CTC prefix beam's speed with it fused, beside
 the beam with the recipe's own small LM (`wenet-lite train-lm`) and with none.
 
-    python benchmarks/bench_kenlm.py --exp exp/demo --test data/synthetic/test-clean \\
-        --train data/synthetic/train-clean-100 [--sizes 2e6 2e7] [--utts 40] \\
+    python benchmarks/bench_kenlm.py [--exp exp/synthetic/avg_5.pt] \\
+        [--test data/synthetic/test-clean] [--train data/synthetic/train-clean-100] \\
+        [--sizes 2e6 2e7] [--utts 40] \\
         [--work /tmp/bench_kenlm] [--build-binary PATH/build_binary]
 
 Each row runs in a fresh process (its peak memory is its own). The generated n-grams are
@@ -196,7 +197,9 @@ def _row(name: str, backend: str, grams: str, r: Dict[str, object]) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--exp", default="exp/demo", help="a model directory or file")
+    p.add_argument(
+        "--exp", default="exp/synthetic/avg_5.pt", help="a model file (default: the recipe's)"
+    )
     p.add_argument("--test", default="data/synthetic/test-clean", help="a prepared test set")
     p.add_argument(
         "--train",
