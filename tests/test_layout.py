@@ -41,7 +41,7 @@ LAYERS: List[Tuple[str, ...]] = [
     ("wenet_lite.evaluation",),  # decoding and scoring a set
     ("wenet_lite.train",),
     ("wenet_lite.recognizer",),  # the front door: open_recognizer
-    ("wenet_lite.transcript", "wenet_lite.transcription"),
+    ("wenet_lite.transcript", "wenet_lite.speakers", "wenet_lite.transcription"),  # and who spoke
     ("wenet_lite.serve",),
     ("wenet_lite.cli",),
     ("wenet_lite", "wenet_lite.__main__"),
