@@ -83,22 +83,11 @@ def _flops(model, feats, lens, state) -> Dict[str, float]:
     with torch.inference_mode(), FlopCounterMode(display=False, depth=None) as counter:
         out, _ = model.encoder.forward_chunk(feats, state, lens, pos)
         model.ctc(out)
+    from bench_train import flops_by_part  # the same attribution, run from benchmarks/
+
     counts = {n: float(sum(ops.values())) for n, ops in counter.get_flop_counts().items()}
     total = counts.pop("Global", 0.0)
-
-    def parent(name: str) -> str:  # the nearest module above it that the counter names
-        while "." in name:
-            name = name.rpartition(".")[0]
-            if name in counts:
-                return name
-        return ""
-
-    below: Dict[str, float] = defaultdict(float)
-    for name, f in counts.items():
-        below[parent(name)] += f
-    parts: Dict[str, float] = defaultdict(float)
-    for name, f in counts.items():  # each module's own FLOPs (the attention's: its scores)
-        parts[part_of(name)] += f - below[name]
+    parts = flops_by_part(counts, part_of)  # the attention's own FLOPs: its scores
     parts["total"] = total
     return dict(parts)
 
@@ -152,12 +141,6 @@ def _best_step(run: Callable[[], object], steps: int) -> float:
     return best
 
 
-def gemm_peak(threads: int, n: int = 2048) -> float:
-    """GFLOP/s of one fp32 n x n x n matrix product on ``threads`` threads (best of 5)."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    return 2 * n**3 / _best_step(lambda: torch.matmul(a, b), 2) / 1e9
-
-
 def _engine(name: str, model, chunking):
     from wenet_lite.runtime.engines import ExecuTorchEngine, OnnxRuntimeEngine, TorchEngine
 
@@ -190,7 +173,9 @@ def main() -> None:
     from wenet_lite.model.chunking import Chunking
 
     torch.set_num_threads(args.threads)
-    peak = gemm_peak(args.threads)
+    from bench_train import gemm_peak
+
+    peak = gemm_peak(torch.float32)
     print(cpu_summary().splitlines()[0])
     print(f"practical peak: one 2048^3 fp32 matrix product on {args.threads} thread(s): "
           f"{peak:.1f} GFLOP/s ({peak / args.threads:.1f} per core)\n", flush=True)  # fmt: skip

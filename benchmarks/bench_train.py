@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import List, Tuple
+from typing import Callable, Dict, List, Tuple
 
 import torch
 
@@ -207,6 +207,32 @@ _PARTS = (  # (row, module name patterns): the first that matches a leaf module 
 )
 
 
+def _part_of(name: str) -> str:
+    return next((p for p, keys in _PARTS if any(k in name + "." for k in keys)), "other")
+
+
+def flops_by_part(counts: Dict[str, float], part_of: Callable[[str], str]) -> Dict[str, float]:
+    """FlopCounterMode's counts per module name summed by ``part_of(name)``, each module with its
+    own FLOPs: less those of the modules counted below it whose nearest counted ancestor it is
+    (containers such as a ModuleList count nothing and are skipped over)."""
+
+    def parent(name: str) -> str:
+        while "." in name:
+            name = name.rpartition(".")[0]
+            if name in counts:
+                return name
+        return ""
+
+    below: Dict[str, float] = {}
+    for name, flops in counts.items():
+        below[parent(name)] = below.get(parent(name), 0.0) + flops
+    parts: Dict[str, float] = {}
+    for name, flops in counts.items():
+        part = part_of(name)
+        parts[part] = parts.get(part, 0.0) + flops - below.get(name, 0.0)
+    return parts
+
+
 def _flops(cfg, tokenizer_path: Path, first: tuple, device: torch.device) -> dict:
     """The FLOPs of one training step on the first batch: the total (forward and backward)
     and each part's forward (the counter's module attribution holds for the forward only),
@@ -227,31 +253,13 @@ def _flops(cfg, tokenizer_path: Path, first: tuple, device: torch.device) -> dic
         loss.backward()
     counts = {name: sum(ops.values()) for name, ops in forward.get_flop_counts().items()}
     total_forward = counts.pop("Global", 0)
-
-    # each module's own FLOPs: less those of the modules counted below it whose nearest counted
-    # ancestor it is (containers such as a ModuleList count nothing and are skipped over)
-    def parent(name: str) -> str:
-        up = name
-        while "." in up:
-            up = up.rpartition(".")[0]
-            if up in counts:
-                return up
-        return ""
-
-    below: dict = {}
-    for name, flops in counts.items():
-        below[parent(name)] = below.get(parent(name), 0.0) + flops
-    parts: dict = {}
-    for name, flops in counts.items():
-        own = flops - below.get(name, 0.0)
-        part = next((p for p, keys in _PARTS if any(k in name + "." for k in keys)), "other")
-        parts[part] = parts.get(part, 0.0) + own
+    parts = flops_by_part(counts, _part_of)
     return {"train": both.get_total_flops() / audio, "forward": total_forward / audio,
             "parts": {k: v / audio for k, v in parts.items() if v > 0}}  # fmt: skip
 
 
-def _gemm_peak(threads: int, dtype: torch.dtype, n: int = 2048, repeats: int = 10) -> float:
-    """GFLOP/s of an n x n x n matrix product on ``threads`` threads (best of ``repeats``)."""
+def gemm_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 10) -> float:
+    """GFLOP/s of an n x n x n matrix product on torch's threads (best of ``repeats``)."""
     a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
     torch.matmul(a, b)
     best = float("inf")
@@ -274,9 +282,9 @@ def _print_flops(flops: dict, bare: float, threads: int, device: torch.device) -
     if device.type != "cpu":
         print(f"\nbare step: {achieved:.1f} GFLOP/s on {device}")
         return
-    peaks = [("fp32", _gemm_peak(threads, torch.float32))]
+    peaks = [("fp32", gemm_peak(torch.float32))]
     if native_bf16():
-        peaks.append(("bf16", _gemm_peak(threads, torch.bfloat16)))
+        peaks.append(("bf16", gemm_peak(torch.bfloat16)))
     shown = ", ".join(f"{name} {gflops:.0f} GFLOP/s" for name, gflops in peaks)
     print(
         f"\nbare step: {achieved:.1f} GFLOP/s on {threads} thread(s), "

@@ -57,6 +57,23 @@ def _stream(rec, audio: np.ndarray, seed: int):
     return s.result()
 
 
+def _simulated_and_batched(rec, hybrid, cuts, search, test_audio):
+    """Simulated streaming's tokens per utterance (on ``rec``'s engine), and the utterances
+    streamed through ``rec`` all in one batch."""
+    model, tokenizer, cfg = hybrid
+    opts = DecodeOptions(search, Chunking(4, 2), simulate_streaming=True)
+    simulated = {
+        r.utt_id: r.hyp.tokens
+        for r in decode_model(model, tokenizer, cfg, cuts, opts, rec.engine).results
+    }
+    streams = [rec.create_stream() for _ in cuts]
+    for s, audio in zip(streams, test_audio):
+        s.accept_waveform(16000, audio)
+        s.input_finished()
+    rec.decode_until_done(streams)  # batched
+    return simulated, streams
+
+
 @pytest.mark.parametrize("mode", ["transducer_greedy", "transducer_beam"])
 def test_streamed_equals_simulated_and_batched(corpus: Path, test_audio, hybrid, mode) -> None:
     model, tokenizer, cfg = hybrid
@@ -136,16 +153,7 @@ def test_every_engine_streams_the_transducer_as_it_simulates(
     cuts = list(load_cuts(corpus / "test-clean"))[:3]
     search = SearchOptions(mode="transducer_greedy")
     rec = open_streaming((model, tokenizer, cfg), Chunking(4, 2), search, NO_ENDPOINT, spec)
-    opts = DecodeOptions(search, Chunking(4, 2), simulate_streaming=True)
-    simulated = {
-        r.utt_id: r.hyp.tokens
-        for r in decode_model(model, tokenizer, cfg, cuts, opts, rec.engine).results
-    }
-    streams = [rec.create_stream() for _ in cuts]
-    for s, audio in zip(streams, test_audio):
-        s.accept_waveform(16000, audio)
-        s.input_finished()
-    rec.decode_until_done(streams)  # batched
+    simulated, streams = _simulated_and_batched(rec, hybrid, cuts, search, test_audio)
     for k, (cut, s) in enumerate(zip(cuts, streams)):
         alone = _stream(rec, test_audio[k], k).token_ids
         assert alone and alone == s.result().token_ids == simulated[cut.id]
@@ -216,16 +224,7 @@ def test_a_blank_penalty_streams_as_it_simulates(corpus: Path, test_audio, hybri
     cuts = list(load_cuts(corpus / "test-clean"))[:3]
     penalized = SearchOptions(mode=mode, beam_size=3, blank_penalty=2.0)
     rec = open_streaming((model, tokenizer, cfg), Chunking(4, 2), penalized, NO_ENDPOINT, spec)
-    opts = DecodeOptions(penalized, Chunking(4, 2), simulate_streaming=True)
-    simulated = {
-        r.utt_id: r.hyp.tokens
-        for r in decode_model(model, tokenizer, cfg, cuts, opts, rec.engine).results
-    }
-    streams = [rec.create_stream() for _ in cuts]
-    for s, audio in zip(streams, test_audio):
-        s.accept_waveform(16000, audio)
-        s.input_finished()
-    rec.decode_until_done(streams)  # batched
+    simulated, streams = _simulated_and_batched(rec, hybrid, cuts, penalized, test_audio)
     plain = open_streaming((model, tokenizer, cfg), Chunking(4, 2),
                            SearchOptions(mode=mode, beam_size=3), NO_ENDPOINT, spec)  # fmt: skip
     changed = 0

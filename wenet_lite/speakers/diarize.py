@@ -16,6 +16,7 @@ given early could change when later speech arrives; this toolkit labels whole fi
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
@@ -95,9 +96,10 @@ def cluster(vectors: np.ndarray, options: SpeakerOptions) -> np.ndarray:
     n = len(vectors)
     if n == 0:
         return np.zeros(0, dtype=int)
-    if n <= 2 or options.num_speakers == 1:
-        return _ordered(_merge(vectors, np.zeros(n, dtype=int) if n == 1 or
-                               options.num_speakers == 1 else np.arange(n), options))  # fmt: skip
+    if n == 1 or options.num_speakers == 1:
+        return np.zeros(n, dtype=int)
+    if n == 2:  # too few for a graph: two windows are one speaker where they are alike
+        return _ordered(_merge(vectors, np.arange(2), options))
     sim = np.clip(vectors @ vectors.T, 0.0, 1.0)
     keep = min(n - 1, max(options.neighbours, int(np.ceil(0.1 * n))))
     pruned = np.zeros_like(sim)
@@ -188,27 +190,19 @@ def label_words(transcript: Transcript, spans: Sequence[Tuple[float, float]],
                 speakers: Sequence[str]) -> Transcript:  # fmt: skip
     """Each word labelled with the speaker of the window whose centre is nearest its middle
     (``spans``: the windows, ``speakers``: theirs), segments split where the speaker changes."""
-    centres = np.array([(a + b) / 2 for a, b in spans]) if spans else np.zeros(0)
+    if not spans:
+        return transcript
+    centres = np.array([(a + b) / 2 for a, b in spans])
     segments: List[Segment] = []
     for seg in transcript.segments:
-        words = []
-        for w in seg.words:
-            if len(centres) == 0:
-                words.append(w)
-                continue
-            k = int(np.argmin(np.abs(centres - (w.start + w.end) / 2)))
-            words.append(dataclasses.replace(w, speaker=speakers[k]))
-        runs: List[list] = []
-        for w in words:
-            if runs and runs[-1][-1].speaker == w.speaker:
-                runs[-1].append(w)
-            else:
-                runs.append([w])
+        nearest = [int(np.argmin(np.abs(centres - (w.start + w.end) / 2))) for w in seg.words]
+        words = [dataclasses.replace(w, speaker=speakers[k]) for w, k in zip(seg.words, nearest)]
+        runs = [list(run) for _, run in itertools.groupby(words, key=lambda w: w.speaker)]
+        if not runs:
+            segments.append(seg)
         for run in runs:
             text = join_words([w.text for w in run]) if len(runs) > 1 else seg.text
             segments.append(Segment(run[0].start, run[-1].end, text, tuple(run), run[0].speaker))
-        if not runs:
-            segments.append(seg)
     return dataclasses.replace(transcript, segments=segments)
 
 
