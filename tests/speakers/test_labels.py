@@ -148,3 +148,15 @@ def test_without_the_extra_the_message_names_it(monkeypatch) -> None:
         _diarizer(2, 16)
     with pytest.raises(ValueError, match="speakers='many'"):
         _diarizer("many", 0)
+
+
+def test_a_bad_speakers_value_is_one_line(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    for value in ("0", "-2", "many"):
+        got = subprocess.run([sys.executable, "-m", "wenet_lite", "transcribe", "--model",
+                              str(tmp_path / "m.pt"), "a.wav", "--speakers", value],
+                             capture_output=True, text=True)  # fmt: skip
+        assert got.returncode == 2 and "--speakers" in got.stderr and value in got.stderr
+        assert "Traceback" not in got.stderr and len(got.stderr.strip().splitlines()) == 1
