@@ -17,7 +17,7 @@ import torch
 from tests.punct_models import sentence, write_text
 from wenet_lite.punct.punctuator import PunctError, Punctuator
 from wenet_lite.punct.text import CASES, MARKS, apply_labels, baseline, split_text
-from wenet_lite.punct.train import read_split_text, read_training_text
+from wenet_lite.punct.train import evaluate, read_split_text, read_training_text, score_labels
 
 
 def test_written_text_becomes_labels_and_back() -> None:
@@ -148,6 +148,33 @@ def test_train_punct_cli_reports_scores(tmp_path: Path) -> None:
     assert "held out" in run.stdout and "baseline: f1 ," in run.stdout
     assert (tmp_path / "m" / "punct.pt").is_file()
     assert json.loads((tmp_path / "m" / "metrics.json").read_text())["steps"] == 5
+
+
+def test_punctuate_scores_a_written_text_beside_the_baseline(
+    tmp_path: Path, punct_model: Path
+) -> None:
+    """`punctuate --score TEXT` strips the text to words, punctuates them and scores the
+    result against the text as train-punct scores its held-out lines; a model that learnt the
+    grammar beats the baseline on it, and scoring the text against itself is perfect."""
+    text = write_text(tmp_path / "t.txt", 60, seed=11)
+    cli = [sys.executable, "-m", "wenet_lite", "punctuate", "--model", str(punct_model)]
+    run = subprocess.run([*cli, "--score", str(text), "--json"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    scores = json.loads(run.stdout)
+    assert scores["lines"] == 60
+    model, rule = scores["model, running text"], scores["baseline, running text"]
+    assert model["f1 ."] > rule["f1 ."] + 30 and model["words"] == rule["words"] > 0
+    punctuator = Punctuator.load(punct_model)
+    lines = read_training_text([text])
+    assert scores["model"] == evaluate(punctuator, lines)["model"]
+    perfect = [([w.mark for w in ws], [w.case for w in ws]) for ws in lines]
+    assert score_labels(perfect, perfect)["f1 all marks"] == 100.0  # the scorer's control
+    shown = subprocess.run([*cli, "--score", str(text)], capture_output=True, text=True)
+    assert f"{text} (" in shown.stdout and "baseline, running text: f1 ," in shown.stdout
+    missing = subprocess.run([*cli, "--score", str(tmp_path / "none.txt")], capture_output=True,
+                             text=True)  # fmt: skip
+    assert missing.returncode != 0 and missing.stderr.count("\n") == 1, missing.stderr
+    assert "none.txt" in missing.stderr
 
 
 def test_bad_flags_and_stdin_lines_are_one_line_each(tmp_path: Path, punct_model: Path) -> None:

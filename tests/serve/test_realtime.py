@@ -139,6 +139,58 @@ def test_turns_are_what_stream_gives_for_the_same_24khz_file(rt, tiny, speech, t
     assert [e.transcript for e in events if e.type.endswith(".completed")][0] != expected[0]
 
 
+def test_completed_transcripts_carry_token_logprobs_when_included(rt, tiny, speech,
+                                                                  tmp_path) -> None:  # fmt: skip
+    """``include: [item.input_audio_transcription.logprobs]`` adds each token's log
+    confidence to the completed transcripts: the tokens spell the transcript, and each word's
+    mean token probability is the confidence `stream --json` gives that word."""
+    import soundfile as sf
+
+    from wenet_lite.features.audio import resample
+
+    pcm = np.round(np.clip(resample(speech, 16000, 24000), -1, 32767 / 32768) * 32768)
+    path = tmp_path / "s24.wav"
+    sf.write(path, pcm.astype("<i2"), 24000, subtype="PCM_16")
+    out = subprocess.run(
+        [sys.executable, "-m", "wenet_lite", "stream", "--model", tiny.path, *FLAGS, "--json",
+         str(path)], capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    finals = [x for x in map(json.loads, out.splitlines()) if x["type"] == "final" and x["text"]]
+    include = ["item.input_audio_transcription.logprobs"]
+    done = []
+    for asked in (include, None):
+        with _connect(rt.port) as conn:
+            _until(conn, "session.created", [])
+            if asked:
+                conn.session.update(session={"type": "transcription", "include": asked})
+                assert _until(conn, "session.updated", []).session.include == asked
+            _send_audio(conn, pcm.astype("<i2").tobytes(), 2, seed=3)
+            conn.input_audio_buffer.commit()
+            events: List = []
+            kind = "conversation.item.input_audio_transcription.completed"
+            done.append([_until(conn, kind, events) for _ in finals])
+    assert all(e.logprobs is None for e in done[1]), "logprobs sent unasked"
+    for event, final in zip(done[0], finals):
+        assert event.transcript == final["text"]
+        tokens = [lp.token for lp in event.logprobs]
+        assert "".join(tokens) == event.transcript
+        assert all(lp.logprob <= 0 and bytes(lp.bytes).decode() == lp.token
+                   for lp in event.logprobs)  # fmt: skip
+        words: List[List[float]] = []
+        for k, lp in enumerate(event.logprobs):
+            if k == 0 or lp.token.startswith(" "):
+                words.append([])
+            words[-1].append(float(np.exp(lp.logprob)))
+        sure = [sum(w) / len(w) for w in words]
+        assert sure == pytest.approx([w["confidence"] for w in final["words"]], abs=2e-3)
+    # anything else in include is an error event naming the field
+    with _connect(rt.port) as conn:
+        _until(conn, "session.created", [])
+        conn.session.update(session={"type": "transcription", "include": ["item.audio"]})
+        error = _until(conn, "error", [])
+    assert error.error.param == "session.include" and "item.audio" in error.error.message
+
+
 @pytest.mark.parametrize("law", ["pcmu", "pcma"])
 def test_a_committed_g711_buffer_is_one_item_as_stream_reads_the_file(
     rt, tiny, speech, tmp_path, law

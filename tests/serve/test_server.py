@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import signal
 import sys
 from collections import defaultdict
@@ -83,6 +84,21 @@ def _check_against_reference(sherpa, wenet, reference) -> None:
                 (w["word"], round(w["start"] * 1000), round(w["end"] * 1000)) for w in r["words"]
             ]
             assert [(w["word"], w["start"], w["end"]) for w in b["word_pieces"]] == ref_words
+            assert [w["confidence"] for w in b["word_pieces"]] == [
+                w["confidence"] for w in r["words"]
+            ]
+        closed = [m for m in sherpa[name].messages if isinstance(m, dict) and m["is_final"]]
+        closed = [m for m in closed if m["text"]]
+        assert len(closed) == len(ref)
+        for m, r in zip(closed, ref):  # each token's log confidence: words' means agree
+            assert len(m["ys_probs"]) == len(m["tokens"]) and all(p <= 0 for p in m["ys_probs"])
+            words: List[List[float]] = []
+            for piece, logp in zip(m["tokens"], m["ys_probs"]):
+                if piece.startswith("\u2581") or not words:
+                    words.append([])
+                words[-1].append(math.exp(logp))
+            sure = [sum(w) / len(w) for w in words]
+            assert sure == pytest.approx([w["confidence"] for w in r["words"]], abs=2e-3)
 
 
 def test_both_protocols_give_the_transcripts_of_stream(server: ServerProcess, tiny, files, capsys):

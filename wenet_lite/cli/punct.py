@@ -71,12 +71,16 @@ def _run_train_punct(args: argparse.Namespace) -> int:
                                 max_steps=args.max_steps)  # fmt: skip
     metrics = train_punct(args.text, args.out, cfg, options, progress=not args.no_progress)
     print(f"{args.out}: {metrics['training words']} words trained in {metrics['minutes']} min")
+    _print_scores(metrics, "held out")
+    return 0
+
+
+def _print_scores(metrics: dict, what: str) -> None:
     for who in ("model", "baseline", "model, running text", "baseline, running text"):
         scores = metrics.get(who)
         if isinstance(scores, dict):
             shown = ", ".join(f"{k} {v}" for k, v in scores.items() if k != "words")
-            print(f"held out ({scores['words']} words), {who}: {shown}")
-    return 0
+            print(f"{what} ({scores['words']} words), {who}: {shown}")
 
 
 def add_punctuate(sub: argparse._SubParsersAction) -> None:
@@ -85,11 +89,21 @@ def add_punctuate(sub: argparse._SubParsersAction) -> None:
         help="write lines of words from stdin cased and punctuated",
         description="usage: wenet-lite punctuate --model exp/punct < words.txt\n"
         "       echo 'HELLO WORLD HOW ARE YOU' | wenet-lite punctuate --model exp/punct\n\n"
+        "       wenet-lite punctuate --model exp/punct --score written.txt\n\n"
         "Reads lines of words (a recogniser's output: any case, no marks) on stdin and writes "
-        "each line cased and punctuated by a model of `wenet-lite train-punct`.",
+        "each line cased and punctuated by a model of `wenet-lite train-punct`. With --score, "
+        "reads written text instead (cased and punctuated, a paragraph or a sentence a line), "
+        "strips it to a recogniser's words, punctuates them and prints the scores against the "
+        "text beside the baseline's (first word capitalised, a period at the end): each line "
+        "alone and 8 lines run together, as train-punct scores its held-out lines.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--model", required=True, metavar="DIR", help="the punctuation model")
+    p.add_argument(
+        "--score", action="append", metavar="TEXT",
+        help="written text to score the model on instead of reading stdin (repeatable)",
+    )  # fmt: skip
+    p.add_argument("--json", action="store_true", help="with --score: the scores as JSON")
     p.set_defaults(func=_run_punctuate)
 
 
@@ -100,6 +114,8 @@ def _run_punctuate(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(1)
     punctuator = Punctuator.load(args.model)
+    if args.score:
+        return _score(punctuator, args)
     with_errors = 0
     for number, line in enumerate(sys.stdin.buffer, 1):
         try:
@@ -111,3 +127,17 @@ def _run_punctuate(args: argparse.Namespace) -> int:
             continue
         print(punctuator.text(text), flush=True)
     return 1 if with_errors else 0
+
+
+def _score(punctuator, args: argparse.Namespace) -> int:
+    import json
+
+    from wenet_lite.punct.train import evaluate, read_training_text
+
+    lines = read_training_text(args.score)
+    scores = evaluate(punctuator, lines)
+    if args.json:
+        print(json.dumps({"texts": args.score, "lines": len(lines), **scores}, indent=2))
+    else:
+        _print_scores(scores, ", ".join(args.score))
+    return 0

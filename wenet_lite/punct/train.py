@@ -34,6 +34,7 @@ from wenet_lite.punct.text import CASES, MARKS, Labelled, baseline, split_text
 __all__ = [
     "PackedText",
     "PunctTrainOptions",
+    "evaluate",
     "read_split_text",
     "read_training_text",
     "score_labels",

@@ -9,6 +9,7 @@ at sentencepiece's word-start marker '▁'; a word ends one encoder frame after 
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 import unicodedata
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SpanStage", "TextStage", "Word", "Result", "hotword_tokens", "join_words",
            "make_result", "merge_results", "normalized", "punctuated", "shifted", "spell",
-           "unspaced"]  # fmt: skip
+           "token_logprobs", "unspaced"]  # fmt: skip
 
 
 class TextStage(typing.Protocol):
@@ -75,6 +76,9 @@ class Result:
     """seconds: how far the segment's decoded audio reaches"""
     is_final: bool
     """False for a partial result, which may still change"""
+    token_confidences: Tuple[float, ...] = ()
+    """in [0, 1], one per token: its peak posterior (``Hypothesis.peaks``); a word's
+    confidence is the mean of its tokens'"""
 
 
 def make_result(
@@ -127,6 +131,7 @@ def make_result(
         start=start,
         end=end,
         is_final=is_final,
+        token_confidences=tuple(round(p, 4) for p in hyp.peaks),
     )
 
 
@@ -187,6 +192,12 @@ def _words(
     return words
 
 
+def token_logprobs(result: Result) -> List[float]:
+    """The natural log of each token's confidence (a peak posterior), as protocols that
+    carry per-token log probabilities write them; -23.03 (log 1e-10) at the floor."""
+    return [round(math.log(max(c, 1e-10)), 4) for c in result.token_confidences]
+
+
 def unspaced(text: str) -> bool:
     """Whether ``text`` (a piece, a word) is written without spaces between words: Han,
     kana, Hangul syllables and the other wide characters (CJK) alone."""
@@ -220,6 +231,7 @@ def merge_results(results: Sequence[Result], is_final: bool) -> Result:
         start=results[0].start if results else 0.0,
         end=results[-1].end if results else 0.0,
         is_final=is_final,
+        token_confidences=tuple(c for r in results for c in r.token_confidences),
     )
 
 

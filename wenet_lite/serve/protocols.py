@@ -7,7 +7,8 @@ Python clients): the client sends binary messages of float32 little-endian sampl
 at 16 kHz, then the text ``Done``. After each decoded chunk the server sends the open segment as
 ``OnlineRecognizerResult::AsJsonString`` writes it (``text``, ``tokens``, ``timestamps`` in
 seconds from ``start_time``, ``ys_probs``, ``lm_probs``, ``context_scores``, ``segment``,
-``words``, ``start_time``, ``is_final``, ``is_eof``); a closed segment comes with ``is_final``
+``words``, ``start_time``, ``is_final``, ``is_eof``; ``ys_probs`` holds each token's log
+confidence, the log of its peak posterior); a closed segment comes with ``is_final``
 true and the next one has ``segment`` one higher; the last message has ``is_eof`` true, then
 the text ``Done!`` and a normal close.
 
@@ -16,10 +17,11 @@ the text ``Done!`` and a normal close.
 ``{"status": "ok", "type": "server_ready"}``; then binary int16 little-endian PCM at 16 kHz;
 ``partial_result`` and ``final_result`` messages carry ``nbest``, a JSON *string* of
 ``[{"sentence": ..., "word_pieces": [{"word", "start", "end"}]}]`` (times in ms, word pieces on
-finals only); ``{"signal": "end"}`` gets the last ``final_result`` and ``speech_end``. Without
-``continuous_decoding`` the session ends at the first endpoint, as WeNet's does. Our extension:
-the start signal may hold ``"hotwords": ["PHRASE", "NEW YORK :2.0", ...]``, this session's own
-hotwords, added to the server's (WeNet's server ignores keys it does not know). Errors are
+finals only; ours add each word's ``confidence`` in [0, 1]); ``{"signal": "end"}`` gets the
+last ``final_result`` and ``speech_end``. Without ``continuous_decoding`` the session ends
+at the first endpoint, as WeNet's does. Our extension: the start signal may hold
+``"hotwords": ["PHRASE", "NEW YORK :2.0", ...]``, this session's own hotwords, added to the
+server's (WeNet's server ignores keys it does not know). Errors are
 ``{"status": "failed", "message": ...}``. Our search keeps one best path per stream, so
 ``nbest`` holds one entry whatever the client asks for.
 """
@@ -33,7 +35,7 @@ from typing import TYPE_CHECKING, Any, List, Optional, Tuple, Union
 
 import numpy as np
 
-from wenet_lite.runtime.result import Result
+from wenet_lite.runtime.result import Result, token_logprobs
 
 if TYPE_CHECKING:
     from wenet_lite.runtime.cursor import StreamCursor
@@ -108,7 +110,7 @@ def sherpa_result(result: Result, segment: int, is_final: bool, is_eof: bool) ->
             "text": result.text,
             "tokens": result.tokens,
             "timestamps": [round(t - result.start, 2) for t in result.timestamps],
-            "ys_probs": [],
+            "ys_probs": token_logprobs(result),
             "lm_probs": [],
             "context_scores": [],
             "segment": segment,
@@ -189,7 +191,12 @@ def _nbest(result: Result, with_words: bool) -> str:
     path: dict = {"sentence": result.text}
     if with_words:
         path["word_pieces"] = [
-            {"word": w.text, "start": round(w.start * 1000), "end": round(w.end * 1000)}
+            {
+                "word": w.text,
+                "start": round(w.start * 1000),
+                "end": round(w.end * 1000),
+                "confidence": w.confidence,
+            }
             for w in result.words
         ]
     return json.dumps([path], ensure_ascii=False)

@@ -211,6 +211,7 @@ class RealtimeProtocol(Protocol):
         turns_changed = new.turns != self.settings.turns
         self.settings, self._beta = new, beta
         self._buffers.turns = new.turns is not None
+        self._buffers.logprobs = new.logprobs
         reply = self._event(
             "transcription_session.updated" if beta else "session.updated",
             session=self._session(),

@@ -20,6 +20,7 @@ FORMATS = {  # type -> the rates it may have
 BETA_FORMATS = {"pcm16": ("audio/pcm", 24000), "g711_ulaw": ("audio/pcmu", 8000),
                 "g711_alaw": ("audio/pcma", 8000)}  # fmt: skip
 _MAX_KEYWORDS = 1000
+LOGPROBS = "item.input_audio_transcription.logprobs"
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,9 @@ class Settings:
     turns: Optional[Turns] = Turns()
     prompt: str = ""
     keywords: Tuple[str, ...] = ()
+    logprobs: bool = False
+    """``include`` names ``item.input_audio_transcription.logprobs``: completed transcripts
+    carry each token's log confidence"""
 
 
 def read_update(event: Dict[str, Any], beta: bool, now: Settings,
@@ -67,7 +71,23 @@ def read_update(event: Dict[str, Any], beta: bool, now: Settings,
                          "session")  # fmt: skip
     new = dataclasses.replace(now)
     (_read_beta if beta else _read_session)(session, new, served)
+    if "include" in session:
+        new.logprobs = _include(session["include"])
     return new
+
+
+def _include(value: Any) -> bool:
+    """Whether ``include`` asks for the transcripts' log probabilities (the one it may name)."""
+    if value is None:
+        return False
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise EventError("'include' must be a list of strings", "invalid_value",
+                         "session.include")  # fmt: skip
+    other = [v for v in value if v != LOGPROBS]
+    if other:
+        raise EventError(f"include {other[0][:60]!r}: this server can include {LOGPROBS!r}",
+                         "invalid_value", "session.include")  # fmt: skip
+    return bool(value)
 
 
 def _read_session(session: Dict[str, Any], new: Settings, served: Tuple[str, str]) -> None:
@@ -162,7 +182,8 @@ def session_object(s: Settings, session_id: str, beta: bool, model_id: str,
         names = {v: k for k, v in BETA_FORMATS.items()}
         return {"id": session_id, "object": "realtime.transcription_session",
                 "input_audio_format": names.get((s.kind, s.rate), "pcm16"),
-                "input_audio_transcription": transcription, "turn_detection": turn}  # fmt: skip
+                "input_audio_transcription": transcription, "turn_detection": turn,
+                "include": [LOGPROBS] if s.logprobs else []}  # fmt: skip
     fmt: Dict[str, Any] = {"type": s.kind}
     if s.kind == "audio/pcm":
         fmt["rate"] = s.rate
@@ -171,7 +192,7 @@ def session_object(s: Settings, session_id: str, beta: bool, model_id: str,
         "object": "realtime.transcription_session",
         "audio": {"input": {"format": fmt, "transcription": transcription,
                             "turn_detection": turn, "noise_reduction": None}},
-        "include": [],
+        "include": [LOGPROBS] if s.logprobs else [],
     }  # fmt: skip
 
 

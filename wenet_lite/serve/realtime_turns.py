@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
+from wenet_lite.data.tokenizer import WORD_START
 from wenet_lite.runtime.cursor import StreamCursor
-from wenet_lite.runtime.result import Result
+from wenet_lite.runtime.result import Result, token_logprobs
 from wenet_lite.runtime.streaming import Stream
 from wenet_lite.serve.protocols import Boundary
 from wenet_lite.vad.silero import RATE as VAD_RATE
@@ -27,6 +28,8 @@ class Buffers:
     """a closed buffer's length"""
     turns: bool = True
     """turn detection is on (else a committed buffer is one item)"""
+    logprobs: bool = False
+    """completed transcripts carry their tokens' log confidences"""
 
 
 class TurnWriter:
@@ -43,7 +46,7 @@ class TurnWriter:
         self._previous: Optional[str] = None
         self._stopped = False  # the VAD said speech stopped for the open item
         self._start_s = 0.0  # where the open item's speech started
-        self._parts: List[str] = []  # the open item's texts of segments ended inside it
+        self._parts: List[Result] = []  # the open item's segments ended inside it
 
     def stream_replaced(self, boundary: Boundary) -> None:
         """The decoder started a new stream at ``boundary`` (a commit or clear ends a buffer;
@@ -63,7 +66,7 @@ class TurnWriter:
             finals = cursor.new_finals()
             for _, r in finals:
                 self._open_item(out, r.start, r.timestamps)
-                self._close_item(out, r.text, r.end, r.start)
+                self._close_item(out, [r], r.end, r.start)
             if not stream.done and stream.hypothesis.num_tokens:
                 partial = stream.partial_result(False)
                 self._open_item(out, partial.start, partial.timestamps)
@@ -75,16 +78,17 @@ class TurnWriter:
             return out, stream.done
         # no turn detection: the buffer is one item, transcribed when committed
         item = self.buffers.ids[self._index]
-        finals = [r.text for r in stream.final_results if r.text]
+        results = [r for r in stream.final_results if r.text]
         cursor.new_finals()
         if stream.done:
             self._completed = True
             if self._index in self.buffers.committed:
-                text = " ".join(finals)
+                text = " ".join(r.text for r in results)
                 self._delta(out, text, item)
                 seconds = self.buffers.seconds.get(self._index, 0.0)
-                out.append(self._completed_event(item, text, seconds))
+                out.append(self._completed_event(item, results, seconds))
             return out, True
+        finals = [r.text for r in results]
         if stream.hypothesis.num_tokens:
             finals.append(stream.partial_result(False).text)
         self._delta(out, " ".join(t for t in finals if t), item)
@@ -101,11 +105,11 @@ class TurnWriter:
             if isinstance(what, Result):
                 if self._item is None:  # words the VAD did not hear as a turn: their own item
                     self._open_item(out, what.start, what.timestamps)
-                    self._close_item(out, what.text, what.end)
+                    self._close_item(out, [what], what.end)
                 else:
-                    self._parts.append(what.text)
+                    self._parts.append(what)
                     if self._stopped:
-                        self._close_item(out, self._turn_text(), what.end)
+                        self._close_item(out, self._parts, what.end)
             elif what.kind == "started":
                 if self._item is None:
                     self._item = self.new_id()
@@ -119,14 +123,14 @@ class TurnWriter:
                 self._stopped = True
                 if not any(isinstance(x[2], Result) for x in happened[k + 1 :]):
                     # the turn's last segment held no words: the text is what came before
-                    self._close_item(out, self._turn_text(), what.seconds)
+                    self._close_item(out, self._parts, what.seconds)
         if not stream.done and self._item is not None:
             partial = stream.partial_result(False).text if stream.hypothesis.num_tokens else ""
             self._delta(out, self._turn_text(partial))
         if stream.done:
             self._completed = True
             if self._item is not None:  # a turn still open at the buffer's end
-                self._close_item(out, self._turn_text(), max(stream.segment_start, self._start_s))
+                self._close_item(out, self._parts, max(stream.segment_start, self._start_s))
             elif self._index in self.buffers.committed and not finals:
                 self._empty_item(out)
         return out, stream.done
@@ -136,15 +140,15 @@ class TurnWriter:
         item = self.buffers.ids[self._index]
         out.append(self.event("input_audio_buffer.committed", item_id=item,
                                previous_item_id=self._previous))  # fmt: skip
-        out.append(self._completed_event(item, "", 0.0))
+        out.append(self._completed_event(item, [], 0.0))
         self._previous = item
 
     def _turn_text(self, more: str = "") -> str:
         """The open turn's text: its segments so far, then ``more``."""
-        return " ".join(t for t in [*self._parts, more] if t)
+        return " ".join(t for t in [*(r.text for r in self._parts), more] if t)
 
     def _close_item(
-        self, out: List[str], text: str, end: float, start: Optional[float] = None
+        self, out: List[str], results: List[Result], end: float, start: Optional[float] = None
     ) -> None:
         """The open item's end: speech stopped (unless the VAD said so), committed, the last
         delta and the completed transcript (its seconds from ``start``, by default where the
@@ -155,9 +159,10 @@ class TurnWriter:
                                    audio_end_ms=self._ms(end)))  # fmt: skip
         out.append(self.event("input_audio_buffer.committed", item_id=item,
                                previous_item_id=self._previous))  # fmt: skip
+        text = " ".join(r.text for r in results if r.text)
         self._delta(out, text)
         start = self._start_s if start is None else start
-        out.append(self._completed_event(item, text, max(0.0, end - start)))
+        out.append(self._completed_event(item, results, max(0.0, end - start)))
         self._previous, self._item, self._sent = item, None, ""
         self._stopped, self._parts = False, []
 
@@ -179,10 +184,30 @@ class TurnWriter:
                                    delta=text[len(self._sent):]))  # fmt: skip
             self._sent = text
 
-    def _completed_event(self, item: Optional[str], text: str, seconds: float) -> str:
+    def _completed_event(self, item: Optional[str], results: List[Result], seconds: float) -> str:
+        """The item's transcript (its segments' texts joined) and, where the session asked
+        for them, its tokens' log confidences as OpenAI's ``logprobs``."""
+        results = [r for r in results if r.text]
+        extra = {}
+        if self.buffers.logprobs:
+            pairs = [p for r in results for p in zip(_spaced(r.tokens), token_logprobs(r))]
+            if pairs:  # the transcript starts with its first word, not a space
+                pairs[0] = (pairs[0][0].lstrip(" "), pairs[0][1])
+            extra["logprobs"] = [
+                {"token": piece, "logprob": logp, "bytes": list(piece.encode("utf-8"))}
+                for piece, logp in pairs
+            ]
         return self.event("conversation.item.input_audio_transcription.completed",
-                           item_id=item, content_index=0, transcript=text,
-                           usage={"type": "duration", "seconds": round(seconds, 3)})  # fmt: skip
+                           item_id=item, content_index=0,
+                           transcript=" ".join(r.text for r in results),
+                           usage={"type": "duration", "seconds": round(seconds, 3)},
+                           **extra)  # fmt: skip
 
     def _ms(self, seconds: float) -> int:
         return int(round((self._offset + seconds) * 1000))
+
+
+def _spaced(pieces: List[str]) -> List[str]:
+    """Sentencepiece pieces as text: the word-start mark a space (as a transcript's tokens
+    read), so the tokens joined spell the words."""
+    return [p.replace(WORD_START, " ") for p in pieces]
