@@ -18,10 +18,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from wenet_lite.runtime.result import Word
-from wenet_lite.speakers.der import diarization_error_rate, read_rttm
+from wenet_lite.speakers.der import diarization_error_rate, read_rttm, stm_transcript
 from wenet_lite.speakers.diarize import SpeakerOptions, speaker_turns
-from wenet_lite.transcript import Segment, Transcript
+from wenet_lite.transcript import Transcript
 
 CACHE = Path.home() / ".cache" / "wenet_lite" / "test-data"
 PYANNOTE = "pyannote-audio==4.0.7"
@@ -57,20 +56,6 @@ def sample() -> Path:
     return folder
 
 
-def _stm_transcript(stm: Path, duration: float) -> Transcript:
-    """The STM's utterances as a transcript: each utterance a segment, its words spread evenly
-    over it (the reference speaker kept aside, not on the words)."""
-    segments = []
-    for line in stm.read_text().splitlines():
-        _, _, _, start, end, text = line.split(None, 5)
-        t0, t1 = float(start), float(end)
-        words = text.split()
-        step = (t1 - t0) / len(words)
-        ws = tuple(Word(w, t0 + i * step, t0 + (i + 1) * step) for i, w in enumerate(words))
-        segments.append(Segment(t0, t1, text, ws))
-    return Transcript("sample.wav", " ".join(s.text for s in segments), segments, duration)
-
-
 def _stm_speakers(stm: Path) -> list:
     return [line.split()[2] for line in stm.read_text().splitlines()
             for _ in line.split(None, 5)[5].split()]  # fmt: skip
@@ -99,7 +84,7 @@ def test_pyannotes_sample_is_labelled_against_its_reference(sample, speakers) ->
     from wenet_lite.speakers.diarize import Diarizer
 
     wav, rate = sf.read(sample / "sample.wav", dtype="float32")
-    transcript = _stm_transcript(sample / "sample.stm", len(wav) / rate)
+    transcript = stm_transcript(sample / "sample.stm", "sample.wav", len(wav) / rate)
     options = SpeakerOptions() if speakers == "auto" else SpeakerOptions(num_speakers=2)
     labelled = Diarizer(options).label(transcript, wav, rate)
     found = {w.speaker for w in labelled.words}
@@ -122,7 +107,7 @@ def test_one_voice_is_one_speaker(sample) -> None:
     from wenet_lite.speakers.diarize import Diarizer
 
     wav, rate = sf.read(sample / "sample.wav", dtype="float32")
-    transcript = _stm_transcript(sample / "sample.stm", len(wav) / rate)
+    transcript = stm_transcript(sample / "sample.stm", "sample.wav", len(wav) / rate)
     truth = [line.split()[2] for line in (sample / "sample.stm").read_text().splitlines()]
     diane = [s for s, who in zip(transcript.segments, truth) if who == "Diane"]
     alone = Transcript("diane", "", diane, transcript.duration)

@@ -2,7 +2,7 @@
 given to the wrong speaker, under the best one-to-one mapping of hypothesis speakers to
 reference speakers (NIST's definition, as md-eval and pyannote.metrics score it), with a collar
 around every reference turn's boundaries left unscored. Overlapped reference speech counts
-once per speaker. Also RTTM, the turns' usual file format.
+once per speaker. Also RTTM, the turns' usual file format, and STM's utterances as a transcript.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Dict, List, NamedTuple, Sequence, Tuple, Union
 
 import numpy as np
 
-__all__ = ["DerReport", "diarization_error_rate", "read_rttm", "rttm_lines"]
+__all__ = ["DerReport", "diarization_error_rate", "read_rttm", "rttm_lines", "stm_transcript"]
 
 _STEP = 0.01  # seconds a frame: turns are scored on a 10 ms grid
 
@@ -94,3 +94,26 @@ def rttm_lines(file_id: str, turns: Turns) -> str:
     name = file_id.replace(" ", "_") or "audio"
     return "".join(f"SPEAKER {name} 1 {s:.3f} {e - s:.3f} <NA> <NA> {w} <NA> <NA>\n"
                    for s, e, w in turns)  # fmt: skip
+
+
+def stm_transcript(path: Union[str, Path], name: str, duration: float):
+    """An STM file's utterances as a :class:`~wenet_lite.transcript.Transcript` of ``name``:
+    each utterance a segment, its words spread evenly over it, no speaker on them (the STM's
+    speakers are the reference: ``line.split()[2]``)."""
+    from wenet_lite.runtime.result import Word
+    from wenet_lite.transcript import Segment, Transcript
+
+    segments = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.startswith(";;"):
+            continue
+        try:
+            _, _, _, start, end, text = line.split(None, 5)
+            t0, t1 = float(start), float(end)
+        except ValueError:
+            raise ValueError(f"{path}:{n}: not an STM line: {line!r}") from None
+        words = text.split()
+        step = (t1 - t0) / max(len(words), 1)
+        ws = tuple(Word(w, t0 + i * step, t0 + (i + 1) * step) for i, w in enumerate(words))
+        segments.append(Segment(t0, t1, text, ws))
+    return Transcript(name, " ".join(s.text for s in segments), segments, duration)
