@@ -6,7 +6,8 @@
 #
 # The Python: $PYTHON if set, else the active virtual environment ($VIRTUAL_ENV), else .venv in
 # the checkout (created with `python3 -m venv`). Then, only what is missing:
-#   1. Debian packages (the synthetic corpus's voices, libsndfile, sox, wget, chromium and its
+#   1. Debian packages (the synthetic corpus's voices and texts, the manuals whose prose the
+#      punctuation model learns from, libsndfile, sox, wget, chromium and its
 #      driver for the browser test of `serve`'s page, openssl for its TLS test; python3-venv when
 #      .venv must be created): installed with apt-get as root or with passwordless sudo;
 #      otherwise it stops before any other work and prints the apt-get line to run.
@@ -19,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
-apt_packages=(espeak-ng flite libsndfile1 fortunes-min fortunes sox wget chromium chromium-driver openssl)
+apt_packages=(espeak-ng flite libsndfile1 fortunes-min fortunes python3-doc linux-doc sox wget chromium chromium-driver openssl)
 torch_spec=${TORCH:-torch==2.13.0}
 torch_index=${TORCH_INDEX:-https://download.pytorch.org/whl/cpu}
 say() { echo "setup: $*"; }

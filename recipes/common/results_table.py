@@ -274,7 +274,8 @@ def training_lines(exp: Path) -> List[str]:
 
 
 def punct_lines(model: Path) -> List[str]:
-    """The punctuation model's held-out scores beside the baseline's (its metrics.json)."""
+    """The punctuation model's held-out scores beside the baseline's (its metrics.json), and
+    its scores on texts of other kinds (``score_*.json`` beside it, `punctuate --score`'s)."""
     m = json.loads((model / "metrics.json").read_text())
     if "model" not in m:
         return []
@@ -289,12 +290,18 @@ def punct_lines(model: Path) -> List[str]:
         "|---|" + "---|" * len(keys),
     ]
     rule = "baseline: first word capitalised, a period at the end"
-    for suffix, how in (("", "lines alone"), (", running text", "8 lines run together")):
-        for who, name in (("model", "the model"), ("baseline", rule)):
-            if who + suffix in m:
-                scores = m[who + suffix]
-                lines.append(f"| {name}, {how} | "
-                             + " | ".join(f"{scores[k]:.2f}" for k in keys) + " |")  # fmt: skip
+    scored = [("held-out", m)]  # and texts of other kinds: `punctuate --score T --json`
+    for path in sorted(model.glob("score_*.json")):
+        other = json.loads(path.read_text())
+        texts = ", ".join(Path(t).name for t in other.get("texts", [])) or path.stem[6:]
+        scored.append((f"{texts} (never trained on)", other))
+    for where, scores_of in scored:
+        for suffix, how in (("", "lines alone"), (", running text", "8 lines run together")):
+            for who, name in (("model", "the model"), ("baseline", rule)):
+                if who + suffix in scores_of:
+                    scores = scores_of[who + suffix]
+                    lines.append(f"| {name}, {where} {how} | "
+                                 + " | ".join(f"{scores[k]:.2f}" for k in keys) + " |")  # fmt: skip
     return lines + [""]
 
 

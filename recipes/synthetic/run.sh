@@ -26,7 +26,8 @@
 #                      the prefix beam's n-best (full context and simulated streaming at
 #                      $rescore_chunk, each with and without the LM) beside the plain beam; for a model
 #                      with a transducer head, its greedy and modified beam searches; with
-#                      $punct, a punctuation and casing model of the fortune text
+#                      $punct, a punctuation and casing model of the fortune text and
+#                      documentation prose, scored on legal prose it never saw
 #   6  stream test-clean with `wenet-lite stream --ref` for each chunk in $stream_chunks (and
 #                      with the LM at $lm_chunk; rescored with and without it at
 #                      $rescore_chunk), scored and compared with the simulated streaming
@@ -79,8 +80,11 @@ rescore=${rescore:-auto}          # stages 5-8 also decode with attention rescor
                                   # none; --overrides decoder.type=bitransformer trains one)
 rescore_chunk=${rescore_chunk-16} # ... simulated and streamed at this chunk ("": full context only)
 punct=${punct:-true}              # stage 5 also trains a punctuation and casing model on the fortune
-                                  # text (recipes/synthetic/local/fortune_text.py; 5 % held out)
-                                  # and RESULTS.md reports its scores beside the baseline's
+                                  # text (recipes/synthetic/local/fortune_text.py) and the prose of
+                                  # Python's and Linux's manuals where installed (prose_text.py; 5 %
+                                  # held out), scores it on the licences' legal prose (never
+                                  # trained on), and RESULTS.md reports both beside the baseline's
+punct_steps=${punct_steps:-"--max-steps 500 --dim 128"}  # its size
 transducer=${transducer:-auto}    # stage 5 also decodes with the transducer head (greedy and modified
                                   # beam, full context; greedy simulated at each chunk): auto when
                                   # the model has one (e.g. --overrides model.transducer_weight=0.75)
@@ -118,7 +122,7 @@ while [ $# -gt 0 ]; do
       case "$name" in
         stage|stop_stage|hours|seed|jobs|config|overrides|average_num|chunks|stream_chunks|\
 lm_beam|token_min_logp|lm_weight|word_bonus|oov_penalty|blank_penalty|lm_text|lm_chunk|\
-hotwords|hotwords_score|rescore|rescore_chunk|rescore_lm_ctc_weight|transducer|punct|device|export_chunk|\
+hotwords|hotwords_score|rescore|rescore_chunk|rescore_lm_ctc_weight|transducer|punct|punct_steps|device|export_chunk|\
 export_left|left_chunks|corpus|data|exp|init|test_part|heads|ctc_share|transducer_sets)
           printf -v "$name" '%s' "$2" ;;
         nj) jobs=$2 ;;  # the older spelling of --jobs
@@ -276,10 +280,21 @@ if run_stage 5; then
   log 5 "word LM of ${lm_text:-the training transcripts} -> $exp/lm.json"
   train_lm
   if [ "$punct" = true ]; then
-    log 5 "punctuation and casing model of the fortune text -> $exp/punct"
+    log 5 "punctuation and casing model of the fortune text and documentation prose -> $exp/punct"
     python3 recipes/synthetic/local/fortune_text.py --out "$data/fortunes.txt"
-    if [ "$smoke" = 1 ]; then punct_size=(--max-steps 20 --dim 32); else punct_size=(--max-steps 500 --dim 128); fi
-    wenet-lite train-punct --text "$data/fortunes.txt" --out "$exp/punct" "${punct_size[@]}" --no-progress
+    punct_texts=(--text "$data/fortunes.txt")
+    docs_words=3000000; [ "$smoke" = 1 ] && docs_words=20000
+    if python3 recipes/synthetic/local/prose_text.py --docs "$data/docs.txt" --max-words $docs_words; then
+      punct_texts+=(--text "$data/docs.txt")
+    else
+      log 5 "no documentation prose installed: the fortune text alone (apt-get install python3-doc linux-doc)"
+    fi
+    if [ "$smoke" = 1 ]; then punct_size=(--max-steps 20 --dim 32); else punct_size=($punct_steps); fi
+    wenet-lite train-punct "${punct_texts[@]}" --out "$exp/punct" "${punct_size[@]}" --no-progress
+    # scored on legal prose, a kind of text it never saw: the licences every Debian system holds
+    if python3 recipes/synthetic/local/prose_text.py --legal "$data/legal.txt"; then
+      wenet-lite punctuate --model "$exp/punct" --score "$data/legal.txt" --json > "$exp/punct/score_legal.json"
+    fi
   fi
   log 5 "decode $test_part: full context greedy and with the word LM${lm_chunk:+ (also simulated streaming at chunk $lm_chunk)}; chunk ${chunks// /, }: chunk-masked and simulated streaming (two decodes at a time)"
   tasks=("decode_lm full_lm")  # the longest first

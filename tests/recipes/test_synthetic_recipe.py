@@ -153,6 +153,10 @@ def test_decode_stream_and_results(smoke_run: Path) -> None:
     metrics = json.loads((smoke_run / "punct" / "metrics.json").read_text())
     assert metrics["steps"] == 20 and metrics["held-out lines"] > 0
     assert "Punctuation and casing (`wenet-lite train-punct`" in results
+    legal = smoke_run / "punct" / "score_legal.json"  # scored on prose of a kind never seen
+    if legal.is_file():  # /usr/share/common-licenses: every Debian system
+        assert json.loads(legal.read_text())["model"]["words"] > 1000
+        assert "legal.txt (never trained on) lines alone" in results
     for key, how in (("baseline", "lines alone"), ("baseline, running text", "8 lines run")):
         base = next(r for r in rows if r.startswith("| baseline: first word capitalised")
                     and how in r)  # fmt: skip

@@ -110,3 +110,24 @@ def test_transducer_rows_follow_the_ctc_ones(tmp_path: Path, results_table) -> N
         "| transducer greedy (4 symbol(s) a frame), simulated streaming (chunk by chunk, cached)",
     ]
     assert "word LM" in rows[3]
+
+
+def test_punctuation_rows_add_texts_of_other_kinds(tmp_path: Path, results_table) -> None:
+    def scores(base: float) -> dict:
+        return {"f1 .": base, "case accuracy": base + 1, "words": 100}
+
+    metrics = {"training words": 1000, "texts": ["/d/fortunes.txt"], "minutes": 1.5,
+               "held-out lines": 10, "model": scores(60), "baseline": scores(50),
+               "model, running text": scores(40), "baseline, running text": scores(10)}  # fmt: skip
+    (tmp_path / "metrics.json").write_text(json.dumps(metrics))
+    lines = results_table.punct_lines(tmp_path)
+    assert sum(line.startswith("| the model") for line in lines) == 2
+    other = {"texts": ["/d/legal.txt"], "lines": 5, "model": scores(70), "baseline": scores(55)}
+    (tmp_path / "score_legal.json").write_text(json.dumps(other))
+    lines = results_table.punct_lines(tmp_path)
+    rows = [line for line in lines if "legal.txt (never trained on)" in line]
+    assert rows == [
+        "| the model, legal.txt (never trained on) lines alone | 70.00 | 71.00 |",
+        "| baseline: first word capitalised, a period at the end, legal.txt (never trained on) "
+        "lines alone | 55.00 | 56.00 |",
+    ]
