@@ -150,6 +150,45 @@ def test_train_punct_cli_reports_scores(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "m" / "metrics.json").read_text())["steps"] == 5
 
 
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_train_punct_in_bf16_keeps_fp32_weights(tmp_path: Path, precision: str) -> None:
+    """`--precision bf16` trains under bf16 autocast where the CPU has it natively (else fp32,
+    said in the log and the metrics); the saved weights are fp32 either way and load."""
+    from wenet_lite.host.cpu import native_bf16
+
+    text = write_text(tmp_path / "t.txt", 200, seed=5)
+    run = subprocess.run(
+        [sys.executable, "-m", "wenet_lite", "train-punct", "--text", str(text), "--out",
+         str(tmp_path / "m"), "--max-steps", "5", "--dim", "32", "--no-progress",
+         "--precision", precision], capture_output=True, text=True,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    metrics = json.loads((tmp_path / "m" / "metrics.json").read_text())
+    expected = "bf16" if precision == "bf16" and native_bf16() else "fp32"
+    assert metrics["precision"] == expected
+    if precision == "bf16" and not native_bf16():
+        assert "has no native bf16" in run.stderr
+    blob = torch.load(tmp_path / "m" / "punct.pt", map_location="cpu", weights_only=True)
+    tensors = [v for v in blob["state_dict"].values() if v.is_floating_point()]
+    assert tensors and all(v.dtype == torch.float32 for v in tensors)
+    assert Punctuator.load(tmp_path / "m").labels([["hello", "world"]])
+
+
+def test_bf16_falls_back_to_fp32_where_the_cpu_emulates_it(monkeypatch, caplog) -> None:
+    import logging
+
+    import wenet_lite.host.cpu as cpu
+    from wenet_lite.punct.train import _autocast
+
+    monkeypatch.setattr(cpu, "native_bf16", lambda: False)
+    with caplog.at_level(logging.WARNING):
+        assert not isinstance(_autocast("bf16"), torch.autocast)
+    assert "no native bf16" in caplog.text
+    monkeypatch.setattr(cpu, "native_bf16", lambda: True)  # the control: native, it autocasts
+    assert isinstance(_autocast("bf16"), torch.autocast)
+    assert not isinstance(_autocast("fp32"), torch.autocast)
+
+
 def test_punctuate_scores_a_written_text_beside_the_baseline(
     tmp_path: Path, punct_model: Path
 ) -> None:

@@ -41,6 +41,11 @@ def add_train_punct(sub: argparse._SubParsersAction) -> None:
         help="words after a word each layer reads (2: a word's labels wait for 8 words)",
     )  # fmt: skip
     p.add_argument("--threads", type=positive_int, default=2, help="CPU threads (2)")
+    p.add_argument(
+        "--precision", choices=("fp32", "bf16"), default="fp32",
+        help="bf16: products in bf16 where the CPU has it natively (AMX, AVX-512 bf16; "
+        "elsewhere fp32); weights stay fp32 (fp32)",
+    )  # fmt: skip
     p.add_argument("--seed", type=int, default=0, help="the held-out split and the weights (0)")
     p.add_argument("--no-progress", action="store_true", help="log lines instead of a bar")
     p.set_defaults(func=_run_train_punct)
@@ -68,7 +73,7 @@ def _run_train_punct(args: argparse.Namespace) -> int:
         flag = {"dim": "--dim", "num_layers": "--layers"}.get(str(e).split()[0], "")
         raise UsageError(f"{flag or 'train-punct'}: {e}") from None
     options = PunctTrainOptions(epochs=args.epochs, held_out=args.held_out, seed=args.seed,
-                                max_steps=args.max_steps)  # fmt: skip
+                                max_steps=args.max_steps, precision=args.precision)  # fmt: skip
     metrics = train_punct(args.text, args.out, cfg, options, progress=not args.no_progress)
     print(f"{args.out}: {metrics['training words']} words trained in {metrics['minutes']} min")
     _print_scores(metrics, "held out")
