@@ -83,6 +83,33 @@ def test_streamed_labels_equal_the_whole_texts(punct_model: Path, monkeypatch) -
     assert early + hurried.finish() != whole
 
 
+def test_a_words_labels_depend_on_its_stated_context_alone() -> None:
+    """The reach the streams wait for (``left_context``/``right_context``) is the model's:
+    changing a word just outside it leaves a word's logits as they were; changing one just
+    inside it changes them (the control)."""
+    from wenet_lite.punct.model import PunctConfig, PunctModel, WordFeatures
+
+    torch.manual_seed(0)
+    cfg = PunctConfig(dim=16, num_layers=3, buckets=256, vocab_size=50, dropout=0.0)
+    assert (cfg.left_context, cfg.right_context) == (12, 6)
+    model = PunctModel(cfg).eval()
+    features = WordFeatures([f"w{i}" for i in range(50)], cfg.buckets)
+    words = [f"w{i % 50}" for i in range(3 * (cfg.left_context + cfg.right_context))]
+    at = cfg.left_context + 5
+
+    def logits(ws):
+        with torch.no_grad():
+            marks, cases = model(*features.batch([ws]))
+        return torch.cat([marks[0, at], cases[0, at]])
+
+    base = logits(words)
+    for offset, changes in ((cfg.right_context + 1, False), (cfg.right_context, True),
+                            (-cfg.left_context - 1, False), (-cfg.left_context, True)):  # fmt: skip
+        other = list(words)
+        other[at + offset] = "unseen"
+        assert (not torch.equal(logits(other), base)) == changes, (offset, changes)
+
+
 def test_batched_labels_equal_alone(punct_model: Path) -> None:
     p = Punctuator.load(punct_model)
     rng = random.Random(9)
