@@ -67,14 +67,15 @@ def plot(out: List[Tuple[str, Turns]], path: Path) -> None:
     fig, axes = plt.subplots(len(out), 1, figsize=(11, 1.2 + 1.1 * len(out)), sharex=True)
     colours = plt.get_cmap("tab10")
     end = max(e for _, turns in out for _, e, _ in turns)
+    ref_names = sorted({w for _, _, w in reference})
     for k, (ax, (label, turns)) in enumerate(zip(axes, out)):
         names = sorted({w for _, _, w in turns})
         if k:  # our labels drawn in the colour of the reference speaker they map to
-            mapping = diarization_error_rate(reference, turns).mapping
-            label += f": DER {100 * diarization_error_rate(reference, turns).rate:.1f} %"
+            report = diarization_error_rate(reference, turns)
+            mapping = report.mapping
+            label += f": DER {100 * report.rate:.1f} %"
         else:
             mapping = {n: n for n in names}
-        ref_names = sorted({w for _, _, w in reference})
         for row, name in enumerate(names):
             colour = colours(ref_names.index(mapping[name]) if name in mapping else 7)
             spans = [(s, e - s) for s, e, w in turns if w == name]

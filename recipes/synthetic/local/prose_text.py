@@ -105,12 +105,7 @@ def doc_sources() -> List[Path]:
 
 def docs(max_words: int, seed: int) -> List[str]:
     """Documentation paragraphs, each once, shuffled, up to ``max_words`` words."""
-    seen, out = set(), []
-    for path in doc_sources():
-        for para in rst_paragraphs(_read(path)):
-            if para not in seen:
-                seen.add(para)
-                out.append(para)
+    out = _once(para for path in doc_sources() for para in rst_paragraphs(_read(path)))
     random.Random(seed).shuffle(out)
     kept, words = [], 0
     for para in out:
@@ -122,14 +117,14 @@ def docs(max_words: int, seed: int) -> List[str]:
 
 
 def legal() -> List[str]:
-    seen, out = set(), []
-    for path in sorted(LICENCES.iterdir()) if LICENCES.is_dir() else []:
-        if path.is_file():
-            for para in text_paragraphs(_read(path)):
-                if para not in seen:
-                    seen.add(para)
-                    out.append(para)
-    return out
+    """The licences' paragraphs, each once, in file order."""
+    files = [p for p in sorted(LICENCES.iterdir()) if p.is_file()] if LICENCES.is_dir() else []
+    return _once(para for path in files for para in text_paragraphs(_read(path)))
+
+
+def _once(paragraphs: Iterable[str]) -> List[str]:
+    """The paragraphs in order, each the first time it comes (licences and manuals repeat)."""
+    return list(dict.fromkeys(paragraphs))
 
 
 def _write(path: Path, lines: List[str], what: str) -> None:
