@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
 # The heads of one encoder side by side at equal training time, on the synthetic corpus:
-# CTC alone, CR-CTC, the hybrid (CTC + transducer) and the hybrid with CR-CTC, each trained by
-# recipes/synthetic/run.sh's stages 3-5 for the steps that take the time CTC's 1500 take
-# (their step speeds measured by benchmarks/bench_train.py, docs/heads.md), then decoded on
-# test-clean and on test-other (the same sentences read by voices training never hears; full
-# context and simulated streaming at chunk 16) and tabled by recipes/common/heads_table.py
-# into $out/HEADS.md. --decode-only decodes and tables runs trained before.
+# CTC alone, CTC with SpecAugment (CR-CTC's masks, the fair baseline for it), CR-CTC, the
+# hybrid (CTC + transducer) from scratch, the hybrid from CTC (the curriculum: CTC for half the
+# time, then the transducer head added by `train --init` for the other half) and the hybrid
+# with CR-CTC. Each is trained by recipes/synthetic/run.sh's stages 3-5 for the steps that
+# take the time CTC's take (the config's train.max_steps, 3000 in the recipe; the heads' step
+# speeds measured by benchmarks/bench_train.py, docs/heads.md), then decoded on test-clean and
+# on test-other (the same sentences read by voices training never hears; full context and
+# simulated streaming at chunk 16) and tabled by recipes/common/heads_table.py into
+# $out/HEADS.md. --decode-only decodes and tables runs trained before.
 #
-#   recipes/synthetic/compare_heads.sh [--heads "ctc cr-ctc hybrid hybrid-cr-ctc"] [--scale 1.0]
+#   recipes/synthetic/compare_heads.sh
+#       [--heads "ctc ctc-specaug cr-ctc hybrid hybrid-ctc hybrid-cr-ctc"] [--scale 1.0]
 #       [--extra "transducer.warmup_steps=300"] [--tag _w300] [--decode-only true]
 #
 # Run from the repository root after recipes/synthetic/run.sh --stop-stage 2 (the corpus,
-# manifests, CMVN and stored fbank in data/synthetic). --scale multiplies every run's steps (a
-# longer setting keeps the ratios); --extra adds settings to every run, --tag to the runs' names
-# (exp/heads/<head><tag>). The attention decoder is left out of every run, so that
-# "CTC" is CTC alone; CR-CTC needs SpecAugment, so its runs switch it on from the first step.
+# manifests, CMVN and stored fbank in data/synthetic). --scale multiplies every run's steps
+# (twice the recipe's budget: --scale 2); --extra adds settings to every run, --tag to the
+# runs' names (exp/heads/<head><tag>). The attention decoder is left out of every run, so that
+# "CTC" is CTC alone; CR-CTC needs SpecAugment, so its runs and ctc-specaug switch it on from
+# the first step.
 set -euo pipefail
 
-heads=${heads:-"ctc cr-ctc hybrid hybrid-cr-ctc"}
+heads=${heads:-"ctc ctc-specaug cr-ctc hybrid hybrid-ctc hybrid-cr-ctc"}
 scale=${scale:-1.0}
 data=${data:-data/synthetic}
 out=${out:-exp/heads}
@@ -41,25 +46,34 @@ while [ $# -gt 0 ]; do
   shift 2
 done
 
-# Steps at equal time: CTC's 1500 times each head's trainer speed relative to CTC's
-# (docs/heads.md, a 2-core AMD EPYC: CR-CTC 0.68x, hybrid 0.71x, hybrid + CR-CTC 0.51x).
-steps_of() { python3 -c "print(int(round(1500 * $1 * $scale)))"; }
+# Steps at equal time: CTC's steps (the config's train.max_steps) times each head's step speed
+# relative to CTC's, measured in bf16 as the recipe trains (docs/heads.md, a 2-core AMD EPYC
+# Zen 4: CR-CTC 0.51, hybrid 0.71, hybrid + CR-CTC 0.40; SpecAugment alone costs nothing).
+base_steps=$(python3 -c "import sys; from wenet_lite.config import load_config
+print(load_config(sys.argv[1]).train.max_steps)" "$config")
+steps_of() { python3 -c "print(int(round($base_steps * $1 * $scale)))"; }
 specaug="specaug.enabled=true specaug.start_step=0"
 for head in $heads; do
+  curriculum=()
   case $head in
     ctc) steps=$(steps_of 1.0); extra="" ;;
-    cr-ctc) steps=$(steps_of 0.68); extra="$specaug model.cr_ctc_weight=0.2" ;;
+    ctc-specaug) steps=$(steps_of 1.0); extra="$specaug" ;;
+    cr-ctc) steps=$(steps_of 0.51); extra="$specaug model.cr_ctc_weight=0.2" ;;
     hybrid) steps=$(steps_of 0.71); extra="model.transducer_weight=0.75" ;;
-    hybrid-cr-ctc) steps=$(steps_of 0.51)
+    hybrid-ctc)  # half the time CTC, half the hybrid: the first part's share of the steps
+      first=$(steps_of 0.5); rest=$(steps_of "0.5 * 0.71"); steps=$((first + rest)); extra=""
+      curriculum=(--heads hybrid --ctc-share "$(python3 -c "print($first / $steps)")") ;;
+    hybrid-cr-ctc) steps=$(steps_of 0.40)
       extra="$specaug model.transducer_weight=0.75 model.cr_ctc_weight=0.2" ;;
-    *) echo "$0: unknown head $head (ctc, cr-ctc, hybrid, hybrid-cr-ctc)" >&2; exit 2 ;;
+    *) echo "$0: unknown head $head (ctc, ctc-specaug, cr-ctc, hybrid, hybrid-ctc, hybrid-cr-ctc)" >&2
+       exit 2 ;;
   esac
   extra="$extra $extra_all"
   common=(--data "$data" --exp "$out/$head$tag" --config "$config" --hotwords false
           --rescore false --punct false --chunks 16 --lm-chunk "")
   if [ "$decode_only" != true ]; then
     echo "$(date '+%H:%M:%S') [$head$tag] $steps steps${extra:+, $extra}"
-    bash recipes/synthetic/run.sh --stage 3 --stop-stage 5 "${common[@]}" \
+    bash recipes/synthetic/run.sh --stage 3 --stop-stage 5 "${common[@]}" "${curriculum[@]}" \
       --overrides "decoder.type=none train.max_steps=$steps $extra"
   fi
   tests=(test-clean)
