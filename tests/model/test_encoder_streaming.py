@@ -251,3 +251,66 @@ def test_torchscript_round_trip_equals_eager() -> None:
             torch.testing.assert_close(o_script, o_eager, atol=1e-6, rtol=0)
             for a, b in zip(s_script, s_eager):
                 torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+
+
+def _steps(enc, windows, state):
+    """forward_chunk over each window in turn; the outputs and the last state."""
+    outs = []
+    for w in windows:
+        out, state = enc.forward_chunk(w, state)
+        outs.append(out)
+    return torch.cat(outs, 1), state
+
+
+def _copied(state):
+    """The same state in fresh tensors (nothing shared with any slab)."""
+    return type(state)(*(t.clone() for t in state))
+
+
+def test_steps_append_in_place_and_never_change_a_state() -> None:
+    """A stream's next step writes its keys and values after the cache, in the slab the last
+    step returned (no copy), and no state a caller holds ever changes: a second step from an
+    old state (two continuations of one stream) takes a new slab and equals the same steps
+    from a fresh copy of that state. The control writes in place regardless and must fail."""
+    import wenet_lite.model.conformer as conformer
+
+    enc = _encoder()
+    torch.manual_seed(2)
+    window = enc.subsampling.window_size(4)
+    windows = [torch.randn(2, window, F_DIM) for _ in range(6)]
+    other = [torch.randn(2, window, F_DIM) for _ in range(3)]
+
+    def check() -> None:
+        with torch.inference_mode():
+            _, held = _steps(enc, windows[:3], enc.init_state(2, 4, 2))
+            kept = _copied(held)
+            _, next_state = enc.forward_chunk(windows[3], held)
+            assert next_state.att_cache._slab is held.att_cache._slab  # appended in place
+            next_cache = next_state.att_cache.clone()
+            a_out, a_state = _steps(enc, windows[3:], held)  # (a second time: a new slab)
+            a_cache = a_state.att_cache.clone()
+            b_out, b_state = _steps(enc, other, held)  # from the same state again
+            fresh_out, fresh_state = _steps(enc, other, _copied(kept))
+            for got, want in zip(held, kept):  # the held state is as it was
+                assert torch.equal(got, want)
+            assert torch.equal(next_state.att_cache, next_cache)  # and the continuations' states
+            assert torch.equal(a_state.att_cache, a_cache)
+            torch.testing.assert_close(b_out, fresh_out, atol=0, rtol=0)
+            torch.testing.assert_close(b_state.att_cache, fresh_state.att_cache, atol=0, rtol=0)
+            assert not torch.equal(a_out, b_out)  # the continuations did differ
+
+    check()
+    room = conformer.cache_room
+
+    def careless(att, c):  # appends where the view ends, written past it or not
+        slab = getattr(att, "_slab", None)
+        if slab is not None and att._slab_start + att.size(3) + c <= slab.size(3):
+            return slab, att._slab_start
+        return room(att, c)
+
+    conformer.cache_room = careless
+    try:
+        with pytest.raises(AssertionError):
+            check()
+    finally:
+        conformer.cache_room = room

@@ -16,7 +16,7 @@ chunk-masked and cached streaming attention all run through this one path.
 from __future__ import annotations
 
 import math
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -24,10 +24,10 @@ from torch import nn
 
 from wenet_lite.model.linear import Linear
 
-__all__ = ["RelPositionAttention", "position_scores"]
+__all__ = ["RelPositionAttention", "is_eager", "position_scores"]
 
 
-def _eager() -> bool:
+def is_eager() -> bool:
     """Eager PyTorch: the eager-only shortcuts apply. Scripted, traced and exported graphs
     (TorchScript, ONNX, ExecuTorch) keep the general path, whose ops those exporters and
     runtimes are tested with (and which onnxruntime and XNNPACK run 2-4 % faster than the
@@ -49,7 +49,7 @@ def _rel_shift(x: torch.Tensor, num_keys: int) -> torch.Tensor:
     and view rows of P. Only pad, reshape and slice, which every exporter supports.
     """
     b, h, c, w = x.size()  # w = P = M+2C-1
-    if _eager() and x.is_contiguous():
+    if is_eager() and x.is_contiguous():
         return x.as_strided((b, h, c, num_keys), (h * c * w, c * w, w - 1, 1), c - 1)
     x = F.pad(x, (0, 1)).reshape(b, h, c * (w + 1))  # (B, H, C*(P+1))
     x = x[:, :, c - 1 : c - 1 + c * w].reshape(b, h, c, w)  # (B, H, C, P)
@@ -66,8 +66,27 @@ def position_scores(q_v: torch.Tensor, pos: torch.Tensor, num_keys: int) -> torc
     Returns:
         (B, H, C, M+C) unscaled position scores.
     """
+    b, h, c, d_k = q_v.size()
+    if is_eager():
+        # Heads first: one product per head of all B*C queries with the head's P embeddings
+        # (a broadcast matmul would copy pos once per stream); the shift is then a view of
+        # each (C, P) block, and the result a (B, H, C, M+C) view of it.
+        scores = torch.bmm(q_v.transpose(0, 1).reshape(h, b * c, d_k), pos.transpose(1, 2))
+        w = scores.size(2)  # P
+        shifted = scores.as_strided((h, b, c, num_keys), (b * c * w, c * w, w - 1, 1), c - 1)
+        return shifted.transpose(0, 1)
     scores = torch.matmul(q_v, pos.transpose(1, 2))  # (B, H, C, P)
     return _rel_shift(scores, num_keys)
+
+
+def _heads_side_by_side(out: torch.Tensor) -> torch.Tensor:
+    """(B, H, C, d_k) -> (B, C, H*d_k). Eager: one transposing copy; elsewhere written as a
+    concatenation of the heads, which torch.export with a dynamic batch can lower (its SDPA
+    decomposition breaks the transposed view)."""
+    if is_eager():
+        b, h, c, d_k = out.size()
+        return out.transpose(1, 2).reshape(b, c, h * d_k)
+    return torch.cat(out.unbind(1), dim=-1)
 
 
 class RelPositionAttention(nn.Module):
@@ -94,8 +113,9 @@ class RelPositionAttention(nn.Module):
         nn.init.xavier_uniform_(self.pos_bias_v)
 
     def forward(
-        self, x: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor, cache: torch.Tensor
-    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        self, x: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor, cache: torch.Tensor,
+        kv_out: Optional[torch.Tensor] = None,
+    ) -> Tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
         """Attend from C new frames to M cached frames and themselves.
 
         Args:
@@ -103,10 +123,12 @@ class RelPositionAttention(nn.Module):
             pos: p(r) for r = M+C-1 down to -(C-1), (H, M+2C-1, d_k).
             mask: True where query i may attend key j, (B, C, M+C).
             cache: projected keys then values of the M previous frames, (B, H, M, 2*d_k).
+            kv_out: optional (B, H, M+C, 2*d_k) to write the cache and the new keys and
+                values into (then returned as they are), instead of concatenating them.
         Returns:
             out (B, C, D) and the keys/values of all M+C frames (B, H, M+C, 2*d_k).
         """
-        q, k, v, kv = self._project(x, cache)
+        q, k, v, kv = self._project(x, cache, kv_out)
         bias = self._position_term(q, pos, kv.size(2))  # (B, H, C, M+C)
         if self.plain_softmax:
             return self.out(self._plain_attention(q, k, v, bias, mask)), kv
@@ -137,8 +159,7 @@ class RelPositionAttention(nn.Module):
         hidden = (mask.unsqueeze(1).to(q.dtype) - 1.0) * 1e30  # (B, 1, C, M+C): 0 or -1e30
         content = torch.matmul((q + self.pos_bias_u.unsqueeze(1)) * scale, k.transpose(2, 3))
         weights = torch.softmax(content + bias + hidden, dim=-1)  # (B, H, C, M+C)
-        out = torch.matmul(weights, v)  # (B, H, C, d_k)
-        return torch.cat(out.unbind(1), dim=-1)
+        return _heads_side_by_side(torch.matmul(weights, v))  # (B, C, D)
 
     @torch.jit.unused
     def score_terms(
@@ -165,18 +186,35 @@ class RelPositionAttention(nn.Module):
         )
 
     def _project(
-        self, x: torch.Tensor, cache: torch.Tensor
+        self, x: torch.Tensor, cache: torch.Tensor, kv_out: Optional[torch.Tensor] = None
     ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Queries (B, H, C, d_k), keys and values of the cache and the chunk (B, H, M+C, d_k)
-        each, and both together as the next cache (B, H, M+C, 2*d_k)."""
+        each, and both together as the next cache (B, H, M+C, 2*d_k), written into
+        ``kv_out`` when given."""
         b, c, _ = x.size()
         qkv = self.qkv(x).view(b, c, 3, self.num_heads, self.head_dim)
+        if kv_out is not None:
+            self._write_keys_values(kv_out, cache, qkv[:, :, 1:])
+            k, v = kv_out.split(self.head_dim, dim=-1)
+            return qkv[:, :, 0].transpose(1, 2), k, v, kv_out
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, H, C, d_k)
         kv = torch.cat([k, v], dim=-1)  # (B, H, C, 2*d_k)
-        if cache.size(2) > 0 or not _eager():  # eager full-context forward: nothing to join
+        if cache.size(2) > 0 or not is_eager():  # eager full-context forward: nothing to join
             kv = torch.cat([cache, kv], dim=2)  # (B, H, M+C, 2*d_k)
             k, v = kv.split(self.head_dim, dim=-1)  # each (B, H, M+C, d_k)
         return q, k, v, kv
+
+    @torch.jit.unused
+    def _write_keys_values(self, kv_out, cache, new):  # noqa: ANN001, ANN202
+        # type: (Tensor, Tensor, Tensor) -> None
+        """Fill kv_out (B, H, M+C, 2*d_k) with the cache (B, H, M, 2*d_k), unless it is there
+        already, and the chunk's keys and values, ``new`` (B, C, 2, H, d_k) as the projection
+        leaves them. Eager only."""
+        b, c, _, h, d_k = new.size()
+        m = cache.size(2)
+        if cache.data_ptr() != kv_out.data_ptr():
+            kv_out[:, :, :m].copy_(cache)
+        kv_out[:, :, m:].view(b, h, c, 2, d_k).copy_(new.permute(0, 3, 1, 2, 4))
 
     def _position_term(self, q: torch.Tensor, pos: torch.Tensor, num_keys: int) -> torch.Tensor:
         """(q_i + v)·p(i - j) / sqrt(d_k): (B, H, C, num_keys)."""

@@ -11,7 +11,7 @@ from typing import List, Optional, Tuple
 import torch
 from torch import nn
 
-from wenet_lite.model.attention import RelPositionAttention
+from wenet_lite.model.attention import RelPositionAttention, is_eager
 from wenet_lite.model.convolution import ConvModule
 from wenet_lite.model.linear import Linear
 from wenet_lite.model.mask import attention_mask, valid_mask
@@ -21,7 +21,7 @@ from wenet_lite.model.posenc import (
     slice_tables,
     window_distances,
 )
-from wenet_lite.model.state import EncoderState
+from wenet_lite.model.state import EncoderState, cache_room, cache_view
 from wenet_lite.model.subsampling import Conv2dSubsampling
 
 __all__ = ["GlobalCMVN", "ConformerBlock", "ConformerEncoder"]
@@ -100,13 +100,15 @@ class ConformerBlock(nn.Module):
         att_cache: torch.Tensor,
         conv_cache: torch.Tensor,
         conv_real: Optional[torch.Tensor] = None,
+        kv_out: Optional[torch.Tensor] = None,
     ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Args: x (B, C, D), pos (H, P, d_k), mask (B, C, M+C), valid (B, C),
         att_cache (B, H, M, 2*d_k), conv_cache (B, D, K-1), conv_real: the conv cache's real
-        columns (B, 1, K-1), for the ``wenet`` conv pad.
+        columns (B, 1, K-1), for the ``wenet`` conv pad; kv_out: where to write the keys and
+        values (B, H, M+C, 2*d_k), eager only (see ``RelPositionAttention.forward``).
         Returns: x (B, C, D), keys/values (B, H, M+C, 2*d_k), conv cache (B, D, K-1)."""
         x = x + 0.5 * self.dropout(self.ff1(self.norm_ff1(x)))
-        a, kv = self.attn(self.norm_attn(x), pos, mask, att_cache)
+        a, kv = self.attn(self.norm_attn(x), pos, mask, att_cache, kv_out)
         x = x + self.dropout(a)
         c, new_conv = self.conv(self.norm_conv(x), valid, conv_cache, conv_real)
         x = x + self.dropout(c)
@@ -288,15 +290,34 @@ class ConformerEncoder(nn.Module):
         new_att: List[torch.Tensor] = []
         new_conv: List[torch.Tensor] = []
         conv_real = self._conv_real(state.cache_len)
+        # Eager: the keys and values live in a slab with room after the cached frames
+        # (model/state.py, cache_room): every layer reads its M cached frames and writes its
+        # C new ones in place, and the new state is a view C frames further on; no per-layer
+        # concatenation, no stacking of the layers, and a copy only when the room runs out
+        # (exported graphs keep cat and stack).
+        slab: Optional[torch.Tensor] = None
+        start = 0
+        if is_eager():
+            slab, start = cache_room(state.att_cache, c)
         for i, block in enumerate(self.blocks):
-            x, kv, cv = block(
-                x, pos[i], mask, valid, state.att_cache[i], state.conv_cache[i], conv_real
-            )
-            new_att.append(kv if limit < 0 else kv[:, :, kv.size(2) - limit :])
+            att_in = state.att_cache[i]
+            kv_out: Optional[torch.Tensor] = None
+            if slab is not None:
+                kv_out = slab[i, :, :, start : start + m + c]
+                att_in = kv_out[:, :, :m]
+            x, kv, cv = block(x, pos[i], mask, valid, att_in, state.conv_cache[i], conv_real,
+                              kv_out)  # fmt: skip
+            if slab is None:
+                new_att.append(kv if limit < 0 else kv[:, :, kv.size(2) - limit :])
             new_conv.append(cv)
         kept = m + c if limit < 0 else limit
+        if slab is None:
+            att_cache = torch.stack(new_att)  # (L, B, H, M', 2*d_k)
+        else:
+            end = start + m + c
+            att_cache = cache_view(slab, end - kept, end, end)
         return self.final_norm(x), EncoderState(
-            att_cache=torch.stack(new_att),  # (L, B, H, M', 2*d_k)
+            att_cache=att_cache,
             conv_cache=torch.stack(new_conv),  # (L, B, D, K-1)
             cache_len=torch.clamp(state.cache_len + c, max=kept),
             cache_limit=state.cache_limit,

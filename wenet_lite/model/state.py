@@ -14,7 +14,11 @@ once per step only to concatenate the same slices again; :class:`StateBatcher` s
 a call has the very states it handed out last time, in the same order. :class:`StatePool`
 keeps fixed-size states where they are computed instead: one batched tensor per cache with a
 slot per stream, a step gathering its streams' slots by index and writing the new states back
-(a GPU's streams never pass through the host). :class:`StateList` keeps each stream's state
+(a GPU's streams never pass through the host). In eager PyTorch the attention caches live
+in slabs with room after them (:func:`cache_room`): a step writes its new keys and values
+after the cache it was given and returns a view further on, so a stream, or a batch that comes
+again whole, appends in place instead of copying its cache every step; a slab is only ever
+written past the views it has handed out, so no state changes. :class:`StateList` keeps each stream's state
 apart behind the same slot interface (join, reset, gather, scatter, leave), so a recogniser
 holds either without asking which.
 
@@ -33,6 +37,8 @@ __all__ = [
     "StateBatcher",
     "StateList",
     "StatePool",
+    "cache_room",
+    "cache_view",
     "stack_states",
     "unstack_state",
 ]
@@ -64,9 +70,47 @@ def _fields(fn: Callable[[str, int], torch.Tensor]) -> EncoderState:
     return EncoderState(**{name: fn(name, dim) for name, dim in BATCH_DIM.items()})
 
 
+@torch.jit.unused
+def cache_room(att: torch.Tensor, c: int) -> Tuple[torch.Tensor, int]:
+    """Where a step writes its C new keys and values after the M cached ones: a slab
+    (L, B, H, S, 2*d_k) and the frame ``start`` at which ``att`` (L, B, H, M, 2*d_k) sits in it,
+    frames [start+M, start+M+C) free to write.
+
+    ``att``'s own slab when ``att`` is a view :func:`cache_view` made (a state a step returned,
+    or a batch reused whole) and nobody has written the slab past it yet and room remains: a
+    stream's next step then appends in place, and no state ever changes, since another step
+    from the same state finds the slab written past it and takes a new one. Otherwise a new
+    slab of 2*(M+C) frames with ``att`` copied to its front: one copy every M/C+1 steps of a
+    stream instead of one every step. Eager PyTorch only; never under autograd (a new slab)."""
+    m = att.size(3)
+    slab: Optional[torch.Tensor] = getattr(att, "_slab", None)
+    if (
+        slab is not None
+        and not torch.is_grad_enabled()
+        and (torch.is_inference_mode_enabled() or not slab.is_inference())
+    ):
+        start: int = att._slab_start  # type: ignore[attr-defined]
+        if slab._written_to == start + m and start + m + c <= slab.size(3):  # type: ignore[attr-defined]
+            return slab, start
+    slab = att.new_empty(att.size(0), att.size(1), att.size(2), 2 * (m + c), att.size(4))
+    slab[:, :, :, :m].copy_(att)
+    return slab, 0
+
+
+@torch.jit.unused
+def cache_view(slab: torch.Tensor, start: int, end: int, written: int) -> torch.Tensor:
+    """Frames [start, end) of a :func:`cache_room` slab, now written up to ``written``, as the
+    cache of a new state (a view that knows its slab)."""
+    slab._written_to = written  # type: ignore[attr-defined]
+    view = slab[:, :, :, start:end]
+    view._slab, view._slab_start = slab, start  # type: ignore[attr-defined]
+    return view
+
+
 def stack_states(states: Sequence[EncoderState]) -> EncoderState:
     """One batched state of several streams' states (same model, same chunking); attention
-    caches of different lengths are left-padded to the longest."""
+    caches of different lengths are left-padded to the longest, and the batch's cache is
+    written into a slab with room for the next step's frames (:func:`cache_room`)."""
     if len(states) == 1:
         return states[0]
     m = max(s.att_cache.size(3) for s in states)
@@ -75,6 +119,13 @@ def stack_states(states: Sequence[EncoderState]) -> EncoderState:
 
     def field(name: str, dim: int) -> torch.Tensor:
         parts = [getattr(s, name) for s in padded]
+        if name == "att_cache" and m > 0 and not any(p.requires_grad for p in parts):
+            # into a slab with room for the step's new frames (cache_room: no second copy)
+            a = parts[0]
+            batch = sum(p.size(1) for p in parts)
+            slab = a.new_empty(a.size(0), batch, a.size(2), 2 * m, a.size(4))
+            torch.cat(parts, 1, out=slab[:, :, :, :m])
+            return cache_view(slab, 0, m, m)
         return parts[0] if dim < 0 else torch.cat(parts, dim)
 
     return _fields(field)

@@ -212,7 +212,7 @@ class OnnxRuntimeEngine(Engine):
         feeds = {
             "x": feats.float().numpy(),
             "x_lens": lens.numpy(),
-            "att_cache": state.att_cache.numpy(),
+            "att_cache": np.ascontiguousarray(state.att_cache.numpy()),  # may be a slab's view
             "conv_cache": state.conv_cache.numpy(),
             "cache_len": state.cache_len.numpy(),
         }
