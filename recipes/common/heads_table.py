@@ -9,7 +9,8 @@ Usage:
         [--note "text"] [--out exp/heads/HEADS.md]
 
 Reads NAME's EXP/decode/<test>/<mode>/summary.json and hyp.txt (``full``, ``chunk16_sim``,
-``full_tgreedy``, ``full_tbeam``, ``chunk16_sim_tgreedy``) and EXP/tensorboard, as
+``full_tgreedy``, ``full_tbeam``, ``chunk16_sim_tgreedy``, and with a blank penalty
+``full_bp``, ``full_tgreedy_bp``) and EXP/tensorboard, as
 recipes/synthetic/run.sh's stages 3-5 leave them (recipes/synthetic/compare_heads.sh);
 one table per --test.
 """
@@ -32,19 +33,36 @@ COLUMNS: Tuple[Tuple[str, str], ...] = (
     ("full_tgreedy", "transducer greedy, full"),
     ("full_tbeam", "transducer beam 4, full"),
     ("chunk16_sim_tgreedy", "transducer greedy, chunk 16"),
+    ("full_bp", "CTC greedy with blank penalty, full"),
+    ("full_tgreedy_bp", "transducer greedy with blank penalty, full"),
 )
 
 
 def training(exp: Path) -> Tuple[int, float, float]:
-    """(steps, wall minutes from the first logged step to the last, mean audio-s/s)."""
+    """(steps, wall minutes from the first logged step to the last, mean audio-s/s); a
+    curriculum's first part (EXP/first, run.sh --heads hybrid) counts with the rest."""
     from wenet_lite.train.events import read_scalars
 
-    scalars = read_scalars(exp / "tensorboard")
-    loss, speed = scalars.get("train/loss"), scalars.get("train/audio_seconds_per_second")
-    if not loss or not speed:
-        raise SystemExit(f"{exp / 'tensorboard'}: no training scalars (train it first)")
-    minutes = (loss[-1].wall_time - loss[0].wall_time) / 60
-    return loss[-1].step, minutes, sum(s.value for s in speed) / len(speed)
+    steps, minutes, speeds = 0, 0.0, []
+    for part in (exp / "first", exp):
+        if part != exp and not (part / "tensorboard").is_dir():
+            continue
+        scalars = read_scalars(part / "tensorboard")
+        loss, speed = scalars.get("train/loss"), scalars.get("train/audio_seconds_per_second")
+        if not loss or not speed:
+            raise SystemExit(f"{part / 'tensorboard'}: no training scalars (train it first)")
+        steps += loss[-1].step
+        minutes += (loss[-1].wall_time - loss[0].wall_time) / 60
+        speeds += [s.value for s in speed]
+    return steps, minutes, sum(speeds) / len(speeds)
+
+
+def wer_cell(summary: dict) -> str:
+    """WER with its share of deletions among the errors: ``55.67 (12 % del)``."""
+    wer = summary["wer"]
+    errors = wer["substitutions"] + wer["deletions"] + wer["insertions"]
+    share = 100 * wer["deletions"] / errors if errors else 0.0
+    return f"{wer['percent']:.2f} ({share:.0f} % del)"
 
 
 def unseen_right(
@@ -83,7 +101,7 @@ def table_lines(runs: Sequence[Tuple[str, Path]], data: Path, test: str) -> List
             if not summary.is_file():
                 cells.append("-")
                 continue
-            cells.append(f"{json.loads(summary.read_text())['wer']['percent']:.2f}")
+            cells.append(wer_cell(json.loads(summary.read_text())))
             got = unseen_right(refs, vocab, summary.parent / "hyp.txt")
             if got is not None and mode.startswith("full") and (best is None or got[0] > best[0]):
                 best = (got[0], got[1], title.rsplit(",", 1)[0])

@@ -13,13 +13,15 @@
 #   recipes/synthetic/compare_heads.sh
 #       [--heads "ctc ctc-specaug cr-ctc hybrid hybrid-ctc hybrid-cr-ctc"] [--scale 1.0]
 #       [--extra "transducer.warmup_steps=300"] [--tag _w300] [--decode-only true]
+#       [--blank-penalty 1.0]
 #
 # Run from the repository root after recipes/synthetic/run.sh --stop-stage 2 (the corpus,
 # manifests, CMVN and stored fbank in data/synthetic). --scale multiplies every run's steps
 # (twice the recipe's budget: --scale 2); --extra adds settings to every run, --tag to the
 # runs' names (exp/heads/<head><tag>). The attention decoder is left out of every run, so that
 # "CTC" is CTC alone; CR-CTC needs SpecAugment, so its runs and ctc-specaug switch it on from
-# the first step.
+# the first step. Each model's greedy searches are decoded again with --blank-penalty (1.0):
+# the table gives every WER's share of deletions, with and without it.
 set -euo pipefail
 
 heads=${heads:-"ctc ctc-specaug cr-ctc hybrid hybrid-ctc hybrid-cr-ctc"}
@@ -30,6 +32,7 @@ config=${config:-conf/synthetic_small.yaml}
 extra_all=${extra_all:-}
 tag=${tag:-}
 decode_only=${decode_only:-false}
+blank_penalty=${blank_penalty:-1.0}
 while [ $# -gt 0 ]; do
   case "$1" in
     --heads) heads=$2 ;;
@@ -40,7 +43,8 @@ while [ $# -gt 0 ]; do
     --out) out=$2 ;;
     --config) config=$2 ;;
     --decode-only) decode_only=$2 ;;
-    *) echo "$0: unknown option $1 (--heads, --scale, --extra, --tag, --data, --out, --config, --decode-only)" >&2
+    --blank-penalty) blank_penalty=$2 ;;
+    *) echo "$0: unknown option $1 (--heads, --scale, --extra, --tag, --data, --out, --config, --decode-only, --blank-penalty)" >&2
        exit 2 ;;
   esac
   shift 2
@@ -88,6 +92,14 @@ for head in $heads; do
     if [ "$decode_only" = true ] || [ "$test" != test-clean ]; then
       echo "$(date '+%H:%M:%S') [$head$tag] decode $test"
       bash recipes/synthetic/run.sh --stage 5 --stop-stage 5 "${common[@]}" --test-part "$test"
+    fi
+    # greedy searches again with the blank logit lowered: the deletions it trades away
+    decoded=$out/$head$tag/decode/$test
+    wenet-lite decode --model "$out/$head$tag/avg_5.pt" --data "$data/$test" \
+      --out "$decoded/full_bp" --blank-penalty "$blank_penalty"
+    if [[ $head == hybrid* ]]; then
+      wenet-lite decode --model "$out/$head$tag/avg_5.pt" --data "$data/$test" \
+        --out "$decoded/full_tgreedy_bp" --mode transducer_greedy --blank-penalty "$blank_penalty"
     fi
   done
 done
