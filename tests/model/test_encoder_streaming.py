@@ -285,7 +285,7 @@ def test_steps_append_in_place_and_never_change_a_state() -> None:
             _, held = _steps(enc, windows[:3], enc.init_state(2, 4, 2))
             kept = _copied(held)
             _, next_state = enc.forward_chunk(windows[3], held)
-            assert next_state.att_cache._slab is held.att_cache._slab  # appended in place
+            assert next_state.att_cache.cache_slab is held.att_cache.cache_slab  # appended in place
             next_cache = next_state.att_cache.clone()
             a_out, a_state = _steps(enc, windows[3:], held)  # (a second time: a new slab)
             a_cache = a_state.att_cache.clone()
@@ -303,9 +303,9 @@ def test_steps_append_in_place_and_never_change_a_state() -> None:
     room = conformer.cache_room
 
     def careless(att, c):  # appends where the view ends, written past it or not
-        slab = getattr(att, "_slab", None)
-        if slab is not None and att._slab_start + att.size(3) + c <= slab.size(3):
-            return slab, att._slab_start
+        slab = getattr(att, "cache_slab", None)
+        if slab is not None and att.cache_slab_start + att.size(3) + c <= slab.size(3):
+            return slab, att.cache_slab_start
         return room(att, c)
 
     conformer.cache_room = careless

@@ -124,7 +124,7 @@ def test_both_protocols_give_the_transcripts_of_stream(server: ServerProcess, ti
         types = [m["type"] for m in session.messages]
         assert types[-1] == "speech_end" and types[-2] == "final_result", types
         assert "partial_result" in types and session.close_code == 1000
-    log = server.wait_log(r"mean batch (\d+\.\d)")
+    log = server.wait_log(r"[1-9]\d* steps, mean batch (\d+\.\d)")  # (a line with steps)
     assert float(log.group(1)) >= 1.0
     assert server.health()["errors"] == 0
 

@@ -163,10 +163,12 @@ class RelPositionAttention(nn.Module):
 
     @torch.jit.unused
     def score_terms(
-        self, x: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor, cache: torch.Tensor
-    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        self, x: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor, cache: torch.Tensor,
+        kv_out: Optional[torch.Tensor] = None,
+    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
         """The two terms of the score and the attention weights, for looking at them
-        (``recipes/synthetic/local/plot_attention.py``); arguments as :meth:`forward`.
+        (``recipes/synthetic/local/plot_attention.py``); arguments as :meth:`forward`
+        (``kv_out`` is not written: nothing here keeps a cache).
 
         Returns:
             content (q_i + u)·k_j / sqrt(d_k), position (q_i + v)·p(i - j) / sqrt(d_k) and the

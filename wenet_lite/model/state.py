@@ -18,9 +18,9 @@ slot per stream, a step gathering its streams' slots by index and writing the ne
 in slabs with room after them (:func:`cache_room`): a step writes its new keys and values
 after the cache it was given and returns a view further on, so a stream, or a batch that comes
 again whole, appends in place instead of copying its cache every step; a slab is only ever
-written past the views it has handed out, so no state changes. :class:`StateList` keeps each stream's state
-apart behind the same slot interface (join, reset, gather, scatter, leave), so a recogniser
-holds either without asking which.
+written past the views it has handed out, so no state changes. :class:`StateList` keeps each
+stream's state apart behind the same slot interface (join, reset, gather, scatter, leave), so a
+recogniser holds either without asking which.
 
 This module has no ``from __future__ import annotations``: TorchScript reads a NamedTuple's
 field types from its class annotations, which must be types, not strings.
@@ -83,14 +83,14 @@ def cache_room(att: torch.Tensor, c: int) -> Tuple[torch.Tensor, int]:
     slab of 2*(M+C) frames with ``att`` copied to its front: one copy every M/C+1 steps of a
     stream instead of one every step. Eager PyTorch only; never under autograd (a new slab)."""
     m = att.size(3)
-    slab: Optional[torch.Tensor] = getattr(att, "_slab", None)
+    slab: Optional[torch.Tensor] = getattr(att, "cache_slab", None)
     if (
         slab is not None
         and not torch.is_grad_enabled()
         and (torch.is_inference_mode_enabled() or not slab.is_inference())
     ):
-        start: int = att._slab_start  # type: ignore[attr-defined]
-        if slab._written_to == start + m and start + m + c <= slab.size(3):  # type: ignore[attr-defined]
+        start: int = att.cache_slab_start  # type: ignore[attr-defined]
+        if slab.cache_slab_written == start + m and start + m + c <= slab.size(3):  # type: ignore[attr-defined]
             return slab, start
     slab = att.new_empty(att.size(0), att.size(1), att.size(2), 2 * (m + c), att.size(4))
     slab[:, :, :, :m].copy_(att)
@@ -101,9 +101,9 @@ def cache_room(att: torch.Tensor, c: int) -> Tuple[torch.Tensor, int]:
 def cache_view(slab: torch.Tensor, start: int, end: int, written: int) -> torch.Tensor:
     """Frames [start, end) of a :func:`cache_room` slab, now written up to ``written``, as the
     cache of a new state (a view that knows its slab)."""
-    slab._written_to = written  # type: ignore[attr-defined]
+    slab.cache_slab_written = written  # type: ignore[attr-defined]
     view = slab[:, :, :, start:end]
-    view._slab, view._slab_start = slab, start  # type: ignore[attr-defined]
+    view.cache_slab, view.cache_slab_start = slab, start  # type: ignore[attr-defined]
     return view
 
 
