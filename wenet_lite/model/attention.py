@@ -123,8 +123,9 @@ class RelPositionAttention(nn.Module):
             pos: p(r) for r = M+C-1 down to -(C-1), (H, M+2C-1, d_k).
             mask: True where query i may attend key j, (B, C, M+C).
             cache: projected keys then values of the M previous frames, (B, H, M, 2*d_k).
-            kv_out: optional (B, H, M+C, 2*d_k) to write the cache and the new keys and
-                values into (then returned as they are), instead of concatenating them.
+            kv_out: optional (B, H, M+C, 2*d_k) whose first M frames are ``cache`` itself
+                (``cache`` a view of them): the new keys and values are written after them
+                and ``kv_out`` returned, instead of concatenating them.
         Returns:
             out (B, C, D) and the keys/values of all M+C frames (B, H, M+C, 2*d_k).
         """
@@ -191,8 +192,8 @@ class RelPositionAttention(nn.Module):
         self, x: torch.Tensor, cache: torch.Tensor, kv_out: Optional[torch.Tensor] = None
     ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Queries (B, H, C, d_k), keys and values of the cache and the chunk (B, H, M+C, d_k)
-        each, and both together as the next cache (B, H, M+C, 2*d_k), written into
-        ``kv_out`` when given."""
+        each, and both together as the next cache (B, H, M+C, 2*d_k): ``kv_out`` when given
+        (the chunk's keys and values written after the cache it already holds)."""
         b, c, _ = x.size()
         qkv = self.qkv(x).view(b, c, 3, self.num_heads, self.head_dim)
         if kv_out is not None:
@@ -209,13 +210,13 @@ class RelPositionAttention(nn.Module):
     @torch.jit.unused
     def _write_keys_values(self, kv_out, cache, new):  # noqa: ANN001, ANN202
         # type: (Tensor, Tensor, Tensor) -> None
-        """Fill kv_out (B, H, M+C, 2*d_k) with the cache (B, H, M, 2*d_k), unless it is there
-        already, and the chunk's keys and values, ``new`` (B, C, 2, H, d_k) as the projection
-        leaves them. Eager only."""
+        """Write the chunk's keys and values, ``new`` (B, C, 2, H, d_k) as the projection
+        leaves them, into kv_out (B, H, M+C, 2*d_k) after the cache (B, H, M, 2*d_k), which
+        must be kv_out's own first M frames. Eager only."""
         b, c, _, h, d_k = new.size()
         m = cache.size(2)
-        if cache.data_ptr() != kv_out.data_ptr():
-            kv_out[:, :, :m].copy_(cache)
+        if m > 0 and cache.data_ptr() != kv_out.data_ptr():
+            raise ValueError("kv_out must begin with the cache itself (a view of its M frames)")
         kv_out[:, :, m:].view(b, h, c, 2, d_k).copy_(new.permute(0, 3, 1, 2, 4))
 
     def _position_term(self, q: torch.Tensor, pos: torch.Tensor, num_keys: int) -> torch.Tensor:

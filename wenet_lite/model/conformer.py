@@ -315,7 +315,7 @@ class ConformerEncoder(nn.Module):
             att_cache = torch.stack(new_att)  # (L, B, H, M', 2*d_k)
         else:
             end = start + m + c
-            att_cache = cache_view(slab, end - kept, end, end)
+            att_cache = cache_view(slab, end - kept, end)
         return self.final_norm(x), EncoderState(
             att_cache=att_cache,
             conv_cache=torch.stack(new_conv),  # (L, B, D, K-1)

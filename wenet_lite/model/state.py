@@ -98,10 +98,10 @@ def cache_room(att: torch.Tensor, c: int) -> Tuple[torch.Tensor, int]:
 
 
 @torch.jit.unused
-def cache_view(slab: torch.Tensor, start: int, end: int, written: int) -> torch.Tensor:
-    """Frames [start, end) of a :func:`cache_room` slab, now written up to ``written``, as the
+def cache_view(slab: torch.Tensor, start: int, end: int) -> torch.Tensor:
+    """Frames [start, end) of a :func:`cache_room` slab, just written up to ``end``, as the
     cache of a new state (a view that knows its slab)."""
-    slab.cache_slab_written = written  # type: ignore[attr-defined]
+    slab.cache_slab_written = end  # type: ignore[attr-defined]
     view = slab[:, :, :, start:end]
     view.cache_slab, view.cache_slab_start = slab, start  # type: ignore[attr-defined]
     return view
@@ -125,7 +125,7 @@ def stack_states(states: Sequence[EncoderState]) -> EncoderState:
             batch = sum(p.size(1) for p in parts)
             slab = a.new_empty(a.size(0), batch, a.size(2), 2 * m, a.size(4))
             torch.cat(parts, 1, out=slab[:, :, :, :m])
-            return cache_view(slab, 0, m, m)
+            return cache_view(slab, 0, m)
         return parts[0] if dim < 0 else torch.cat(parts, dim)
 
     return _fields(field)
