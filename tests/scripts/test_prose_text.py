@@ -61,3 +61,16 @@ def test_the_licences_give_legal_prose(load_tool, tmp_path: Path) -> None:
     paragraphs = tool.legal()
     assert len(paragraphs) > 100 and len(set(paragraphs)) == len(paragraphs)
     assert any("Free Software Foundation" in p for p in paragraphs)
+
+
+def test_paragraphs_quoting_the_held_out_text_are_left_out(load_tool) -> None:
+    tool = load_tool("prose_text")
+    held = ["You may copy and distribute verbatim copies of the Program's source code as you "
+            "receive it, in any medium."]  # fmt: skip
+    quoting = ("As the licence says, you may copy and distribute VERBATIM copies of the "
+               "program's source code; nothing else.")  # fmt: skip
+    seven = "In short you may copy and distribute verbatim copies, and more besides."
+    other = "A paragraph about something else entirely, with no licence words in it at all."
+    kept, left_out = tool.unseen([quoting, seven, other], held)
+    assert kept == [seven, other] and left_out == 1  # 8 words in a row: out; 7 (a comma): in
+    assert tool.unseen([quoting, other], [])[0] == [quoting, other]  # control: nothing held

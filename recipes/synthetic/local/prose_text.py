@@ -4,7 +4,9 @@ for scoring a punctuation model on text of a kind it never saw.
 
 ``--docs OUT``: the paragraphs of the reStructuredText documentation that Debian installs with
 ``python3-doc`` (Python's manuals) and ``linux-doc`` (the Linux kernel's), the markup removed:
-technical English in long sentences, a different kind of text from the fortunes.
+technical English in long sentences, a different kind of text from the fortunes. A
+paragraph that shares a run of 8 words with the licences is left out (the manuals quote the
+GFDL and the GPL's notice: the legal prose scored on must be text the model never saw).
 ``--legal OUT``: the paragraphs of the licences every Debian system holds in
 ``/usr/share/common-licenses`` (GPL, LGPL, Apache, MPL, GFDL, Artistic): legal English, kept
 apart to score on.
@@ -24,7 +26,7 @@ import gzip
 import random
 import re
 from pathlib import Path
-from typing import Iterable, Iterator, List
+from typing import Iterable, Iterator, List, Tuple
 
 DOC_ROOTS = (Path("/usr/share/doc/python3-doc"), Path("/usr/share/doc/linux-doc"))
 """python3-doc's sources live under /usr/share/doc/python3.X/html/_sources (found by glob)"""
@@ -103,9 +105,30 @@ def doc_sources() -> List[Path]:
     return found
 
 
+SHARED_RUN = 8
+"""a documentation paragraph sharing this many words in a row with a licence is left out"""
+
+
+def _runs(paragraph: str, n: int = SHARED_RUN) -> Iterator[Tuple[str, ...]]:
+    words = [w.strip(".,;:?!\"'()[]").lower() for w in paragraph.split()]
+    return (tuple(words[i : i + n]) for i in range(len(words) - n + 1))
+
+
+def unseen(paragraphs: List[str], held: Iterable[str]) -> Tuple[List[str], int]:
+    """The paragraphs that share no run of :data:`SHARED_RUN` words (case and marks aside)
+    with any of ``held``, and how many were left out."""
+    runs = {run for para in held for run in _runs(para)}
+    kept = [para for para in paragraphs if runs.isdisjoint(_runs(para))]
+    return kept, len(paragraphs) - len(kept)
+
+
 def docs(max_words: int, seed: int) -> List[str]:
-    """Documentation paragraphs, each once, shuffled, up to ``max_words`` words."""
-    out = _once(para for path in doc_sources() for para in rst_paragraphs(_read(path)))
+    """Documentation paragraphs, each once and none quoting a licence (:func:`unseen`),
+    shuffled, up to ``max_words`` words."""
+    found = _once(para for path in doc_sources() for para in rst_paragraphs(_read(path)))
+    out, quoting = unseen(found, legal())
+    if quoting:
+        print(f"{quoting} documentation paragraphs quote a licence: left out")
     random.Random(seed).shuffle(out)
     kept, words = [], 0
     for para in out:
