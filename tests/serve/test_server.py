@@ -369,6 +369,32 @@ def test_two_workers_share_the_port(tiny, files, capsys):
     assert "worker 0: stopped" in s.log() and "worker 1: stopped" in s.log()
 
 
+def test_two_workers_take_connections_by_load(tiny):
+    """Connections opened one after another alternate between the workers (each accepts while
+    it holds no more than the other, serve/accept.py), and /health names each one's."""
+    from websockets.asyncio.client import connect
+
+    s = start_server(tiny.path, "--chunk-size", "4", "--jobs", "2")
+    try:
+        s.wait_log(r"worker 1: listening")
+        s.wait_log(r"worker 0: listening")
+
+        async def hold(n: int) -> List[int]:
+            opened = []
+            for _ in range(n):
+                opened.append(await connect(s.url))
+            counts = [w["open_connections"] for w in s.health()["workers"]]
+            for c in opened:
+                await c.close()
+            return counts
+
+        counts = asyncio.run(hold(16))  # and /health's own request, in one of them
+        assert sum(counts) == 17 and max(counts) - min(counts) <= 1, counts
+    finally:
+        code = s.stop()
+    assert code == 0, s.log()
+
+
 def test_workers_that_make_their_own_recognizer_serve_the_transcripts(tiny, files, capsys):
     """serve() given a function that makes the recogniser (what `serve --device cuda --jobs
     N` gives it: a CUDA context cannot cross the fork, so each worker puts its own copy of the

@@ -4,8 +4,8 @@ h11, websocket upgrades handed to websockets), its table of plain routes (routes
 sessions (sessions.py), the open streams and their decode loop (hub.py) and decode thread
 (decode_thread.py), a stream's state and its peer (connection.py), its options (options.py),
 pages, tokens and origins (gate.py), the workers' shared counters and supervision
-(workers.py), the sherpa-onnx and WeNet protocols it speaks (protocols.py), an upload's form
-parsed as it arrives (upload_form.py), OpenAI's transcription API (openai_api.py; uploads in
+(workers.py) and their accepting by load (accept.py), the sherpa-onnx and WeNet protocols it
+speaks (protocols.py), an upload's form parsed as it arrives (upload_form.py), OpenAI's transcription API (openai_api.py; uploads in
 full context: uploads.py) and Realtime sessions (realtime.py), and its browser page
 (static/)."""
 

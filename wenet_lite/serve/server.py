@@ -56,6 +56,7 @@ from websockets.asyncio.connection import Connection
 from wenet_lite.recognizer import EngineSpec, open_offline
 from wenet_lite.runtime.streaming import StreamingRecognizer
 from wenet_lite.runtime.utterance import DecodeOptions
+from wenet_lite.serve.accept import Acceptor
 from wenet_lite.serve.connection import COUNTERS, Counters
 from wenet_lite.serve.gate import Gate, read_token, tls_context
 from wenet_lite.serve.http_front import (
@@ -166,10 +167,9 @@ class Server:
         tasks = [asyncio.create_task(t) for t in (self.hub.decode_loop(), self._log_loop(),
                                                   self._watch_loop())]  # fmt: skip
         sock = self._sock if self._sock is not None else listen(self.opts.host, self.opts.port)
-        server = await loop.create_server(
-            lambda: HttpFront(self), sock=sock, ssl=self._secrets.tls,
-            ssl_handshake_timeout=self.head_timeout if self._secrets.tls else None,
-        )  # fmt: skip
+        acceptor = Acceptor(sock, lambda: HttpFront(self), self.board, self.worker,
+                            self._secrets.tls, self.head_timeout)  # fmt: skip
+        acceptor.start()
         self.port = sock.getsockname()[1]
         s, host = self.opts.scheme, self.opts.host
         _log.info(
@@ -181,7 +181,7 @@ class Server:
         await self._stop.wait()
         _log.info("%sshutting down: finishing %d open stream(s)", self._who,
                   self.hub.open_count)  # fmt: skip
-        server.close()  # no new connections; the open ones go on
+        acceptor.close()  # no new connections; the open ones go on
         await self.hub.finish(_SHUTDOWN_GRACE_S)
         for t in tasks:
             t.cancel()

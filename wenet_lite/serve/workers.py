@@ -62,6 +62,17 @@ class Board:
         b = _bucket(peer)
         return sum(self._peers[w * _BUCKETS + b] for w in range(self.workers))
 
+    def open_of(self, worker: int) -> int:
+        return self._open[worker]
+
+    def least_open(self, besides: int) -> Optional[int]:
+        """The fewest connections any running worker but ``besides`` holds (None: no other
+        worker is running)."""
+        n, alive = len(self.fields), _STATE.index("alive")
+        counts = [self._open[w] for w in range(self.workers)
+                  if w != besides and self._rows[w * n + alive]]  # fmt: skip
+        return min(counts, default=None)
+
     def count(self, worker: int, peer: str, step: int) -> None:
         """A connection of ``worker`` from ``peer`` opened (+1) or closed (-1)."""
         self._open[worker] += step
@@ -108,7 +119,7 @@ class Board:
         ints = {k: int(v) if float(v).is_integer() else v for k, v in totals.items()}
         workers = [
             {"worker": w, "pid": int(r["pid"]), "alive": bool(r["alive"]),
-             "open_streams": int(r["open_streams"]),
+             "open_connections": self._open[w], "open_streams": int(r["open_streams"]),
              **{k: r[k] for k in self.fields[len(_STATE) :]}}
             for w, r in enumerate(rows)
         ]  # fmt: skip
