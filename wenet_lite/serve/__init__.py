@@ -5,9 +5,9 @@ sessions (sessions.py), the open streams and their decode loop (hub.py) and deco
 (decode_thread.py), a stream's state and its peer (connection.py), its options (options.py),
 pages, tokens and origins (gate.py), the workers' shared counters and supervision
 (workers.py) and their accepting by load (accept.py), the sherpa-onnx and WeNet protocols it
-speaks (protocols.py), an upload's form parsed as it arrives (upload_form.py), OpenAI's transcription API (openai_api.py; uploads in
-full context: uploads.py) and Realtime sessions (realtime.py), and its browser page
-(static/)."""
+speaks (protocols.py), an upload's form parsed as it arrives (upload_form.py), OpenAI's
+transcription API (openai_api.py; uploads in full context: uploads.py) and Realtime sessions
+(realtime.py), and its browser page (static/)."""
 
 from typing import TYPE_CHECKING, Any
 

@@ -117,7 +117,7 @@ class Acceptor:
                     return
                 if e.errno in (errno.ECONNABORTED, errno.EPROTO):
                     continue  # the client left before we took it
-                raise
+                raise  # as asyncio's own server does: the loop logs it, reading goes on
             self._waiting_since = None
             conn.setblocking(False)
             task = self._loop.create_task(self._connect(conn))
