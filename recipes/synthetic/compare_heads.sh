@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The heads of one encoder side by side at equal training time, on the synthetic corpus:
-# CTC alone, CTC with SpecAugment (CR-CTC's masks, the fair baseline for it), CR-CTC, the
-# hybrid (CTC + transducer) from scratch, the hybrid from CTC (the curriculum: CTC for half the
-# time, then the transducer head added by `train --init` for the other half) and the hybrid
-# with CR-CTC. Each is trained by recipes/synthetic/run.sh's stages 3-5 for the steps that
+# CTC alone, CTC with SpecAugment (CR-CTC's masks, the fair baseline for it), CR-CTC from
+# scratch and from CTC (the curriculum: CTC for half the time, then the consistency loss and
+# SpecAugment added by `train --init` for the other half), the hybrid (CTC + transducer) from
+# scratch and from CTC (the transducer head added the same way) and the hybrid with CR-CTC. Each is trained by recipes/synthetic/run.sh's stages 3-5 for the steps that
 # take the time CTC's take (the config's train.max_steps, 3000 in the recipe; the heads' step
 # speeds measured by benchmarks/bench_train.py, docs/heads.md), then decoded on test-clean and
 # on test-other (the same sentences read by voices training never hears; full context and
@@ -11,7 +11,7 @@
 # $out/HEADS.md. --decode-only decodes and tables runs trained before.
 #
 #   recipes/synthetic/compare_heads.sh
-#       [--heads "ctc ctc-specaug cr-ctc hybrid hybrid-ctc hybrid-cr-ctc"] [--scale 1.0]
+#       [--heads "ctc ctc-specaug cr-ctc cr-ctc-ctc hybrid hybrid-ctc hybrid-cr-ctc"] [--scale 1.0]
 #       [--extra "transducer.warmup_steps=300"] [--tag _w300] [--decode-only true]
 #       [--blank-penalty 1.0]
 #
@@ -24,7 +24,7 @@
 # the table gives every WER's share of deletions, with and without it.
 set -euo pipefail
 
-heads=${heads:-"ctc ctc-specaug cr-ctc hybrid hybrid-ctc hybrid-cr-ctc"}
+heads=${heads:-"ctc ctc-specaug cr-ctc cr-ctc-ctc hybrid hybrid-ctc hybrid-cr-ctc"}
 scale=${scale:-1.0}
 data=${data:-data/synthetic}
 out=${out:-exp/heads}
@@ -64,12 +64,15 @@ for head in $heads; do
     ctc-specaug) steps=$(steps_of 1.0); extra="$specaug" ;;
     cr-ctc) steps=$(steps_of 0.51); extra="$specaug model.cr_ctc_weight=0.2" ;;
     hybrid) steps=$(steps_of 0.71); extra="model.transducer_weight=0.75" ;;
+    cr-ctc-ctc)  # half the time CTC, half CR-CTC (run.sh's cr_ctc_sets)
+      first=$(steps_of 0.5); rest=$(steps_of "0.5 * 0.51"); steps=$((first + rest)); extra=""
+      curriculum=(--heads cr-ctc --ctc-share "$(python3 -c "print($first / $steps)")") ;;
     hybrid-ctc)  # half the time CTC, half the hybrid: the first part's share of the steps
       first=$(steps_of 0.5); rest=$(steps_of "0.5 * 0.71"); steps=$((first + rest)); extra=""
       curriculum=(--heads hybrid --ctc-share "$(python3 -c "print($first / $steps)")") ;;
     hybrid-cr-ctc) steps=$(steps_of 0.40)
       extra="$specaug model.transducer_weight=0.75 model.cr_ctc_weight=0.2" ;;
-    *) echo "$0: unknown head $head (ctc, ctc-specaug, cr-ctc, hybrid, hybrid-ctc, hybrid-cr-ctc)" >&2
+    *) echo "$0: unknown head $head (ctc, ctc-specaug, cr-ctc, cr-ctc-ctc, hybrid, hybrid-ctc, hybrid-cr-ctc)" >&2
        exit 2 ;;
   esac
   extra="$extra $extra_all"

@@ -14,7 +14,8 @@
 #   3  train:          wenet-lite train (trains the tokenizer first; --resume continues;
 #                      --init MODEL.pt fine-tunes that model, with its tokenizer and CMVN;
 #                      --heads hybrid: CTC first for --ctc-share of the steps, then the
-#                      transducer head added to it by train --init for the rest)
+#                      transducer head added to it by train --init for the rest; --heads
+#                      cr-ctc: the same, the consistency loss and SpecAugment added instead)
 #   4  average:        wenet-lite average               -> $exp/avg_$average_num.pt
 #   5  decode test-clean: full context (greedy, and prefix beam with a word bigram LM of the
 #                      corpus's LM text from `wenet-lite train-lm`: the whole train sentence
@@ -55,9 +56,14 @@ overrides=${overrides:-}          # space-separated KEY=VALUE config overrides f
 init=${init:-}                    # a model file to fine-tune from (train --init)
 heads=${heads:-config}            # config: the heads the config trains; hybrid: a curriculum, the
                                   # config's model trained first, then a transducer head added by
-                                  # train --init (the standard cure for a transducer's slow start)
-ctc_share=${ctc_share:-0.5}       # hybrid: the share of train.max_steps the first part trains
+                                  # train --init (the standard cure for a transducer's slow start);
+                                  # cr-ctc: the same curriculum into CR-CTC
+ctc_share=${ctc_share:-0.5}       # hybrid, cr-ctc: the share of train.max_steps the first part trains
 transducer_sets=${transducer_sets:-"model.transducer_weight=0.75"}  # hybrid: its second part's
+# cr-ctc: its second part's settings; the encoder has learnt CTC already, so the consistency
+# loss ramps in over 500 steps instead of the 2,000 that keep two untrained views from pulling
+# each other towards blank
+cr_ctc_sets=${cr_ctc_sets:-"model.cr_ctc_weight=0.2 model.cr_warmup_steps=500 specaug.enabled=true specaug.start_step=0"}
 average_num=${average_num:-5}
 chunks=${chunks:-"16 4"}          # decoded chunk sizes (encoder frames of 40 ms)
 stream_chunks=${stream_chunks:-"16 4"}
@@ -123,7 +129,7 @@ while [ $# -gt 0 ]; do
         stage|stop_stage|hours|seed|jobs|config|overrides|average_num|chunks|stream_chunks|\
 lm_beam|token_min_logp|lm_weight|word_bonus|oov_penalty|blank_penalty|lm_text|lm_chunk|\
 hotwords|hotwords_score|rescore|rescore_chunk|rescore_lm_ctc_weight|transducer|punct|punct_steps|device|export_chunk|\
-export_left|left_chunks|corpus|data|exp|init|test_part|heads|ctc_share|transducer_sets)
+export_left|left_chunks|corpus|data|exp|init|test_part|heads|ctc_share|transducer_sets|cr_ctc_sets)
           printf -v "$name" '%s' "$2" ;;
         nj) jobs=$2 ;;  # the older spelling of --jobs
         *) echo "$0: unknown option $1" >&2; exit 2 ;;
@@ -132,6 +138,10 @@ export_left|left_chunks|corpus|data|exp|init|test_part|heads|ctc_share|transduce
     *) echo "$0: unexpected argument $1" >&2; exit 2 ;;
   esac
 done
+case "$heads" in
+  config|hybrid|cr-ctc) ;;
+  *) echo "$0: --heads is config, hybrid or cr-ctc, not '$heads'" >&2; exit 2 ;;
+esac
 
 resolve_lm_text() {  # after stage 0, which writes the corpus's LM text
   if [ -z "$lm_text" ] && [ -f "$corpus/librispeech-lm-norm.txt.gz" ]; then
@@ -201,15 +211,16 @@ train_exp() {  # train_exp EXP [extra args]: stage 3's training into EXP
 }
 
 if run_stage 3; then
-  if [ "$heads" = hybrid ]; then
+  if [ "$heads" = hybrid ] || [ "$heads" = cr-ctc ]; then
+    if [ "$heads" = hybrid ]; then second_sets=$transducer_sets; else second_sets=$cr_ctc_sets; fi
     total=$(python3 -c "import sys; from wenet_lite.config import load_config
 print(load_config(sys.argv[1], sys.argv[2:]).train.max_steps)" "$config" $overrides)
     first=$(python3 -c "print(max(1, int(round($total * $ctc_share))))")
-    log 3 "hybrid curriculum: $config for $first of $total steps -> $exp/first, then the transducer head added (${transducer_sets}) for the rest -> $exp"
+    log 3 "$heads curriculum: $config for $first of $total steps -> $exp/first, then ${second_sets} for the rest -> $exp"
     train_exp "$exp/first" --set "train.max_steps=$first" "${init_args[@]}"
     wenet-lite average --exp "$exp/first" --num "$average_num" --out "$exp/first/avg_$average_num.pt"
     second=()
-    for kv in $transducer_sets; do second+=(--set "$kv"); done
+    for kv in $second_sets; do second+=(--set "$kv"); done
     train_exp "$exp" --init "$exp/first/avg_$average_num.pt" --set "train.max_steps=$((total - first))" \
       "${second[@]}"
   else
