@@ -4,7 +4,8 @@ Forked workers read one listening socket; left to the kernel, a connection goes 
 worker's event loop wakes first, which says nothing about how many streams each already
 decodes: one core can fall behind real time while the other idles. Here each worker accepts
 itself (:class:`Acceptor`) and, while it holds more connections than the least loaded of the
-other running workers (the shared :class:`~wenet_lite.serve.workers.Board`, plus the
+other workers that take connections (the shared :class:`~wenet_lite.serve.workers.Board`,
+where each acceptor marks its worker accepting from its start to its close, plus the
 connections it accepted that are not counted there yet), it stops reading the socket for a
 moment so that one of them takes the connection; after :data:`PATIENCE_S` it takes the
 connection itself (the other may be stuck in a long step), so nobody waits long. One worker
@@ -63,12 +64,14 @@ class Acceptor:
 
     def start(self) -> None:
         self._read(True)
+        self._board.publish(self._worker, {"accepting": 1})
 
     def close(self) -> None:
         """No new connections (the open ones go on): this process's copy of the listening
         socket is closed, as asyncio's server closes its own."""
         self._read(False)
         self._closed = True
+        self._board.publish(self._worker, {"accepting": 0})
         if self._retry is not None:
             self._retry.cancel()
         self._sock.close()
@@ -89,7 +92,7 @@ class Acceptor:
         self._read(True)
 
     def _more_loaded(self) -> bool:
-        """Whether another running worker holds fewer connections than this one."""
+        """Whether another worker that takes connections holds fewer than this one."""
         mine = self._board.open_of(self._worker) + len(self._starting)
         least = self._board.least_open(besides=self._worker)
         return least is not None and least < mine

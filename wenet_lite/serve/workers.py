@@ -29,9 +29,11 @@ _log = logging.getLogger("wenet_lite.serve")
 _BUCKETS = 4096
 """peer addresses hash into this many counters per worker (a collision only makes the
 per-address limit count two addresses together)"""
-_STATE = ("pid", "alive", "heartbeat", "busy_since", "failed_at", "open_streams")
-"""a row's fields before the counters: heartbeat (wall clock) written by the event loop a few
-times a second; busy_since (wall clock, 0: idle) and failed_at by the decode thread"""
+_STATE = ("pid", "alive", "accepting", "heartbeat", "busy_since", "failed_at", "open_streams")
+"""a row's fields before the counters: accepting (1 while the worker takes connections: not
+while it warms up or shuts down) written by its acceptor; heartbeat (wall clock) written by
+the event loop a few times a second; busy_since (wall clock, 0: idle) and failed_at by the
+decode thread"""
 STALE_S = 5.0
 """a worker whose heartbeat is older is reported as not answering"""
 STUCK_S = 30.0
@@ -66,11 +68,11 @@ class Board:
         return self._open[worker]
 
     def least_open(self, besides: int) -> Optional[int]:
-        """The fewest connections any running worker but ``besides`` holds (None: no other
-        worker is running)."""
-        n, alive = len(self.fields), _STATE.index("alive")
+        """The fewest connections any worker but ``besides`` that takes connections holds
+        (None: no other worker takes them now: none runs, or it warms up or shuts down)."""
+        n, accepting = len(self.fields), _STATE.index("accepting")
         counts = [self._open[w] for w in range(self.workers)
-                  if w != besides and self._rows[w * n + alive]]  # fmt: skip
+                  if w != besides and self._rows[w * n + accepting]]  # fmt: skip
         return min(counts, default=None)
 
     def count(self, worker: int, peer: str, step: int) -> None:
@@ -97,7 +99,7 @@ class Board:
         self._open[worker] = 0
         for b in range(worker * _BUCKETS, (worker + 1) * _BUCKETS):
             self._peers[b] = 0
-        self.publish(worker, {"alive": 0, "open_streams": 0, "busy_since": 0})
+        self.publish(worker, {"alive": 0, "accepting": 0, "open_streams": 0, "busy_since": 0})
 
     def health(self, answering: int, stopping: bool) -> Dict[str, object]:
         """The whole server's health: ``status`` ok, stopping or failing (with ``problems``),
@@ -119,7 +121,8 @@ class Board:
         ints = {k: int(v) if float(v).is_integer() else v for k, v in totals.items()}
         workers = [
             {"worker": w, "pid": int(r["pid"]), "alive": bool(r["alive"]),
-             "open_connections": self._open[w], "open_streams": int(r["open_streams"]),
+             "accepting": bool(r["accepting"]), "open_connections": self._open[w],
+             "open_streams": int(r["open_streams"]),
              **{k: r[k] for k in self.fields[len(_STATE) :]}}
             for w, r in enumerate(rows)
         ]  # fmt: skip
