@@ -197,3 +197,43 @@ def test_exported_models_ran(smoke_run: Path) -> None:
         assert record["utterances"] == num_files and record["failed"] == 0, name
     results = (smoke_run / "RESULTS.md").read_text()
     assert "exported ONNX in sherpa-onnx (`examples/run_sherpa.py`), int8 | 16 |" in results
+
+
+def _run_recipe(args: list, timeout: int = TIMEOUT_S) -> subprocess.CompletedProcess:
+    env = dict(os.environ, SMOKE="1", OMP_NUM_THREADS="1")
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return subprocess.run(["bash", str(RECIPE), *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=timeout)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "heads, second_key", [("hybrid", "transducer_weight"), ("cr-ctc", "cr_ctc_weight")]
+)
+def test_curriculum_trains_ctc_then_adds_the_head(
+    smoke_run: Path, tmp_path: Path, heads: str, second_key: str
+) -> None:
+    """--heads hybrid / cr-ctc: the config's CTC model for --ctc-share of the steps into
+    EXP/first, then the head added by train --init for the rest into EXP."""
+    import yaml
+
+    exp = tmp_path / heads
+    data = smoke_run.parent / "data"
+    steps = "train.max_steps=8 train.checkpoint_interval=1 train.log_interval=1"
+    proc = _run_recipe(["--stage", "3", "--stop-stage", "4", "--data", str(data), "--exp", str(exp),
+                        "--heads", heads, "--ctc-share", "0.5", "--overrides", steps])  # fmt: skip
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    first = yaml.safe_load((exp / "first" / "config.yaml").read_text())
+    second = yaml.safe_load((exp / "config.yaml").read_text())
+    assert first["model"][second_key] == 0 and second["model"][second_key] > 0
+    assert first["train"]["max_steps"] == 4 and second["train"]["max_steps"] == 4
+    if heads == "cr-ctc":
+        assert not first["specaug"]["enabled"] and second["specaug"]["enabled"]
+        assert "consistency" in (exp / "train.log").read_text()
+    assert "starting from the weights of" in proc.stdout + proc.stderr
+    assert (exp / "first" / "avg_3.pt").is_file() and (exp / "avg_3.pt").is_file()
+
+
+def test_an_unknown_heads_value_is_refused(tmp_path: Path) -> None:
+    proc = _run_recipe(["--heads", "transducer", "--exp", str(tmp_path / "exp")], timeout=30)
+    assert proc.returncode == 2 and "--heads is config, hybrid or cr-ctc" in proc.stderr
+    assert not (tmp_path / "exp").exists()
