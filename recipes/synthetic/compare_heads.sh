@@ -3,9 +3,10 @@
 # CTC alone, CTC with SpecAugment (CR-CTC's masks, the fair baseline for it), CR-CTC from
 # scratch and from CTC (the curriculum: CTC for half the time, then the consistency loss and
 # SpecAugment added by `train --init` for the other half), the hybrid (CTC + transducer) from
-# scratch and from CTC (the transducer head added the same way) and the hybrid with CR-CTC. Each is trained by recipes/synthetic/run.sh's stages 3-5 for the steps that
-# take the time CTC's take (the config's train.max_steps, 3000 in the recipe; the heads' step
-# speeds measured by benchmarks/bench_train.py, docs/heads.md), then decoded on test-clean and
+# scratch and from CTC (the transducer head added the same way) and the hybrid with CR-CTC.
+# Each is trained by recipes/synthetic/run.sh's stages 3-5 for the steps that take the time
+# CTC's take (the config's train.max_steps, 3000 in the recipe; the heads' step speeds
+# measured by benchmarks/bench_train.py, docs/heads.md), then decoded on test-clean and
 # on test-other (the same sentences read by voices training never hears; full context and
 # simulated streaming at chunk 16) and tabled by recipes/common/heads_table.py into
 # $out/HEADS.md. --decode-only decodes and tables runs trained before.

@@ -43,18 +43,23 @@ def _hyps(path: Path) -> Dict[str, str]:
     return out
 
 
+def _run_recipe(args: list, timeout: int = TIMEOUT_S) -> subprocess.CompletedProcess:
+    """The smoke recipe with ``args``; it calls python3 and wenet-lite: this interpreter's
+    environment first."""
+    env = dict(os.environ, SMOKE="1", OMP_NUM_THREADS="1")
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return subprocess.run(["bash", str(RECIPE), *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=timeout)  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Run the whole smoke recipe once; returns its exp dir."""
     if shutil.which("wenet-lite") is None:
         pytest.skip("wenet-lite is not on PATH (pip install -e .)")
     tmp = tmp_path_factory.mktemp("recipe")
-    env = dict(os.environ, SMOKE="1", OMP_NUM_THREADS="1")
-    # The recipe calls python3 and wenet-lite: use this interpreter's environment first.
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    cmd = ["bash", str(RECIPE), "--corpus", str(tmp / "corpus"), "--data", str(tmp / "data")]
-    cmd += ["--exp", str(tmp / "exp")]
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    proc = _run_recipe(["--corpus", str(tmp / "corpus"), "--data", str(tmp / "data"),
+                        "--exp", str(tmp / "exp")])  # fmt: skip
     (tmp / "recipe.log").write_text(proc.stdout + proc.stderr)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     return tmp / "exp"
@@ -197,13 +202,6 @@ def test_exported_models_ran(smoke_run: Path) -> None:
         assert record["utterances"] == num_files and record["failed"] == 0, name
     results = (smoke_run / "RESULTS.md").read_text()
     assert "exported ONNX in sherpa-onnx (`examples/run_sherpa.py`), int8 | 16 |" in results
-
-
-def _run_recipe(args: list, timeout: int = TIMEOUT_S) -> subprocess.CompletedProcess:
-    env = dict(os.environ, SMOKE="1", OMP_NUM_THREADS="1")
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    return subprocess.run(["bash", str(RECIPE), *args], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=timeout)  # fmt: skip
 
 
 @pytest.mark.parametrize(
