@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The heads of one encoder side by side at equal training time, on the synthetic corpus:
 # CTC alone, CTC with SpecAugment (CR-CTC's masks, the fair baseline for it), CR-CTC from
-# scratch and from CTC (the curriculum: CTC for half the time, then the consistency loss and
-# SpecAugment added by `train --init` for the other half), the hybrid (CTC + transducer) from
+# scratch and from CTC (the curriculum: CTC for --ctc-share of the time, half by default, then
+# the consistency loss and SpecAugment added by `train --init` for the rest), the hybrid from
 # scratch and from CTC (the transducer head added the same way) and the hybrid with CR-CTC.
 # Each is trained by recipes/synthetic/run.sh's stages 3-5 for the steps that take the time
 # CTC's take (the config's train.max_steps, 3000 in the recipe; the heads' step speeds
@@ -14,12 +14,13 @@
 #   recipes/synthetic/compare_heads.sh
 #       [--heads "ctc ctc-specaug cr-ctc cr-ctc-ctc hybrid hybrid-ctc hybrid-cr-ctc"] [--scale 1.0]
 #       [--extra "transducer.warmup_steps=300"] [--tag _w300] [--decode-only true]
-#       [--blank-penalty 1.0]
+#       [--blank-penalty 1.0] [--ctc-share 0.5]
 #
 # Run from the repository root after recipes/synthetic/run.sh --stop-stage 2 (the corpus,
 # manifests, CMVN and stored fbank in data/synthetic). --scale multiplies every run's steps
 # (twice the recipe's budget: --scale 2); --extra adds settings to every run, --tag to the
-# runs' names (exp/heads/<head><tag>). The attention decoder is left out of every run, so that
+# runs' names (exp/heads/<head><tag>); a curriculum's first part takes --extra too (its
+# SpecAugment, say). The attention decoder is left out of every run, so that
 # "CTC" is CTC alone; CR-CTC needs SpecAugment, so its runs and ctc-specaug switch it on from
 # the first step. Each model's greedy searches are decoded again with --blank-penalty (1.0):
 # the table gives every WER's share of deletions, with and without it.
@@ -34,6 +35,7 @@ extra_all=${extra_all:-}
 tag=${tag:-}
 decode_only=${decode_only:-false}
 blank_penalty=${blank_penalty:-1.0}
+ctc_share=${ctc_share:-0.5}
 while [ $# -gt 0 ]; do
   case "$1" in
     --heads) heads=$2 ;;
@@ -45,7 +47,8 @@ while [ $# -gt 0 ]; do
     --config) config=$2 ;;
     --decode-only) decode_only=$2 ;;
     --blank-penalty) blank_penalty=$2 ;;
-    *) echo "$0: unknown option $1 (--heads, --scale, --extra, --tag, --data, --out, --config, --decode-only, --blank-penalty)" >&2
+    --ctc-share) ctc_share=$2 ;;
+    *) echo "$0: unknown option $1 (--heads, --scale, --extra, --tag, --data, --out, --config, --decode-only, --blank-penalty, --ctc-share)" >&2
        exit 2 ;;
   esac
   shift 2
@@ -65,12 +68,11 @@ for head in $heads; do
     ctc-specaug) steps=$(steps_of 1.0); extra="$specaug" ;;
     cr-ctc) steps=$(steps_of 0.51); extra="$specaug model.cr_ctc_weight=0.2" ;;
     hybrid) steps=$(steps_of 0.71); extra="model.transducer_weight=0.75" ;;
-    cr-ctc-ctc)  # half the time CTC, half CR-CTC (run.sh's cr_ctc_sets)
-      first=$(steps_of 0.5); rest=$(steps_of "0.5 * 0.51"); steps=$((first + rest)); extra=""
-      curriculum=(--heads cr-ctc --ctc-share "$(python3 -c "print($first / $steps)")") ;;
-    hybrid-ctc)  # half the time CTC, half the hybrid: the first part's share of the steps
-      first=$(steps_of 0.5); rest=$(steps_of "0.5 * 0.71"); steps=$((first + rest)); extra=""
-      curriculum=(--heads hybrid --ctc-share "$(python3 -c "print($first / $steps)")") ;;
+    cr-ctc-ctc | hybrid-ctc)  # CTC for --ctc-share of the time, then the head (run.sh's curriculum)
+      if [ "$head" = cr-ctc-ctc ]; then speed=0.51; else speed=0.71; fi
+      first=$(steps_of "$ctc_share"); rest=$(steps_of "(1 - $ctc_share) * $speed")
+      steps=$((first + rest)); extra=""
+      curriculum=(--heads "${head%-ctc}" --ctc-share "$(python3 -c "print($first / $steps)")") ;;
     hybrid-cr-ctc) steps=$(steps_of 0.40)
       extra="$specaug model.transducer_weight=0.75 model.cr_ctc_weight=0.2" ;;
     *) echo "$0: unknown head $head (ctc, ctc-specaug, cr-ctc, cr-ctc-ctc, hybrid, hybrid-ctc, hybrid-cr-ctc)" >&2
