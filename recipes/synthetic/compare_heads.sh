@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The heads of one encoder side by side at equal training time, on the synthetic corpus:
 # CTC alone, CTC with SpecAugment (CR-CTC's masks, the fair baseline for it), CR-CTC from
-# scratch and from CTC (the curriculum: CTC for --ctc-share of the time, half by default, then
+# scratch (and with half the batch, cr-ctc-half: its two views of half the utterances cost a
+# CTC step, so it takes as many steps as CTC) and from CTC (the curriculum: CTC for --ctc-share of the time, half by default, then
 # the consistency loss and SpecAugment added by `train --init` for the rest), the hybrid from
 # scratch and from CTC (the transducer head added the same way) and the hybrid with CR-CTC.
 # Each is trained by recipes/synthetic/run.sh's stages 3-5 for the steps that take the time
@@ -9,12 +10,13 @@
 # measured by benchmarks/bench_train.py, docs/heads.md), then decoded on test-clean and
 # on test-other (the same sentences read by voices training never hears; full context and
 # simulated streaming at chunk 16) and tabled by recipes/common/heads_table.py into
-# $out/HEADS.md. --decode-only decodes and tables runs trained before.
+# $out/HEADS.md. --decode-only decodes and tables runs trained before; --dry-run prints each
+# run's steps and training command and runs nothing.
 #
 #   recipes/synthetic/compare_heads.sh
 #       [--heads "ctc ctc-specaug cr-ctc cr-ctc-ctc hybrid hybrid-ctc hybrid-cr-ctc"] [--scale 1.0]
 #       [--extra "transducer.warmup_steps=300"] [--tag _w300] [--decode-only true]
-#       [--blank-penalty 1.0] [--ctc-share 0.5]
+#       [--blank-penalty 1.0] [--ctc-share 0.5] [--dry-run true]
 #
 # Run from the repository root after recipes/synthetic/run.sh --stop-stage 2 (the corpus,
 # manifests, CMVN and stored fbank in data/synthetic). --scale multiplies every run's steps
@@ -36,6 +38,7 @@ tag=${tag:-}
 decode_only=${decode_only:-false}
 blank_penalty=${blank_penalty:-1.0}
 ctc_share=${ctc_share:-0.5}
+dry_run=${dry_run:-false}
 while [ $# -gt 0 ]; do
   case "$1" in
     --heads) heads=$2 ;;
@@ -48,7 +51,8 @@ while [ $# -gt 0 ]; do
     --decode-only) decode_only=$2 ;;
     --blank-penalty) blank_penalty=$2 ;;
     --ctc-share) ctc_share=$2 ;;
-    *) echo "$0: unknown option $1 (--heads, --scale, --extra, --tag, --data, --out, --config, --decode-only, --blank-penalty, --ctc-share)" >&2
+    --dry-run) dry_run=$2 ;;
+    *) echo "$0: unknown option $1 (--heads, --scale, --extra, --tag, --data, --out, --config, --decode-only, --blank-penalty, --ctc-share, --dry-run)" >&2
        exit 2 ;;
   esac
   shift 2
@@ -59,6 +63,8 @@ done
 # Zen 4: CR-CTC 0.51, hybrid 0.71, hybrid + CR-CTC 0.40; SpecAugment alone costs nothing).
 base_steps=$(python3 -c "import sys; from wenet_lite.config import load_config
 print(load_config(sys.argv[1]).train.max_steps)" "$config")
+half_batch=$(python3 -c "import sys; from wenet_lite.config import load_config
+print(load_config(sys.argv[1]).data.max_batch_seconds / 2)" "$config")
 steps_of() { python3 -c "print(int(round($base_steps * $1 * $scale)))"; }
 specaug="specaug.enabled=true specaug.start_step=0"
 for head in $heads; do
@@ -67,6 +73,8 @@ for head in $heads; do
     ctc) steps=$(steps_of 1.0); extra="" ;;
     ctc-specaug) steps=$(steps_of 1.0); extra="$specaug" ;;
     cr-ctc) steps=$(steps_of 0.51); extra="$specaug model.cr_ctc_weight=0.2" ;;
+    cr-ctc-half) steps=$(steps_of 1.0)
+      extra="$specaug model.cr_ctc_weight=0.2 data.max_batch_seconds=$half_batch" ;;
     hybrid) steps=$(steps_of 0.71); extra="model.transducer_weight=0.75" ;;
     cr-ctc-ctc | hybrid-ctc)  # CTC for --ctc-share of the time, then the head (run.sh's curriculum)
       if [ "$head" = cr-ctc-ctc ]; then speed=0.51; else speed=0.71; fi
@@ -75,16 +83,21 @@ for head in $heads; do
       curriculum=(--heads "${head%-ctc}" --ctc-share "$(python3 -c "print($first / $steps)")") ;;
     hybrid-cr-ctc) steps=$(steps_of 0.40)
       extra="$specaug model.transducer_weight=0.75 model.cr_ctc_weight=0.2" ;;
-    *) echo "$0: unknown head $head (ctc, ctc-specaug, cr-ctc, cr-ctc-ctc, hybrid, hybrid-ctc, hybrid-cr-ctc)" >&2
+    *) echo "$0: unknown head $head (ctc, ctc-specaug, cr-ctc, cr-ctc-half, cr-ctc-ctc, hybrid, hybrid-ctc, hybrid-cr-ctc)" >&2
        exit 2 ;;
   esac
   extra="$extra $extra_all"
   common=(--data "$data" --exp "$out/$head$tag" --config "$config" --hotwords false
           --rescore false --punct false --chunks 16 --lm-chunk "")
+  train=(bash recipes/synthetic/run.sh --stage 3 --stop-stage 5 "${common[@]}" "${curriculum[@]}"
+         --overrides "decoder.type=none train.max_steps=$steps $extra")
+  if [ "$dry_run" = true ]; then
+    echo "[$head$tag] $steps steps: $(printf '%q ' "${train[@]}")"
+    continue
+  fi
   if [ "$decode_only" != true ]; then
     echo "$(date '+%H:%M:%S') [$head$tag] $steps steps${extra:+, $extra}"
-    bash recipes/synthetic/run.sh --stage 3 --stop-stage 5 "${common[@]}" "${curriculum[@]}" \
-      --overrides "decoder.type=none train.max_steps=$steps $extra"
+    "${train[@]}"
   fi
   tests=(test-clean)
   for test in test-other; do
@@ -109,6 +122,7 @@ for head in $heads; do
     fi
   done
 done
+if [ "$dry_run" = true ]; then exit 0; fi
 python3 recipes/common/heads_table.py --data "$data" --out "$out/HEADS.md" \
   $(for test in "${tests[@]}"; do echo "--test $test"; done) \
   $(for head in $heads; do echo "--exp $head$tag=$out/$head$tag"; done) \
