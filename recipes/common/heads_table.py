@@ -40,7 +40,9 @@ COLUMNS: Tuple[Tuple[str, str], ...] = (
 
 def training(exp: Path) -> Tuple[int, float, float]:
     """(steps, wall minutes from the first logged step to the last, mean audio-s/s); a
-    curriculum's first part (EXP/first, run.sh --heads hybrid) counts with the rest."""
+    curriculum's first part (EXP/first, run.sh --heads hybrid) counts with the rest. A part's
+    steps are its last checkpoint's (the log only every train.log_interval steps)."""
+    from wenet_lite.files.checkpoint import list_checkpoints
     from wenet_lite.train.events import read_scalars
 
     steps, minutes, speeds = 0, 0.0, []
@@ -51,7 +53,8 @@ def training(exp: Path) -> Tuple[int, float, float]:
         loss, speed = scalars.get("train/loss"), scalars.get("train/audio_seconds_per_second")
         if not loss or not speed:
             raise SystemExit(f"{part / 'tensorboard'}: no training scalars (train it first)")
-        steps += loss[-1].step
+        saved = list_checkpoints(part)
+        steps += max(loss[-1].step, int(saved[-1].stem[len("step_") :]) if saved else 0)
         minutes += (loss[-1].wall_time - loss[0].wall_time) / 60
         speeds += [s.value for s in speed]
     return steps, minutes, sum(speeds) / len(speeds)

@@ -1,5 +1,6 @@
 """recipes/synthetic/compare_heads.sh --dry-run: the runs it would train, each head's steps at
-equal time and its settings, without training anything."""
+equal time and its settings, without training anything; and recipes/common/heads_table.py's
+count of what a run trained."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Dict, List, Tuple
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "recipes" / "synthetic" / "compare_heads.sh"
@@ -71,3 +74,37 @@ def test_an_unknown_head_or_option_is_one_line() -> None:
     assert done.returncode == 2 and "unknown head transducer" in done.stderr
     done = _plan("--steps", "5")
     assert done.returncode == 2 and "unknown option --steps" in done.stderr
+
+
+def _log_training(part: Path, last_step: int, log_every: int = 20) -> None:
+    """A part of a run as the trainer leaves it: the loss and speed every ``log_every`` steps
+    in TensorBoard, and checkpoints, the last at ``last_step`` (not a multiple of the log's)."""
+    pytest.importorskip("tensorboard")
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(part / "tensorboard"))
+    for step in range(log_every, last_step + 1, log_every):
+        writer.add_scalar("train/loss", 100.0 / step, step, walltime=1000.0 + step)
+        writer.add_scalar("train/audio_seconds_per_second", 150.0, step, walltime=1000.0 + step)
+    writer.close()
+    for step in (last_step - last_step % 100, last_step):
+        (part / f"step_{step}.pt").write_bytes(b"")
+
+
+def test_heads_table_counts_a_curriculum_to_its_last_checkpoint(tmp_path: Path) -> None:
+    sys.path.insert(0, str(REPO / "recipes" / "common"))
+    try:
+        from heads_table import training
+    finally:
+        sys.path.pop(0)
+    exp = tmp_path / "cr-ctc-ctc"
+    (exp / "first").mkdir(parents=True)
+    _log_training(exp / "first", 4500)
+    _log_training(exp, 765)
+    steps, minutes, speed = training(exp)
+    assert steps == 4500 + 765  # the log's last step is 760
+    assert speed == 150.0 and abs(minutes - (4480 + 740) / 60) < 1e-3
+    only = tmp_path / "ctc"
+    only.mkdir()
+    _log_training(only, 6000)
+    assert training(only)[0] == 6000
