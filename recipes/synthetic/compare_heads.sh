@@ -2,9 +2,10 @@
 # The heads of one encoder side by side at equal training time, on the synthetic corpus:
 # CTC alone, CTC with SpecAugment (CR-CTC's masks, the fair baseline for it), CR-CTC from
 # scratch (and with half the batch, cr-ctc-half: its two views of half the utterances cost a
-# CTC step, so it takes as many steps as CTC) and from CTC (the curriculum: CTC for --ctc-share of the time, half by default, then
-# the consistency loss and SpecAugment added by `train --init` for the rest), the hybrid from
-# scratch and from CTC (the transducer head added the same way) and the hybrid with CR-CTC.
+# CTC step, so it takes as many steps as CTC) and from CTC (the curriculum: CTC for
+# --ctc-share of the time, half by default, then the consistency loss and SpecAugment added by
+# `train --init` for the rest), the hybrid from scratch and from CTC (the transducer head
+# added the same way) and the hybrid with CR-CTC.
 # Each is trained by recipes/synthetic/run.sh's stages 3-5 for the steps that take the time
 # CTC's take (the config's train.max_steps, 3000 in the recipe; the heads' step speeds
 # measured by benchmarks/bench_train.py, docs/heads.md), then decoded on test-clean and
@@ -61,10 +62,9 @@ done
 # Steps at equal time: CTC's steps (the config's train.max_steps) times each head's step speed
 # relative to CTC's, measured in bf16 as the recipe trains (docs/heads.md, a 2-core AMD EPYC
 # Zen 4: CR-CTC 0.51, hybrid 0.71, hybrid + CR-CTC 0.40; SpecAugment alone costs nothing).
-base_steps=$(python3 -c "import sys; from wenet_lite.config import load_config
-print(load_config(sys.argv[1]).train.max_steps)" "$config")
-half_batch=$(python3 -c "import sys; from wenet_lite.config import load_config
-print(load_config(sys.argv[1]).data.max_batch_seconds / 2)" "$config")
+budget=$(python3 -c "import sys; from wenet_lite.config import load_config
+c = load_config(sys.argv[1]); print(c.train.max_steps, c.data.max_batch_seconds / 2)" "$config")
+read -r base_steps half_batch <<< "$budget"  # CTC's steps; the half batch of cr-ctc-half
 steps_of() { python3 -c "print(int(round($base_steps * $1 * $scale)))"; }
 specaug="specaug.enabled=true specaug.start_step=0"
 for head in $heads; do
