@@ -58,12 +58,27 @@ while [ $# -gt 0 ]; do
   esac
   shift 2
 done
+for flag in decode-only:"$decode_only" dry-run:"$dry_run"; do
+  case ${flag#*:} in true | false) ;; *)
+    echo "$0: --${flag%%:*} ${flag#*:}: give true or false" >&2; exit 2 ;; esac
+done
+between() {  # between VALUE LOW HIGH: LOW < VALUE < HIGH, as numbers (nan and words fail)
+  python3 -c "import sys; low, v, high = (float(a) for a in sys.argv[1:])
+sys.exit(not low < v < high)" "$2" "$1" "$3" 2>/dev/null
+}
+if ! between "$ctc_share" 0 1; then
+  echo "$0: --ctc-share $ctc_share: give the first part's share of the time, between 0 and 1" >&2
+  exit 2
+fi
+if ! between "$scale" 0 inf; then
+  echo "$0: --scale $scale: give a positive number" >&2
+  exit 2
+fi
 
-# Steps at equal time: CTC's steps (the config's train.max_steps) times each head's step speed
-# relative to CTC's, measured in bf16 as the recipe trains (docs/heads.md, a 2-core AMD EPYC
-# Zen 4: CR-CTC 0.51, hybrid 0.71, hybrid + CR-CTC 0.40; SpecAugment alone costs nothing).
 budget=$(python3 -c "import sys; from wenet_lite.config import load_config
-c = load_config(sys.argv[1]); print(c.train.max_steps, c.data.max_batch_seconds / 2)" "$config")
+try: c = load_config(sys.argv[1])
+except (OSError, ValueError) as e: sys.exit(f'compare_heads.sh: --config: {e}')
+print(c.train.max_steps, c.data.max_batch_seconds / 2)" "$config")
 read -r base_steps half_batch <<< "$budget"  # CTC's steps; the half batch of cr-ctc-half
 steps_of() { python3 -c "print(int(round($base_steps * $1 * $scale)))"; }
 specaug="specaug.enabled=true specaug.start_step=0"

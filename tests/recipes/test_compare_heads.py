@@ -76,6 +76,26 @@ def test_an_unknown_head_or_option_is_one_line() -> None:
     assert done.returncode == 2 and "unknown option --steps" in done.stderr
 
 
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--ctc-share", "abc"), "--ctc-share abc: give the first part's share"),
+        (("--ctc-share", "1"), "--ctc-share 1: give the first part's share"),
+        (("--ctc-share", "nan"), "--ctc-share nan: give the first part's share"),
+        (("--scale", "-2"), "--scale -2: give a positive number"),
+        (("--scale", "inf"), "--scale inf: give a positive number"),
+        (("--dry-run", "maybe"), "--dry-run maybe: give true or false"),
+        (("--decode-only", "yes"), "--decode-only yes: give true or false"),
+        (("--config", "no_such.yaml"), "--config: config file not found: no_such.yaml"),
+    ],
+)
+def test_a_bad_value_is_one_line_naming_it(args: Tuple[str, str], message: str) -> None:
+    done = _plan("--heads", "cr-ctc-ctc", *args)
+    assert done.returncode in (1, 2) and not done.stdout
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
 def _log_training(part: Path, last_step: int, log_every: int = 20) -> None:
     """A part of a run as the trainer leaves it: the loss and speed every ``log_every`` steps
     in TensorBoard, and checkpoints, the last at ``last_step`` (not a multiple of the log's)."""
