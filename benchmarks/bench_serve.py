@@ -22,6 +22,10 @@ then a commit; final latency is the last audio sent -> the ``completed`` transcr
 lag column, its deltas come as text grows);
 ``--url NAME=ws://HOST:PORT@PID`` drives a server already running (PID: its process, for the
 CPU column; sherpa-onnx's own ``python-api-examples/streaming_server.py``, for example).
+``--profile DIR`` samples each server with a PID through every round with py-spy (its Python
+threads and its workers', idle included; DIR/NAME-N.raw) and prints where its time went, part
+by part (``serve_profile.py``: encoder, features, states, search, results, protocol, event
+loop, idle).
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ import json
 import os
 import re
 import shlex
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -257,6 +263,33 @@ def _cpu_seconds(pid: Optional[int]) -> Optional[float]:
     return total / os.sysconf("SC_CLK_TCK") if found else None
 
 
+def _start_profile(target: Target, n: int, args) -> Optional[subprocess.Popen]:
+    """py-spy sampling ``target`` and its workers into DIR/NAME-N.raw until stopped."""
+    if not args.profile or target.pid is None:
+        return None
+    out = Path(args.profile) / f"{target.name}-{n}.raw"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [args.py_spy, "record", "--pid", str(target.pid), "--subprocesses", "--idle",
+           "--nonblocking", "--format", "raw", "--rate", str(args.profile_rate),
+           "-o", str(out)]  # fmt: skip
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _stop_profile(spy: Optional[subprocess.Popen], target: Target, n: int) -> None:
+    if spy is None:
+        return
+    spy.send_signal(signal.SIGINT)  # py-spy writes its file when interrupted
+    try:
+        _, err = spy.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        spy.kill()
+        _, err = spy.communicate()
+    if spy.returncode not in (0, -signal.SIGINT):
+        lines = (err or "").strip().splitlines()
+        print(f"bench_serve: py-spy on {target.name} at N={n} failed: "
+              f"{lines[-1] if lines else spy.returncode}", file=sys.stderr)  # fmt: skip
+
+
 async def _round(target: Target, audios: List[np.ndarray], n: int, args) -> Dict[str, object]:
     rng = np.random.default_rng(n)
     clips = [_looped(audios[i % len(audios)], args.seconds) for i in range(n)]
@@ -266,6 +299,7 @@ async def _round(target: Target, audios: List[np.ndarray], n: int, args) -> Dict
     watch = asyncio.create_task(_peak_rss(target.pid, stop, peak))
     floods = [asyncio.create_task(_flood(target.url, clips[i % n], stop)) for i in
               range(args.flood)]  # fmt: skip
+    spy = _start_profile(target, n, args)
     cpu0, wall0 = _cpu_seconds(target.pid), time.perf_counter()
     if target.realtime_rate:
         clients = [_realtime_client(target.url, clip, d, target.realtime_rate)
@@ -276,6 +310,7 @@ async def _round(target: Target, audios: List[np.ndarray], n: int, args) -> Dict
         ]
     results = await asyncio.gather(*clients)
     cpu1, wall1 = _cpu_seconds(target.pid), time.perf_counter()
+    _stop_profile(spy, target, n)
     stop.set()
     flooded = sum(await asyncio.gather(*floods, return_exceptions=False)) if floods else 0.0
     await watch
@@ -290,6 +325,7 @@ async def _round(target: Target, audios: List[np.ndarray], n: int, args) -> Dict
         "late_send": max(r.late_send for r in results),
         "first_error": errors[0] if errors else "",
         "rss_growth_mb": None if rss0 is None else peak[0] - rss0, "flooded_s": flooded,
+        "seconds": wall1 - wall0,
     }  # fmt: skip
     return row
 
@@ -337,6 +373,11 @@ def main() -> None:
         "latency is not counted; the table gives the server's RSS growth and the audio they "
         "got through)",
     )  # fmt: skip
+    p.add_argument("--profile", metavar="DIR",
+                   help="sample each server with a PID during every round (py-spy) and print "
+                   "where its time went, part by part")  # fmt: skip
+    p.add_argument("--profile-rate", type=int, default=100, help="py-spy samples a second")
+    p.add_argument("--py-spy", default="py-spy", help="the py-spy program (pip install py-spy)")
     p.add_argument(
         "--realtime",
         action="store_true",
@@ -350,6 +391,9 @@ def main() -> None:
         help="the Realtime sessions' audio/pcm rate (24000, OpenAI's default)",
     )
     args = p.parse_args()
+    if args.profile and shutil.which(args.py_spy) is None:
+        raise SystemExit(f"bench_serve: --profile needs py-spy ({args.py_spy} not found; "
+                         "pip install py-spy)")  # fmt: skip
     targets: List[Target] = []
     for spec in args.url:
         name, _, rest = spec.partition("=")
@@ -402,6 +446,26 @@ def main() -> None:
               and r["p95"] is not None and r["p95"] < 1.0]  # fmt: skip
         print(f"{t.name}: largest N with p95 final latency < 1 s and no errors: "
               f"{max(ok) if ok else 'none'}")  # fmt: skip
+    if args.profile:
+        _print_profiles(rows, args)
+
+
+def _print_profiles(rows: List[Dict[str, object]], args) -> None:
+    """Per N, each profiled server's time by part (serve_profile.py), side by side."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from serve_profile import read_raw, shares, table
+
+    for n in sorted({int(r["clients"]) for r in rows}):
+        columns, seconds = {}, {}
+        for r in rows:
+            path = Path(args.profile) / f"{r['server']}-{n}.raw"
+            if int(r["clients"]) == n and path.is_file():
+                columns[str(r["server"])] = shares(read_raw([path]))
+                seconds[str(r["server"])] = float(r["seconds"])  # type: ignore[arg-type]
+        if columns:
+            print(f"\nWhere each server's time went at N={n} (py-spy, {args.profile_rate} samples "
+                  "a second per thread; threads busy: samples / rate / seconds):")  # fmt: skip
+            print(table(columns, args.profile_rate, seconds))
 
 
 if __name__ == "__main__":

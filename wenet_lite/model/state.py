@@ -114,7 +114,9 @@ def stack_states(states: Sequence[EncoderState]) -> EncoderState:
     if len(states) == 1:
         return states[0]
     m = max(s.att_cache.size(3) for s in states)
-    padded = [s._replace(att_cache=F.pad(s.att_cache, (0, 0, m - s.att_cache.size(3), 0)))
+    # only the shorter caches are padded (F.pad copies even when it adds nothing)
+    padded = [s if s.att_cache.size(3) == m else
+              s._replace(att_cache=F.pad(s.att_cache, (0, 0, m - s.att_cache.size(3), 0)))
               for s in states]  # fmt: skip
 
     def field(name: str, dim: int) -> torch.Tensor:

@@ -87,6 +87,7 @@ class Client:
         self.outbox = Outbox()
         self.cursor = StreamCursor(stream)  # (decode thread) the finals sent
         self.last_step = -1  # the step that last decoded this stream (fairness)
+        self.ready_since: Optional[float] = None  # (decode thread) ready, not yet decoded, since
         self.opened = time.monotonic()
         self.outcome = "open"
         self.close_code, self.close_reason = 1000, ""

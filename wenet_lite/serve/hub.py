@@ -37,7 +37,9 @@ class StreamHub:
 
     ``queue_limit``: samples a stream may have queued before its producer waits (backpressure);
     ``max_unsent``: characters of results and bytes of a peer's send buffer beyond which the
-    peer is dropped for not reading; ``max_wait_ms``: how long a step waits for more audio."""
+    peer is dropped for not reading; ``max_wait_ms``: how long a step waits for more audio;
+    ``batch_window_ms``: how long a ready stream may wait for others to share its step
+    (decode_thread.py)."""
 
     def __init__(
         self,
@@ -51,11 +53,13 @@ class StreamHub:
         max_unsent: int,
         max_wait_ms: float = 0.0,
         name_prefix: str = "",
+        batch_window_ms: float = 0.0,
     ) -> None:
         self.rec, self.counters = recognizer, counters
         self.queue_limit, self.max_unsent, self.max_wait_ms = queue_limit, max_unsent, max_wait_ms
         self.streams: Dict[str, Client] = {}
-        self.thread = DecodeThread(recognizer, max_batch_size, counters, board, worker, who)
+        self.thread = DecodeThread(recognizer, max_batch_size, counters, board, worker, who,
+                                   batch_window_ms)  # fmt: skip
         self.pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="decode")
         self.hotwords = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="hotwords")
         self.who, self._prefix = who, name_prefix
@@ -209,15 +213,19 @@ class StreamHub:
             self._wake.clear()
             clients = list(self.streams.values())
             try:
-                results, more = await loop.run_in_executor(self.pool, self.thread.step, clients)
+                results, more, wait = await loop.run_in_executor(
+                    self.pool, self.thread.step, clients
+                )
             except Exception:  # a bug outside any one stream: keep serving
                 _log.exception("%sdecode step failed", self.who)
-                results, more = [], False
+                results, more, wait = [], False, 0.0
             for c in clients:
                 if not c.room.is_set() and c.queued < self.queue_limit:
                     c.room.set()
             for c, messages, eof in results:
                 self._deliver(c, messages, eof)
+            if wait > 0:  # put off for the batch window: more streams will be ready then
+                await asyncio.sleep(wait)
 
     def _deliver(self, c: Client, messages: List[str], eof: bool) -> None:
         if c.gone:

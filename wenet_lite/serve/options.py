@@ -46,6 +46,15 @@ class ServerOptions:
         default=0.0,
         metadata=flag("--max-wait-ms", "wait this long for more audio before each decode step"),
     )
+    batch_window_ms: float = field(
+        default=100.0,
+        metadata=flag(
+            "--batch-window-ms",
+            "how long a ready stream may wait for others to share its decode step, while fewer "
+            "than half the streams are ready (larger batches cost less CPU a stream; 0: step "
+            "as soon as one is ready)",
+        ),
+    )
     max_message_size: int = field(
         default=1 << 20,
         metadata=flag("--max-message-size", "bytes; a larger message closes its connection"),
@@ -166,7 +175,7 @@ class ServerOptions:
                      "max_unsent"):  # fmt: skip
             if getattr(self, name) < 1:
                 raise _wrong(self, name, "must be at least 1")
-        for name in ("max_wait_ms", "idle_timeout", "log_interval"):
+        for name in ("max_wait_ms", "batch_window_ms", "idle_timeout", "log_interval"):
             if not getattr(self, name) >= 0:
                 raise _wrong(self, name, "must be >= 0")
         if self.max_connections_per_peer is not None and self.max_connections_per_peer < 0:

@@ -128,6 +128,7 @@ class Server:
             recognizer, self.counters, self.board, worker, self._who, options.max_batch_size,
             max(1, int(options.max_queued_audio * recognizer.cfg.features.sample_rate)),
             options.max_unsent, options.max_wait_ms, f"{worker}." if options.workers > 1 else "",
+            options.batch_window_ms,
         )  # fmt: skip
         vad = options.openai_api and recognizer.vad is not None  # chosen when it was opened
         served = Served(options.model_id or "wenet-lite", options.language.lower(),
