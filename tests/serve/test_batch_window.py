@@ -1,6 +1,7 @@
 """The decode thread's batch window: a ready stream waits (at most the window) for others to
 share its step while fewer than half the live streams are ready; a lone stream, a finished
-one, a full batch or a window of 0 step at once; what is decoded is unchanged."""
+one, one with audio queued behind its chunk, a full batch or a window of 0 step at once; what
+is decoded is unchanged."""
 
 from __future__ import annotations
 
@@ -86,14 +87,17 @@ def test_without_a_window_each_ready_stream_steps_at_once(rec, test_audio) -> No
     assert (thread.counters.steps, thread.counters.batched) == (3, 3)
 
 
-@pytest.mark.parametrize("case", ["alone", "half ready", "finished", "batch full"])
+@pytest.mark.parametrize("case", ["alone", "half ready", "finished", "batch full", "behind"])
 def test_nothing_waits_where_waiting_gains_nothing(rec, test_audio, case: str) -> None:
-    n, ready, max_batch = {"alone": (1, 1, 64), "half ready": (8, 4, 64),
-                           "finished": (8, 1, 64), "batch full": (8, 2, 2)}[case]  # fmt: skip
+    n, ready, max_batch = {"alone": (1, 1, 64), "half ready": (8, 4, 64), "finished": (8, 1, 64),
+                           "batch full": (8, 2, 2), "behind": (8, 1, 64)}[case]  # fmt: skip
     thread = _thread(rec, 100.0, max_batch)
     clients = _clients(rec, n)
     for c in clients[:ready]:
-        _give(c, _chunk(rec, test_audio, int(c.id)), finished=case == "finished")
+        audio = _chunk(rec, test_audio, int(c.id))
+        if case == "behind":  # more than a second queued behind its chunk: sent fast
+            audio = np.concatenate([audio, np.zeros(2 * rec.cfg.features.sample_rate, np.float32)])
+        _give(c, audio, finished=case == "finished")
     results, _, wait = thread.step(clients)
     assert wait == 0.0 and thread.counters.steps >= 1
     assert {r[0].id for r in results} >= {c.id for c in clients[:ready]}

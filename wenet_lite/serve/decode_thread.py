@@ -10,8 +10,10 @@ chunk of 16 streams under a third of 16 single ones), but real-time streams beco
 by one, so a decoder that steps as soon as anything is ready decodes a few streams at a time.
 With ``batch_window_ms`` a ready stream may wait up to that long for others to become ready
 and share its step: a step is put off while fewer than half the live streams are ready, none
-of them has its input finished (a final result is not kept waiting) and the batch is not
-full. Under light load (one stream, or all of them ready at once) nothing waits.
+of them has its input finished (a final result is not kept waiting) or a second of audio
+queued behind its chunk (a stream sent faster than real time, an upload: waiting would only
+slow it), and the batch is not full. Under light load (one stream, or all of them ready at
+once) nothing waits.
 """
 
 from __future__ import annotations
@@ -106,7 +108,8 @@ class DecodeThread:
                 c.ready_since = now
         if (self.batch_window_s <= 0 or not ready or len(ready) >= self.max_batch_size
                 or 2 * len(ready) >= len(live)
-                or any(c.finished or c.stream.fbank.finished for c in ready)):  # fmt: skip
+                or any(c.finished or c.stream.fbank.finished or c.queued >= self.feed_limit
+                       for c in ready)):  # fmt: skip
             return 0.0
         oldest = min(c.ready_since for c in ready if c.ready_since is not None)
         return max(0.0, oldest + self.batch_window_s - now)
