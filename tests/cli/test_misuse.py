@@ -35,7 +35,12 @@ ROWS = [
     # serve
     (["serve", "--model", "{t}/no.pt"], 1, "model file not found: {t}/no.pt"),
     (["serve", "--model", "{m}", "--port", "70000"], 2, "error: --port must be in 0..65535"),
-    (["serve", "--model", "{m}", "--max-wait-ms", "-1"], 2, "error: --max-wait-ms must be >= 0"),
+    (["serve", "--model", "{m}", "--max-wait-ms", "-1"], 2,
+     "error: --max-wait-ms must be in 0..10000 (ms)"),
+    (["serve", "--model", "{m}", "--batch-window-ms", "inf"], 2,
+     "error: --batch-window-ms must be in 0..10000 (ms)"),
+    (["serve", "--model", "{m}", "--batch-window-ms", "nan"], 2,
+     "error: --batch-window-ms must be in 0..10000 (ms)"),
     (["serve", "--model", "{m}", "--max-connections", "0"], 2,
      "error: --max-connections must be at least 1, got 0"),
     (["serve", "--model", "{m}", "--chunk-size", "full"], 2, "--chunk-size: 'full'"),

@@ -175,9 +175,12 @@ class ServerOptions:
                      "max_unsent"):  # fmt: skip
             if getattr(self, name) < 1:
                 raise _wrong(self, name, "must be at least 1")
-        for name in ("max_wait_ms", "batch_window_ms", "idle_timeout", "log_interval"):
+        for name in ("idle_timeout", "log_interval"):
             if not getattr(self, name) >= 0:
                 raise _wrong(self, name, "must be >= 0")
+        for name in ("max_wait_ms", "batch_window_ms"):  # a decode step never waits long
+            if not 0 <= getattr(self, name) <= 10_000:
+                raise _wrong(self, name, "must be in 0..10000 (ms)")
         if self.max_connections_per_peer is not None and self.max_connections_per_peer < 0:
             raise _wrong(self, "max_connections_per_peer", "must be >= 0")
         for name in ("head_timeout", "max_upload_minutes"):
