@@ -391,6 +391,8 @@ def main() -> None:
         help="the Realtime sessions' audio/pcm rate (24000, OpenAI's default)",
     )
     args = p.parse_args()
+    if args.profile_rate < 1:
+        p.error(f"--profile-rate {args.profile_rate}: give py-spy's samples a second, at least 1")
     if args.profile and shutil.which(args.py_spy) is None:
         raise SystemExit(f"bench_serve: --profile needs py-spy ({args.py_spy} not found; "
                          "pip install py-spy)")  # fmt: skip

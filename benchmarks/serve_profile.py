@@ -113,20 +113,20 @@ def table(columns: Dict[str, Dict[str, int]], rate: float, seconds: Dict[str, fl
     for the GIL or a core as busy, so these add up to more than the cores the server used);
     idle likewise."""
     names = list(columns)
+    busy = {n: sum(v for k, v in columns[n].items() if k != "idle") for n in names}
+    per_s = {n: 1.0 / rate / max(seconds[n], 1e-9) for n in names}  # samples -> threads busy
     lines = ["| part | " + " | ".join(f"{n}: share of busy, threads" for n in names) + " |",
              "|---|" + "---|" * len(names)]  # fmt: skip
     for part in PARTS:
         cells = []
         for n in names:
-            c = columns[n]
-            busy = sum(v for k, v in c.items() if k != "idle") or 1
-            cores = c[part] / rate / max(seconds[n], 1e-9)
-            cells.append(f"{cores:.2f} threads" if part == "idle" else
-                         f"{100.0 * c[part] / busy:.1f} %, {cores:.2f}")  # fmt: skip
+            samples = columns[n][part]
+            threads = samples * per_s[n]
+            cells.append(f"{threads:.2f} threads" if part == "idle" else
+                         f"{100.0 * samples / (busy[n] or 1):.1f} %, {threads:.2f}")  # fmt: skip
         lines.append(f"| {part} | " + " | ".join(cells) + " |")
-    busy_cores = [sum(v for k, v in columns[n].items() if k != "idle") / rate /
-                  max(seconds[n], 1e-9) for n in names]  # fmt: skip
-    lines.append("| busy in all | " + " | ".join(f"100 %, {b:.2f}" for b in busy_cores) + " |")
+    lines.append("| busy in all | " + " | ".join(f"100 %, {busy[n] * per_s[n]:.2f}"
+                                                 for n in names) + " |")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -136,6 +136,13 @@ def main() -> None:
     p.add_argument("--rate", type=float, default=100.0, help="py-spy's --rate")
     p.add_argument("--seconds", type=float, required=True, help="how long each was recorded")
     args = p.parse_args()
+    if not (0 < args.rate < float("inf")):
+        p.error(f"--rate {args.rate}: give py-spy's samples a second, a number > 0")
+    if not (0 < args.seconds < float("inf")):
+        p.error(f"--seconds {args.seconds}: give how long the files were recorded, > 0")
+    for f in args.files:
+        if not f.is_file():
+            p.error(f"{f}: no such py-spy file")
     columns = {f.stem: shares(read_raw([f])) for f in args.files}
     print(table(columns, args.rate, {n: args.seconds for n in columns}))
 

@@ -104,3 +104,24 @@ def test_bench_serve_profiles_the_server(tiny, corpus, tmp_path: Path) -> None: 
             if line.startswith("| ") and "%" in line}  # fmt: skip
     encoder = float(rows["encoder"].split("|")[2].split("%")[0])
     assert encoder > 0, out.stdout  # the workers' decode threads were sampled
+
+
+@pytest.mark.parametrize(
+    "script, args, code, message",
+    [
+        ("serve_profile.py", ["{t}/none.raw", "--seconds", "1"], 2, "{t}/none.raw: no such py-spy"),
+        ("serve_profile.py", ["{t}/s.raw", "--seconds", "1", "--rate", "0"], 2, "--rate 0.0: give"),
+        ("serve_profile.py", ["{t}/s.raw", "--seconds", "nan"], 2, "--seconds nan: give how long"),
+        ("bench_serve.py", ["--data", "{t}", "--profile", "{t}", "--profile-rate", "0"], 2,
+         "--profile-rate 0: give py-spy's samples a second"),
+        ("bench_serve.py", ["--data", "{t}", "--profile", "{t}", "--py-spy", "{t}/no-spy"], 1,
+         "--profile needs py-spy ({t}/no-spy not found"),
+    ],
+)  # fmt: skip
+def test_a_bad_value_is_one_line_naming_it(tmp_path: Path, script, args, code, message) -> None:
+    (tmp_path / "s.raw").write_text("")
+    cmd = [sys.executable, str(ROOT / "benchmarks" / script),
+           *(a.format(t=tmp_path) for a in args)]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == code and "Traceback" not in out.stderr, out.stderr
+    assert message.format(t=tmp_path) in out.stderr.strip().splitlines()[-1]  # the last line

@@ -56,8 +56,8 @@ def _give(c: Client, samples: np.ndarray, finished: bool = False) -> None:
 
 
 def _chunk(rec: StreamingRecognizer, test_audio, i: int) -> np.ndarray:
-    """One chunk's worth of audio (and more): enough to make a stream ready."""
-    return test_audio[i % len(test_audio)][: rec.chunk_size * 4 * 160 + 800]
+    """One chunk's window of audio and a little more: enough to make a stream ready."""
+    return test_audio[i % len(test_audio)][: (rec.window_size + 5) * rec.hop_samples]
 
 
 def test_a_few_ready_streams_wait_for_others_then_share_one_step(rec, test_audio) -> None:
