@@ -237,9 +237,12 @@ def test_torchscript_round_trip_equals_eager() -> None:
     feats = torch.randn(2, 100, F_DIM)
     lens = torch.tensor([100, 77])
     chunk, left = 4, 2
+    # Eager inference convolves one sample at a time, the scripted graph the batch: oneDNN's
+    # kernels for the two batch sizes round differently (about 1e-6 apart on some CPUs).
+    tol = {"atol": 1e-5, "rtol": 0}
     with torch.no_grad():
         torch.testing.assert_close(
-            scripted(feats, lens, chunk, left), enc(feats, lens, chunk, left), atol=1e-6, rtol=0
+            scripted(feats, lens, chunk, left), enc(feats, lens, chunk, left), **tol
         )
         s_eager = enc.init_state(2, chunk, left)
         s_script = scripted.init_state(2, chunk, left)
@@ -248,9 +251,9 @@ def test_torchscript_round_trip_equals_eager() -> None:
             x = feats[:, k * chunk * 4 : k * chunk * 4 + window]
             o_eager, s_eager = enc.forward_chunk(x, s_eager)
             o_script, s_script = scripted.forward_chunk(x, s_script)
-            torch.testing.assert_close(o_script, o_eager, atol=1e-6, rtol=0)
+            torch.testing.assert_close(o_script, o_eager, **tol)
             for a, b in zip(s_script, s_eager):
-                torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+                torch.testing.assert_close(a, b, **tol)
 
 
 def _steps(enc, windows, state):

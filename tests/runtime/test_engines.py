@@ -178,6 +178,54 @@ def test_reduced_precision_is_batch_invariant_and_close_to_fp32(
         assert torch.equal(batched[i : i + 1], alone), i
 
 
+@pytest.fixture(scope="module")
+def demo_sized():
+    """The demo recipe's encoder shape (``conf/synthetic_small.yaml``: 144 wide, 64 subsampling
+    channels) with random weights: at these shapes oneDNN's fp32 convolution kernels change
+    with the batch size on some CPUs (an AMD EPYC with AVX2), where the tiny model's do not."""
+    from pathlib import Path
+
+    from wenet_lite.config import load_config
+    from wenet_lite.model import build_model
+
+    cfg = load_config(Path(__file__).resolve().parents[2] / "conf" / "synthetic_small.yaml")
+    torch.manual_seed(0)
+    return build_model(cfg, 200).eval()
+
+
+def _rows_equal_alone(model, chunking: Chunking, b: int) -> bool:
+    engine = TorchEngine(model, chunking)
+    feats, lens, state = random_chunk_call(model, chunking, b, torch.Generator().manual_seed(3))
+    batched = engine.run(feats, lens, state)[0]
+    return all(
+        torch.equal(batched[i : i + 1], engine.run(feats[i : i + 1], lens[i : i + 1], own)[0])
+        for i, own in enumerate(unstack_state(state))
+    )
+
+
+def test_fp32_rows_of_a_batched_call_equal_each_row_alone(tiny, demo_sized) -> None:
+    """The fp32 torch engine gives each stream of a batched chunk its numbers alone, bit for
+    bit, for the tiny model and the demo's shapes, 16 streams with random caches."""
+    assert _rows_equal_alone(tiny.model, CHUNKING, 5)
+    assert _rows_equal_alone(demo_sized, Chunking(16, 4), 16)
+
+
+def test_batched_convolutions_would_break_it_where_onednn_varies(demo_sized, monkeypatch) -> None:
+    """The control: the subsampling's convolutions run on the whole batch (as in training)
+    make rows differ from alone, on a CPU where oneDNN's kernels vary with the batch."""
+    from wenet_lite.model.subsampling import Conv2dSubsampling
+
+    conv = demo_sized.encoder.subsampling.conv
+    x = torch.randn(16, 1, 67, 40, generator=torch.Generator().manual_seed(4))
+    with torch.inference_mode():
+        batched = conv(x)
+        varies = any(not torch.equal(conv(x[i : i + 1])[0], batched[i]) for i in range(16))
+    if not varies:
+        pytest.skip("oneDNN's fp32 convolutions are batch-invariant on this CPU: no control")
+    monkeypatch.setattr(Conv2dSubsampling, "_convolve", lambda self, x: self.conv(x))
+    assert not _rows_equal_alone(demo_sized, Chunking(16, 4), 16)
+
+
 def test_int8_engine_is_the_same_on_every_cpu(tiny, monkeypatch) -> None:
     """The int8 engine's kernel follows the CPU (``_int_mm`` with VNNI/AMX, exact fp32 products
     elsewhere); its log-probs are the same bit for bit."""

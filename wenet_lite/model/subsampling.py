@@ -13,6 +13,7 @@ from typing import List, Sequence, Tuple
 import torch
 from torch import nn
 
+from wenet_lite.model.attention import is_eager
 from wenet_lite.model.linear import Linear
 
 __all__ = ["Conv2dSubsampling", "subsampling_layers", "output_length", "min_input_frames"]
@@ -99,7 +100,27 @@ class Conv2dSubsampling(nn.Module):
                 f"input has {x.size(1)} frames; subsampling by {self.rate} needs at least "
                 f"{self.right_context + 1}"
             )
-        x = self.conv(x.unsqueeze(1))  # (B, channels, T, F')
+        x = self._convolve(x.unsqueeze(1))  # (B, channels, T, F')
         b, c, t, f = x.size()
         x = self.out(x.transpose(1, 2).reshape(b, t, c * f))  # (B, T, D)
         return x, self.output_lengths(lens)
+
+    def _convolve(self, x: torch.Tensor) -> torch.Tensor:
+        """The convolutions of (B, 1, T, F): in eager inference on the CPU one sample at a time.
+
+        oneDNN picks a convolution's kernel, and so its roundings, by the batch size: on an AMD
+        EPYC with AVX2 the demo model's windows came out up to 3e-7 apart batched and alone,
+        which then made a stream's log-probs depend on the streams beside it. One sample at a
+        time every window gets the same numbers in any batch, at a batched step's speed (the
+        products are large enough alone). Training and exported graphs convolve the batch; a
+        replaced ``conv`` (the int8 and bf16 engines') keeps its own rule.
+        """
+        if (
+            self.training
+            or x.size(0) == 1
+            or x.device.type != "cpu"
+            or not isinstance(self.conv, nn.Sequential)
+            or not is_eager()
+        ):
+            return self.conv(x)
+        return torch.cat([self.conv(x[i : i + 1]) for i in range(x.size(0))], dim=0)
