@@ -79,12 +79,17 @@ def _precision(spec: EngineSpec) -> Setting:
 
 
 _STREAMING_ENGINES = ("onnxruntime", "executorch")
+ENGINE_CHOICES = ENGINES + ("auto",)
+"""what ``kind`` may name: an engine, or ``auto``, the one that runs this model's batched chunk
+step fastest here, chosen once (``runtime/fastest.py``; an export directory's own engine, torch
+for offline decoding)"""
 """engines that run exported chunk programs with a fixed cache"""
 
 
 @dataclass(frozen=True)
 class EngineSpec:
-    """What runs the encoder: ``kind`` (None: the source's own, torch for a model), the
+    """What runs the encoder: ``kind`` (None: the source's own, torch for a model; ``auto``:
+    the fastest here, :data:`ENGINE_CHOICES`), the
     precision (``auto``: bf16 on a CPU that multiplies it natively, for an encoder 256 wide or
     more, else fp32, see ``wenet_lite.host.cpu``; ``bf16`` on the torch engine; ``int8`` on the
     torch or executorch engine, batch-invariant, where onnxruntime's is not), intra-op threads,
@@ -97,8 +102,9 @@ class EngineSpec:
     device: str = "cpu"
 
     def __post_init__(self) -> None:
-        if self.kind is not None and self.kind not in ENGINES:
-            raise RuleError(f"{{e}} is not one of {', '.join(ENGINES)}", e=_engine(self.kind))
+        if self.kind is not None and self.kind not in ENGINE_CHOICES:
+            raise RuleError(f"{{e}} is not one of {', '.join(ENGINE_CHOICES)}",
+                            e=_engine(self.kind))  # fmt: skip
         if self.precision not in PRECISIONS:
             raise RuleError(f"{{p}} is not one of {', '.join(PRECISIONS)}", p=_precision(self))
         if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1:
@@ -188,7 +194,7 @@ def _export_dir_rules(
         raise RuleError(
             f"{literal(source)} is an export directory, which streams: decode a model file"
         )
-    if spec.kind not in (None, engine):
+    if spec.kind not in (None, "auto", engine):
         raise RuleError(f"{literal(source)} is for {{e}}, not {{k}}", e=_engine(engine),
                         k=_engine(spec.kind))  # fmt: skip
     try:  # the engine rules, each stated once (EngineSpec), for the directory's engine
@@ -232,6 +238,15 @@ def make_engine(spec: EngineSpec, model: ASRModel, chunking: Chunking) -> Engine
             'precision="bf16" on a CPU without native bf16 (%s): emulated, slower than fp32',
             cpu_model(),
         )
+    if spec.kind == "auto":
+        from wenet_lite.runtime.fastest import candidates, fastest, step_seconds
+
+        found = candidates(model, chunking, precision, spec.device)
+        if len(found) == 1:
+            return found[0][1]()
+        window = model.encoder.subsampling.window_size(chunking.chunk_size)
+        feat_dim = model.encoder.cmvn.mean.numel()
+        return fastest(found, lambda engine: step_seconds(engine, window, feat_dim))
     return TorchEngine(model, chunking, precision)
 
 

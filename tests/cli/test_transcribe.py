@@ -200,6 +200,8 @@ def test_cli_engines_stream(tiny, files, capsys) -> None:
     torch_text = capsys.readouterr().out
     assert main(["transcribe", *model, "--engine", "onnxruntime"]) == 0
     assert capsys.readouterr().out == torch_text
+    assert main(["transcribe", *model, "--engine", "auto"]) == 0  # torch or onnxruntime
+    assert capsys.readouterr().out == torch_text
     assert main(["transcribe", "--model", str(tiny.path), files[0], "--int8"]) == 2
     err = capsys.readouterr().err  # the library's rule, in the CLI's flags
     assert "--precision int8 runs chunk by chunk" in err and "--chunk-size 16" in err
