@@ -79,11 +79,11 @@ def _precision(spec: EngineSpec) -> Setting:
 
 
 _STREAMING_ENGINES = ("onnxruntime", "executorch")
+"""engines that run exported chunk programs with a fixed cache"""
 ENGINE_CHOICES = ENGINES + ("auto",)
 """what ``kind`` may name: an engine, or ``auto``, the one that runs this model's batched chunk
 step fastest here, chosen once (``runtime/fastest.py``; an export directory's own engine, torch
 for offline decoding)"""
-"""engines that run exported chunk programs with a fixed cache"""
 
 
 @dataclass(frozen=True)
