@@ -20,7 +20,9 @@ from wenet_lite.search.options import SearchOptions
 from wenet_lite.train.trainer import TrainOptions, train
 
 TINY = Path("conf/tiny_test.yaml")
-FAST = ("train.max_epochs=250", "data.num_buckets=1", "train.lr=0.01", "train.warmup_steps=5",
+# 500 steps: at 250 the streamed transducer search was still one word from the bound on an
+# AVX2 EPYC (training roundings differ between CPUs); at 500 every search is within one error.
+FAST = ("train.max_epochs=500", "data.num_buckets=1", "train.lr=0.01", "train.warmup_steps=5",
         "transducer.warmup_steps=20")  # fmt: skip
 
 
@@ -47,9 +49,9 @@ def test_a_hybrid_with_cr_ctc_learns_and_both_transducer_searches_transcribe(
     logged = re.findall(r"\(ctc ([\d.]+), transducer ([\d.]+), consistency ([\d.]+)\)",
                         (exp / "train.log").read_text())  # fmt: skip
     assert logged and all(float(c) > 0 for _, _, c in logged)  # two views, other masks
-    model, tokenizer, cfg = load_model(exp / "step_250.pt")
+    model, tokenizer, cfg = load_model(exp / "step_500.pt")
     assert model.transducer is not None
-    _cli_decodes_and_streams_it(exp / "step_250.pt", data / "few", tmp_path)
+    _cli_decodes_and_streams_it(exp / "step_500.pt", data / "few", tmp_path)
     for mode, beam in (("transducer_greedy", None), ("transducer_beam", 4)):
         for chunking in (Chunking(0), Chunking(4, -1)):
             search = SearchOptions(mode=mode, beam_size=beam)
@@ -62,7 +64,7 @@ def test_a_hybrid_with_cr_ctc_learns_and_both_transducer_searches_transcribe(
                 first = report.results[0]
                 wav = next(c for c in few if c.id == first.utt_id).recording.sources[0].source
                 kwargs = {"beam": beam} if beam else {}
-                said = transcribe(str(exp / "step_250.pt"), wav, mode=mode, **kwargs)
+                said = transcribe(str(exp / "step_500.pt"), wav, mode=mode, **kwargs)
                 assert said.text == first.text, mode
 
 
