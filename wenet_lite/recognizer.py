@@ -17,6 +17,7 @@ Example (the executorch int8 engine from a model file, 4 threads)::
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -223,6 +224,19 @@ def make_engine(spec: EngineSpec, model: ASRModel, chunking: Chunking) -> Engine
     from wenet_lite.runtime.engines import ExecuTorchEngine, OnnxRuntimeEngine, TorchEngine
 
     precision = spec.resolved(width=model.encoder.d_model)
+    if spec.kind == "auto":
+        from wenet_lite.runtime.fastest import candidate_kinds, fastest, step_seconds
+
+        found = [
+            (kind, functools.partial(make_engine, dataclasses.replace(
+                spec, kind=kind, precision=precision), model, chunking))
+            for kind in candidate_kinds(chunking, precision, spec.device)
+        ]  # fmt: skip
+        if len(found) == 1:
+            return found[0][1]()
+        window = model.encoder.subsampling.window_size(chunking.chunk_size)
+        feat_dim = model.encoder.cmvn.mean.numel()
+        return fastest(found, lambda engine: step_seconds(engine, window, feat_dim))
     if spec.kind == "executorch":
         from wenet_lite.export.executorch import lower_executorch
 
@@ -238,15 +252,6 @@ def make_engine(spec: EngineSpec, model: ASRModel, chunking: Chunking) -> Engine
             'precision="bf16" on a CPU without native bf16 (%s): emulated, slower than fp32',
             cpu_model(),
         )
-    if spec.kind == "auto":
-        from wenet_lite.runtime.fastest import candidates, fastest, step_seconds
-
-        found = candidates(model, chunking, precision, spec.device)
-        if len(found) == 1:
-            return found[0][1]()
-        window = model.encoder.subsampling.window_size(chunking.chunk_size)
-        feat_dim = model.encoder.cmvn.mean.numel()
-        return fastest(found, lambda engine: step_seconds(engine, window, feat_dim))
     return TorchEngine(model, chunking, precision)
 
 

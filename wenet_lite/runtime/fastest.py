@@ -6,7 +6,7 @@ size would give a stream another engine's roundings whenever its company changed
 
 The candidates for a model file on the CPU: the torch engine in the resolved precision and,
 for fp32 with a fixed cache where onnxruntime is installed, the onnxruntime engine over the
-model exported at start (:func:`wenet_lite.export.batched.export_batched_onnx`). Each runs a
+model exported at start, each built as when named (``recognizer.make_engine``). Each runs a
 chunk step of :data:`TIMED_STREAMS` streams whose caches are full, as a server's streams are
 after their first seconds; the best of a few timed steps decides. Their ratio follows the CPU:
 on an AMD EPYC with AVX2 onnxruntime ran the demo model's 16-stream step in 0.64x the torch
@@ -25,7 +25,7 @@ import torch
 from wenet_lite.model.chunking import Chunking
 from wenet_lite.runtime.engines import Engine
 
-__all__ = ["TIMED_STREAMS", "candidates", "fastest", "step_seconds"]
+__all__ = ["TIMED_STREAMS", "candidate_kinds", "fastest", "step_seconds"]
 
 TIMED_STREAMS = 16
 """streams in the timed chunk step: a loaded server's batch"""
@@ -36,27 +36,17 @@ Candidate = Tuple[str, Callable[[], Engine]]
 """an engine's name and how to build it"""
 
 
-def candidates(model, chunking: Chunking, precision: str, device: str) -> List[Candidate]:
-    """The engines ``auto`` compares for ``model``: torch always; onnxruntime for fp32 on the
-    CPU with a fixed cache, where it is installed."""
-    from wenet_lite.runtime.engines import OnnxRuntimeEngine, TorchEngine
-
-    found: List[Candidate] = [("torch", lambda: TorchEngine(model, chunking, precision))]
+def candidate_kinds(chunking: Chunking, precision: str, device: str) -> List[str]:
+    """The engines ``auto`` compares (each then built as if named): torch always; onnxruntime
+    for fp32 on the CPU with a fixed cache, where it is installed."""
     if precision != "fp32" or device != "cpu" or chunking.left_chunks < 0:
-        return found
+        return ["torch"]
     try:
         import onnxruntime  # noqa: F401
     except ImportError:
         _log.info("engine auto: onnxruntime is not installed; the torch engine runs")
-        return found
-
-    def onnx() -> Engine:
-        from wenet_lite.export.batched import export_batched_onnx
-
-        threads = torch.get_num_threads()
-        return OnnxRuntimeEngine(export_batched_onnx(model, chunking), chunking, threads)
-
-    return found + [("onnxruntime", onnx)]
+        return ["torch"]
+    return ["torch", "onnxruntime"]
 
 
 def step_seconds(engine: Engine, window: int, feat_dim: int, streams: int = TIMED_STREAMS,
