@@ -76,6 +76,11 @@ def fastest(
     best: Optional[Tuple[float, Engine]] = None
     said = []
     for name, build in found:
+        _log.info(
+            "engine auto: building and timing %s%s",
+            name,
+            " (the model is exported first: up to a minute)" if name != "torch" else "",
+        )
         try:
             engine = build()
             seconds = timer(engine)
