@@ -46,14 +46,13 @@ def test_the_fastest_candidate_is_chosen_and_a_broken_one_named(caplog) -> None:
 
 def test_candidates_follow_precision_cache_and_what_is_installed(monkeypatch) -> None:
     pytest.importorskip("onnxruntime")
-    names = candidate_kinds
-    assert names(CHUNKING, "fp32", "cpu") == ["torch", "onnxruntime"]
-    assert names(CHUNKING, "int8", "cpu") == ["torch"]
-    assert names(CHUNKING, "bf16", "cpu") == ["torch"]
-    assert names(Chunking(4, -1), "fp32", "cpu") == ["torch"]  # a growing cache
-    assert names(CHUNKING, "fp32", "cuda") == ["torch"]
+    assert candidate_kinds(CHUNKING, "fp32", "cpu") == ["torch", "onnxruntime"]
+    assert candidate_kinds(CHUNKING, "int8", "cpu") == ["torch"]
+    assert candidate_kinds(CHUNKING, "bf16", "cpu") == ["torch"]
+    assert candidate_kinds(Chunking(4, -1), "fp32", "cpu") == ["torch"]  # a growing cache
+    assert candidate_kinds(CHUNKING, "fp32", "cuda") == ["torch"]
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # not installed
-    assert names(CHUNKING, "fp32", "cpu") == ["torch"]
+    assert candidate_kinds(CHUNKING, "fp32", "cpu") == ["torch"]
 
 
 @pytest.mark.parametrize("winner", ["torch", "onnxruntime"])

@@ -20,8 +20,8 @@ from wenet_lite.search.options import SearchOptions
 from wenet_lite.train.trainer import TrainOptions, train
 
 TINY = Path("conf/tiny_test.yaml")
-# 500 steps: at 250 the streamed transducer search was still one word from the bound on an
-# AVX2 EPYC (training roundings differ between CPUs); at 500 every search is within one error.
+# 500 steps: at 250 the streamed greedy transducer search made 7 errors in 22 words (4 pass) on
+# an AVX2 EPYC (training roundings differ between CPUs); at 500 every search is within one.
 FAST = ("train.max_epochs=500", "data.num_buckets=1", "train.lr=0.01", "train.warmup_steps=5",
         "transducer.warmup_steps=20")  # fmt: skip
 
