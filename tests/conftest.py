@@ -1,7 +1,9 @@
+import atexit
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -22,6 +24,13 @@ torch.set_num_threads(1)
 from wenet_lite.host.cpu import BF16_FLAGS, FLAGS_ENV, cpu_flags  # noqa: E402
 
 os.environ[FLAGS_ENV] = " ".join(sorted(cpu_flags(real=True) - set(BF16_FLAGS)))
+
+# Exported graphs (wenet_lite/export/cache.py) are kept in a folder of the run's own, never in
+# the user's cache; subprocesses inherit it.
+from wenet_lite.export.cache import CACHE_ENV  # noqa: E402
+
+os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix="wenet-lite-graphs-")
+atexit.register(shutil.rmtree, os.environ[CACHE_ENV], True)
 
 # Recipes and CLI subprocesses call `wenet-lite` and `python3`: those of the environment running
 # the tests, whether or not it is activated (`make test` runs .venv/bin/python directly).

@@ -238,15 +238,25 @@ def make_engine(spec: EngineSpec, model: ASRModel, chunking: Chunking) -> Engine
         feat_dim = model.encoder.cmvn.mean.numel()
         return fastest(found, lambda engine: step_seconds(engine, window, feat_dim))
     if spec.kind == "executorch":
+        from wenet_lite.export.cache import open_cached
         from wenet_lite.export.executorch import lower_executorch
 
-        int8 = precision == "int8"
-        program = lower_executorch(model, chunking, "int8" if int8 else None)
-        return ExecuTorchEngine(program, chunking, spec.threads, int8=int8)
+        quantize = "int8" if precision == "int8" else None
+        return open_cached(
+            "pte", model, f"{chunking} {quantize}",
+            lambda: lower_executorch(model, chunking, quantize),
+            lambda program: ExecuTorchEngine(program, chunking, spec.threads, int8=bool(quantize)),
+            packages=("executorch",),
+        )  # fmt: skip
     if spec.kind == "onnxruntime":
         from wenet_lite.export.batched import export_batched_onnx
+        from wenet_lite.export.cache import open_cached
 
-        return OnnxRuntimeEngine(export_batched_onnx(model, chunking), chunking, spec.threads)
+        return open_cached(
+            "onnx", model, str(chunking), lambda: export_batched_onnx(model, chunking),
+            lambda graph: OnnxRuntimeEngine(graph, chunking, spec.threads),
+            packages=("onnx", "onnxscript", "onnx-ir"),
+        )  # fmt: skip
     if precision == "bf16" and not native_bf16():
         _log.warning(
             'precision="bf16" on a CPU without native bf16 (%s): emulated, slower than fp32',

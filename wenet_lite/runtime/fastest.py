@@ -79,7 +79,9 @@ def fastest(
         _log.info(
             "engine auto: building and timing %s%s",
             name,
-            " (the model is exported first: up to a minute)" if name != "torch" else "",
+            " (exported first unless the graph cache holds it: up to a minute)"
+            if name != "torch"
+            else "",
         )
         try:
             engine = build()

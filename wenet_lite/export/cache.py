@@ -1,0 +1,174 @@
+"""Exported graphs of in-memory models, kept on disk from one start to the next.
+
+The onnxruntime and ExecuTorch engines of a model file export its graph when they start: about
+25 s for the demo model with onnxruntime on a 2-core CPU, about two minutes for conformer_u2 in
+ExecuTorch int8, and again at every start of ``serve --engine auto``. The graph depends only on
+the model (its weights and the settings of its modules), the chunking, the export's options and
+the software that exports it, so it is kept under a SHA-256 of all of them and the next start
+reads it instead. The software's part is the versions of torch and the exporter's packages and
+the source of wenet_lite itself: a changed model or export code never meets an old graph.
+
+The folder: ``$WENET_LITE_CACHE``, else ``$XDG_CACHE_HOME/wenet_lite``, else
+``~/.cache/wenet_lite``; ``WENET_LITE_CACHE=off`` keeps nothing. Files are written whole (a
+temporary name renamed into place), so a run killed while writing leaves no half graph; one
+that does not load anyway is rebuilt and replaced (:meth:`Cached.forget`). A folder that cannot
+be written costs only the time: the graph is built as without a cache, with one warning.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import os
+import tempfile
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Callable, Iterable, Optional, TypeVar
+
+import torch
+from torch import nn
+
+__all__ = [
+    "CACHE_ENV", "Cached", "cache_dir", "cached_graph", "model_fingerprint", "open_cached",
+]  # fmt: skip
+
+CACHE_ENV = "WENET_LITE_CACHE"
+
+_log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_PLAIN = (bool, int, float, str, tuple, type(None))
+
+
+def cache_dir() -> Optional[Path]:
+    """The cache folder, or None where ``$WENET_LITE_CACHE`` is ``off``."""
+    chosen = os.environ.get(CACHE_ENV, "").strip()
+    if chosen.lower() == "off":
+        return None
+    if chosen:
+        return Path(chosen).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "wenet_lite"
+
+
+@functools.cache
+def _source_digest() -> str:
+    """SHA-256 of wenet_lite's own Python source, file names included."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _versions(packages: Iterable[str]) -> str:
+    found = []
+    for name in packages:
+        try:
+            found.append(f"{name}={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            found.append(f"{name}=-")
+    return " ".join(found)
+
+
+def model_fingerprint(model: nn.Module) -> str:
+    """SHA-256 of what a model's exported graph can depend on: every module's class and plain
+    settings (numbers, flags, strings: ``num_heads``, ``key_positions``, ``training``...) and
+    every parameter's and buffer's name, dtype, shape and bytes."""
+    h = hashlib.sha256()
+    for name, module in model.named_modules():
+        h.update(f"[{name}:{type(module).__module__}.{type(module).__qualname__}]".encode())
+        for key, value in sorted(vars(module).items()):
+            if not key.startswith("_") and isinstance(value, _PLAIN):
+                h.update(f"{key}={value!r};".encode())
+    for name, tensor in model.state_dict().items():
+        flat = tensor.detach().cpu().contiguous().reshape(-1)
+        h.update(f"<{name}:{flat.dtype}:{tuple(tensor.shape)}>".encode())
+        h.update(memoryview(flat.view(torch.uint8).numpy()))
+    return h.hexdigest()
+
+
+@dataclass
+class Cached:
+    """A graph and where it is kept (``path`` None: not kept)."""
+
+    data: bytes
+    path: Optional[Path]
+    reused: bool
+
+    def forget(self) -> None:
+        """Drop the kept file (a graph that did not load)."""
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
+
+
+def cached_graph(
+    kind: str, model: nn.Module, options: str, build: Callable[[], bytes],
+    packages: Iterable[str] = (),
+) -> Cached:  # fmt: skip
+    """The graph ``build()`` makes of ``model``, from the cache when it holds one made of the
+    same model with the same ``options`` (the chunking, the precision) by the same software
+    (torch, ``packages``, wenet_lite's source); else built and kept.
+
+    Args:
+        kind: the engine's name, the file's suffix (``onnx``, ``pte``).
+    """
+    folder = cache_dir()
+    if folder is None:
+        return Cached(build(), None, reused=False)
+    h = hashlib.sha256()
+    for part in (kind, options, torch.__version__, _versions(packages), _source_digest(),
+                 model_fingerprint(model)):  # fmt: skip
+        h.update(part.encode() + b"\0")
+    path = folder / "graphs" / f"{h.hexdigest()[:32]}.{kind}"
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        _log.warning("the graph cache %s cannot be read (%s): exporting again", path, e)
+    else:
+        if data:
+            _log.info("the exported graph is read from the cache: %s", path)
+            return Cached(data, path, reused=True)
+    data = build()
+    part: Optional[str] = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, part = tempfile.mkstemp(dir=path.parent, prefix=".part-")  # one per writer
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(part, path)
+        part = None
+    except OSError as e:
+        _log.warning(
+            "the exported graph is not kept: %s is not writable (%s); set %s to another "
+            "folder, or to 'off'", path.parent, e, CACHE_ENV,
+        )  # fmt: skip
+        return Cached(data, None, reused=False)
+    finally:
+        if part is not None:
+            Path(part).unlink(missing_ok=True)
+    _log.info("the exported graph is kept for the next start: %s", path)
+    return Cached(data, path, reused=False)
+
+
+def open_cached(
+    kind: str, model: nn.Module, options: str, build: Callable[[], bytes],
+    open_engine: Callable[[bytes], T], packages: Iterable[str] = (),
+) -> T:  # fmt: skip
+    """``open_engine`` of the graph :func:`cached_graph` gives; a kept graph that does not open
+    (damaged on disk) is dropped, exported again and kept anew."""
+    graph = cached_graph(kind, model, options, build, packages)
+    try:
+        return open_engine(graph.data)
+    except Exception as e:  # noqa: BLE001 - whatever the runtime raises for a damaged file
+        if not graph.reused:
+            raise
+        _log.warning("the cached graph %s does not open (%s): exporting again", graph.path, e)
+        graph.forget()
+    return open_engine(cached_graph(kind, model, options, build, packages).data)
