@@ -289,10 +289,9 @@ def add_engine(p: argparse.ArgumentParser, scope: str = "") -> None:
         "--engine", choices=("torch", "onnxruntime", "executorch", "auto"), default=None,
         help=f"{scope}what runs the encoder: torch (eager; the default for a model file), "
         "onnxruntime (the batched graph) or executorch (XNNPACK); from a model file these "
-        "two export at their first start with torch.export (seconds; minutes for a large "
-        "model in int8) and keep the graph for the next (~/.cache/wenet_lite, "
-        "$WENET_LITE_CACHE: a folder or off); they need --left-chunks >= 0; an export "
-        "directory brings its own. auto: streaming "
+        "two export at their first start with torch.export (seconds to minutes) and keep "
+        "the graph for the next (~/.cache/wenet_lite, $WENET_LITE_CACHE: a folder or off); "
+        "they need --left-chunks >= 0; an export directory brings its own. auto: streaming "
         "from a model file, the one of torch and onnxruntime (fp32, --left-chunks >= 0, where "
         "installed) that runs a 16-stream chunk step fastest here, timed once at start",
     )  # fmt: skip
