@@ -15,7 +15,8 @@
 # run's steps and training command and runs nothing.
 #
 #   recipes/synthetic/compare_heads.sh
-#       [--heads "ctc ctc-specaug cr-ctc cr-ctc-ctc hybrid hybrid-ctc hybrid-cr-ctc"] [--scale 1.0]
+#       [--heads "ctc ctc-specaug cr-ctc cr-ctc-ctc cr-ctc-late hybrid hybrid-ctc hybrid-cr-ctc"]
+#       [--scale 1.0]
 #       [--extra "transducer.warmup_steps=300"] [--tag _w300] [--decode-only true]
 #       [--blank-penalty 1.0] [--ctc-share 0.5] [--dry-run true]
 #
@@ -25,7 +26,9 @@
 # runs' names (exp/heads/<head><tag>); a curriculum's first part takes --extra too (its
 # SpecAugment, say). The attention decoder is left out of every run, so that
 # "CTC" is CTC alone; CR-CTC needs SpecAugment, so its runs and ctc-specaug switch it on from
-# the first step. Each model's greedy searches are decoded again with --blank-penalty (1.0):
+# the first step (cr-ctc-late: CTC + SpecAugment for --ctc-share of the time, then the second
+# view and the consistency loss from model.cr_start_step in the same run, one learning-rate
+# schedule; cr-ctc-ctc restarts it by train --init). Each model's greedy searches are decoded again with --blank-penalty (1.0):
 # the table gives every WER's share of deletions, with and without it.
 set -euo pipefail
 
@@ -96,9 +99,13 @@ for head in $heads; do
       first=$(steps_of "$ctc_share"); rest=$(steps_of "(1 - $ctc_share) * $speed")
       steps=$((first + rest)); extra=""
       curriculum=(--heads "${head%-ctc}" --ctc-share "$(python3 -c "print($first / $steps)")") ;;
+    cr-ctc-late)  # CTC + SpecAugment for --ctc-share of the time, then CR-CTC in the same run
+      first=$(steps_of "$ctc_share"); rest=$(steps_of "(1 - $ctc_share) * 0.51")
+      steps=$((first + rest))
+      extra="$specaug model.cr_ctc_weight=0.2 model.cr_start_step=$first model.cr_warmup_steps=500" ;;
     hybrid-cr-ctc) steps=$(steps_of 0.40)
       extra="$specaug model.transducer_weight=0.75 model.cr_ctc_weight=0.2" ;;
-    *) echo "$0: unknown head $head (ctc, ctc-specaug, cr-ctc, cr-ctc-half, cr-ctc-ctc, hybrid, hybrid-ctc, hybrid-cr-ctc)" >&2
+    *) echo "$0: unknown head $head (ctc, ctc-specaug, cr-ctc, cr-ctc-half, cr-ctc-ctc, cr-ctc-late, hybrid, hybrid-ctc, hybrid-cr-ctc)" >&2
        exit 2 ;;
   esac
   extra="$extra $extra_all"

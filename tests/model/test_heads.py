@@ -97,6 +97,11 @@ def test_the_consistency_weight_ramps_in_and_keeps_its_ratio_to_ctc() -> None:
     no_ramp, _ = _model("model.cr_ctc_weight=0.2", "specaug.enabled=true",
                         "model.cr_warmup_steps=0")  # fmt: skip
     assert no_ramp.consistency_weight(0) == pytest.approx(0.2)
+    late, _ = _model("model.cr_ctc_weight=0.2", "specaug.enabled=true",
+                     "model.cr_warmup_steps=100", "model.cr_start_step=1000")  # fmt: skip
+    assert [late.consistency_weight(s) for s in (0, 999, 1000, 1050, 1100, 5000, None)] == (
+        pytest.approx([0.0, 0.0, 0.0, 0.1, 0.2, 0.2, 0.2])
+    )  # the ramp starts at the start step
 
 
 def test_the_consistency_term_is_a_symmetric_kl_over_valid_frames() -> None:

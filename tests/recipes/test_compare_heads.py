@@ -69,6 +69,16 @@ def test_dry_run_gives_each_head_its_steps_and_settings() -> None:
     assert not (REPO / "exp" / "heads" / "ctc_t").exists()  # nothing ran
 
 
+def test_cr_ctc_late_switches_the_second_view_on_inside_one_run() -> None:
+    done = _plan("--scale", "2", "--heads", "cr-ctc-late", "--extra", "train.seed=1")
+    assert done.returncode == 0, done.stderr
+    steps, words = _runs(done.stdout)["cr-ctc-late"]
+    assert steps == 3000 + round(3000 * 0.51)  # CTC + SpecAugment half the time, then two views
+    overrides = _arg(words, "--overrides").split()
+    assert "model.cr_start_step=3000" in overrides and "model.cr_ctc_weight=0.2" in overrides
+    assert "specaug.start_step=0" in overrides and "--heads" not in words  # no restart
+
+
 def test_an_unknown_head_or_option_is_one_line() -> None:
     done = _plan("--heads", "ctc transducer")
     assert done.returncode == 2 and "unknown head transducer" in done.stderr

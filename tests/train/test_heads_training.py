@@ -163,3 +163,30 @@ def test_the_hybrid_trains_under_bf16_autocast(synthetic_corpus, make_data, tmp_
     losses = [bf16.losses[s] for s in sorted(bf16.losses)]
     assert bf16.nonfinite_steps == 0 and sum(losses[-5:]) < 0.7 * sum(losses[:5]), losses
     assert all(bf16.losses[s] != fp32.losses[s] for s in bf16.losses)
+
+
+def test_cr_ctc_from_its_start_step_sees_two_views_only_from_there(
+    synthetic_corpus, make_data, tmp_path
+) -> None:
+    """``model.cr_start_step``: one view (CTC + SpecAugment) before it, two views and the
+    consistency term from it on, in one run. The control: no start step, two views from the
+    first step."""
+    data = make_data({"few": _few(synthetic_corpus)})
+    logged = {}
+    for start in (4, 0):
+        exp = tmp_path / f"exp{start}"
+        train(TrainOptions(
+            TINY, data, exp, ("train.max_epochs=8", "data.num_buckets=1", "train.log_interval=1",
+                              "model.cr_ctc_weight=0.2", "model.cr_warmup_steps=0",
+                              f"model.cr_start_step={start}", "specaug.enabled=true",
+                              "specaug.start_step=0", "specaug.max_time_width=5"),
+            train_parts=("few",), dev_parts=(), tokenizer=synthetic_corpus.tokenizer,
+            progress_bar=False, device="cpu",
+        ))  # fmt: skip
+        found = re.findall(r"step (\d+): loss [\d.]+ \(ctc [\d.]+, consistency ([\d.]+)\)",
+                           (exp / "train.log").read_text())  # fmt: skip
+        logged[start] = {int(step): float(c) for step, c in found}
+    late = logged[4]
+    assert sorted(late) == list(range(1, 9)), late
+    assert all(late[s] == 0.0 for s in (1, 2, 3, 4)) and all(late[s] > 0 for s in (5, 6, 7, 8))
+    assert all(c > 0 for c in logged[0].values())

@@ -299,12 +299,17 @@ class ModelConfig:
     two untrained views pulled together from step 0 agree on blanks"""
     cr_time_mask_ratio: float = 2.5
     """with CR-CTC, time masks are this many times ``specaug.num_time_masks`` (as the paper)"""
+    cr_start_step: int = 0
+    """with CR-CTC, the step from which each batch is seen in two views and the consistency
+    term counts, its ramp starting there; before it one view with ``specaug``'s own masks (CTC
+    + SpecAugment at one view's cost): a curriculum inside one run, one learning-rate schedule"""
 
     def __post_init__(self) -> None:
         _require(0.0 <= self.transducer_weight <= 1.0, "transducer_weight", "must be in [0, 1]")
         _require(self.cr_ctc_weight >= 0.0, "cr_ctc_weight", "must be >= 0")
         _require(self.cr_warmup_steps >= 0, "cr_warmup_steps", "must be >= 0")
         _require(self.cr_time_mask_ratio >= 1.0, "cr_time_mask_ratio", "must be >= 1")
+        _require(self.cr_start_step >= 0, "cr_start_step", "must be >= 0")
         _require(0.0 <= self.ctc_weight <= 1.0, "ctc_weight", "must be in [0, 1]")
         _require(0.0 <= self.reverse_weight <= 1.0, "reverse_weight", "must be in [0, 1]")
         _require(0.0 <= self.lsm_weight < 1.0, "lsm_weight", "must be in [0, 1)")

@@ -32,10 +32,10 @@ class ASRModel(nn.Module):
     The loss (``config.ModelConfig``): ``transducer_weight * transducer + (1 -
     transducer_weight) * (ctc_weight * CTC + (1 - ctc_weight) * attention) + ramp *
     cr_ctc_weight * w_ctc * consistency`` (``w_ctc`` CTC's weight in the sum before it,
-    ``ramp`` rising from 0 to 1 over ``cr_warmup_steps``), a missing head's term dropped. The
-    transducer term is icefall's mix of the simple (smoothed) and the pruned loss
-    (``transducer`` config, warm-up by step); the consistency term compares the CTC posteriors
-    of two views of each utterance (the batch's two halves)."""
+    ``ramp`` rising from 0 to 1 over ``cr_warmup_steps`` from ``cr_start_step``), a missing
+    head's term dropped. The transducer term is icefall's mix of the simple (smoothed) and the
+    pruned loss (``transducer`` config, warm-up by step); the consistency term compares the CTC
+    posteriors of two views of each utterance (the batch's two halves)."""
 
     def __init__(
         self,
@@ -51,6 +51,7 @@ class ASRModel(nn.Module):
         transducer_cfg: Optional[TransducerConfig] = None,
         cr_ctc_weight: float = 0.0,
         cr_warmup_steps: int = 0,
+        cr_start_step: int = 0,
     ) -> None:
         super().__init__()
         self.encoder = encoder
@@ -65,6 +66,7 @@ class ASRModel(nn.Module):
         self.transducer_cfg = transducer_cfg if transducer_cfg is not None else TransducerConfig()
         self.cr_ctc_weight = cr_ctc_weight
         self.cr_warmup_steps = cr_warmup_steps
+        self.cr_start_step = cr_start_step
 
     def forward(
         self,
@@ -105,10 +107,12 @@ class ASRModel(nn.Module):
 
     def consistency_weight(self, step: Optional[int]) -> float:
         """The consistency term's weight at ``step`` (None: past the ramp): ``cr_ctc_weight``
-        times CTC's own weight in the loss, ramped in linearly over ``cr_warmup_steps``."""
+        times CTC's own weight in the loss, ramped in linearly over ``cr_warmup_steps`` from
+        ``cr_start_step`` (0 before it)."""
         ctc_share = self.ctc_weight * (1.0 - self.transducer_weight)
         warm = self.cr_warmup_steps
-        ramp = 1.0 if step is None or step >= warm else step / warm
+        since = None if step is None else step - self.cr_start_step
+        ramp = 1.0 if since is None or since >= warm else max(since, 0) / warm
         return ramp * self.cr_ctc_weight * ctc_share
 
     def _transducer_loss(
@@ -246,6 +250,7 @@ def build_model(cfg: ExperimentConfig, vocab_size: int) -> ASRModel:
         cfg.transducer,
         loss.cr_ctc_weight,
         loss.cr_warmup_steps,
+        loss.cr_start_step,
     )
 
 

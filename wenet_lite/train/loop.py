@@ -222,7 +222,7 @@ class Trainer:
         targets, target_lens = batch.targets, batch.target_lens
         views = 1
         if not empty and self.cfg.specaug.enabled and st.step >= self.cfg.specaug.start_step:
-            feats, views = self._augment(feats, batch, st.epoch)
+            feats, views = self._augment(feats, batch, st.epoch, st.step)
             if views == 2:  # the same utterances again, other masks
                 feats_lens, targets = feats_lens.repeat(2), targets.repeat(2, 1)
                 target_lens = target_lens.repeat(2)
@@ -253,11 +253,14 @@ class Trainer:
         self._window.sums[2 + len(PARTS)] += finite
         return loss.detach().double()
 
-    def _augment(self, feats: torch.Tensor, batch: Batch, epoch: int) -> Tuple[torch.Tensor, int]:
-        """SpecAugment of the batch, and how many views it holds: with CR-CTC two (the
-        utterances twice, each with its own masks; time masks widened), else one."""
+    def _augment(
+        self, feats: torch.Tensor, batch: Batch, epoch: int, step: int
+    ) -> Tuple[torch.Tensor, int]:
+        """SpecAugment of the batch, and how many views it holds: with CR-CTC from its start
+        step two (the utterances twice, each with its own masks; time masks widened), else
+        one."""
         cfg, seed = self.cfg, self.cfg.train.seed
-        if cfg.model.cr_ctc_weight <= 0.0:
+        if cfg.model.cr_ctc_weight <= 0.0 or step < cfg.model.cr_start_step:
             return spec_augment_batch(feats, batch.feats_lens, batch.ids, cfg.specaug, seed,
                                       epoch), 1  # fmt: skip
         wide = dataclasses.replace(cfg.specaug, num_time_masks=round(
