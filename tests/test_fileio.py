@@ -44,6 +44,27 @@ def test_atomic_open_replaces_only_on_success(tmp_path, monkeypatch):
     assert sorted(p.name for p in path.parent.iterdir()) == ["a.txt"]
 
 
+def test_two_writers_of_one_file_never_share_a_temporary(tmp_path):
+    """Two writers of the same file at once (two server workers keeping one exported graph):
+    each writes its own temporary file, so the one that renames last leaves its whole bytes and
+    nothing is left behind. With one fixed temporary name the second writer truncated the
+    first's file and the first's rename found it gone."""
+    out = tmp_path / "graph.onnx"
+    first_bytes, second_bytes = b"A" * 10_000, b"B" * 3
+    first = fileio.atomic_open(out, "wb")
+    f1 = first.__enter__()
+    f1.write(first_bytes[:5000])
+    with fileio.atomic_open(out, "wb") as f2:  # starts and finishes inside the first
+        f2.write(second_bytes)
+    assert out.read_bytes() == second_bytes
+    f1.write(first_bytes[5000:])
+    first.__exit__(None, None, None)
+    assert out.read_bytes() == first_bytes
+    assert [p.name for p in tmp_path.iterdir()] == ["graph.onnx"]
+    names = {fileio.temporary_path(out).name for _ in range(20)}
+    assert len(names) == 20 and all(n.startswith(".tmp-") and n.endswith(".onnx") for n in names)
+
+
 def test_atomic_open_rejects_append(tmp_path):
     with pytest.raises(ValueError, match="mode"):
         with fileio.atomic_open(tmp_path / "a.txt", "a"):

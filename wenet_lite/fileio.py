@@ -13,6 +13,7 @@ import contextlib
 import gzip
 import json
 import os
+import secrets
 from pathlib import Path
 from typing import IO, Any, Dict, Iterator, TextIO, Union
 
@@ -23,13 +24,16 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 
 def temporary_path(path: PathLike) -> Path:
-    """Where :func:`atomic_open` writes before the rename: ``.tmp-<name>`` beside ``path``.
+    """Where :func:`atomic_open` writes before the rename: ``.tmp-<pid>-<random>-<name>``
+    beside ``path``, a new name at every call, so two writers of the same file (two server
+    workers, two processes of a run) never write into one temporary file; the last rename wins
+    whole.
 
     The name keeps the final suffixes, so writers that choose a format by extension (lhotse's
     ``.jsonl.gz``) write the right one.
     """
     path = Path(path)
-    return path.with_name(f".tmp-{path.name}")
+    return path.with_name(f".tmp-{os.getpid()}-{secrets.token_hex(4)}-{path.name}")
 
 
 @contextlib.contextmanager
@@ -68,21 +72,20 @@ def write_files_atomic(folder: PathLike, texts: Dict[str, str]) -> None:
     the previous set as it was, never a mix of new and old or a truncated one."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    written = []
+    written: Dict[str, Path] = {}
     try:
         for name, text in texts.items():
-            tmp = temporary_path(folder / name)
-            written.append(tmp)
+            tmp = written[name] = temporary_path(folder / name)
             with open(tmp, "w", encoding="utf-8") as f:
                 f.write(text)
                 f.flush()
                 os.fsync(f.fileno())
     except BaseException:
-        for tmp in written:
+        for tmp in written.values():
             tmp.unlink(missing_ok=True)
         raise
-    for name in texts:
-        os.replace(temporary_path(folder / name), folder / name)
+    for name, tmp in written.items():
+        os.replace(tmp, folder / name)
 
 
 def open_text(path: PathLike) -> TextIO:

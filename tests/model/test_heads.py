@@ -121,3 +121,10 @@ def test_the_consistency_term_is_a_symmetric_kl_over_valid_frames() -> None:
 def test_cr_ctc_needs_specaugment() -> None:
     with pytest.raises(ConfigError, match="model.cr_ctc_weight.*specaug.enabled is false"):
         load_config("tiny_test", ("model.cr_ctc_weight=0.2", "specaug.enabled=false"))
+
+
+@pytest.mark.parametrize("key", ["model.cr_start_step", "model.cr_warmup_steps"])
+def test_a_negative_consistency_step_is_refused_naming_its_key(key: str) -> None:
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.") + ".*must be >= 0"):
+        load_config("tiny_test", ("model.cr_ctc_weight=0.2", "specaug.enabled=true", f"{key}=-1"))
+    load_config("tiny_test", ("model.cr_ctc_weight=0.2", "specaug.enabled=true", f"{key}=0"))

@@ -21,7 +21,6 @@ import functools
 import hashlib
 import logging
 import os
-import tempfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -29,6 +28,8 @@ from typing import Callable, Iterable, Optional, TypeVar
 
 import torch
 from torch import nn
+
+from wenet_lite.fileio import atomic_open
 
 __all__ = [
     "CACHE_ENV", "Cached", "cache_dir", "cached_graph", "model_fingerprint", "open_cached",
@@ -136,23 +137,15 @@ def cached_graph(
             _log.info("the exported graph is read from the cache: %s", path)
             return Cached(data, path, reused=True)
     data = build()
-    part: Optional[str] = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, part = tempfile.mkstemp(dir=path.parent, prefix=".part-")  # one per writer
-        with os.fdopen(fd, "wb") as f:
+        with atomic_open(path, "wb") as f:  # a temporary name of its own for each writer
             f.write(data)
-        os.replace(part, path)
-        part = None
     except OSError as e:
         _log.warning(
             "the exported graph is not kept: %s is not writable (%s); set %s to another "
             "folder, or to 'off'", path.parent, e, CACHE_ENV,
         )  # fmt: skip
         return Cached(data, None, reused=False)
-    finally:
-        if part is not None:
-            Path(part).unlink(missing_ok=True)
     _log.info("the exported graph is kept for the next start: %s", path)
     return Cached(data, path, reused=False)
 
