@@ -10,6 +10,7 @@ import logging
 import shutil
 import tarfile
 import threading
+import time
 from pathlib import Path
 from typing import Iterator, List, Optional
 
@@ -52,6 +53,8 @@ class _Server:
         self.data, self.name = data, name
         self.cut_after: Optional[int] = None
         self.ranges: List[Optional[str]] = []
+        self.block, self.pause = len(data) or 1, 0.0
+        """the body goes out ``block`` bytes at a time, ``pause`` seconds after each"""
         owner = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -73,7 +76,10 @@ class _Server:
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 cut, owner.cut_after = owner.cut_after, None
-                self.wfile.write(body if cut is None else body[:cut])
+                body = body if cut is None else body[:cut]
+                for i in range(0, len(body), owner.block):
+                    self.wfile.write(body[i : i + owner.block])
+                    time.sleep(owner.pause)
                 if cut is not None:
                     self.close_connection = True
 
@@ -140,6 +146,33 @@ def test_a_changed_archive_is_refused_by_its_recorded_checksum(server, tmp_path)
     shutil.rmtree(cache / FOLDER)
     with pytest.raises(ValueError, match=r"sha256 \w+ is not the \w+ recorded on its first"):
         download_model(server.url, cache, progress=False)
+
+
+def test_two_downloads_of_one_model_at_once_take_turns(server, tmp_path) -> None:
+    """Two importers of one model at once (two terminals, two jobs of a script): the second
+    waits for the first and uses its archive and model; one request reaches the server, and
+    neither write clobbers the other's."""
+    cache = tmp_path / "cache"
+    server.block, server.pause = 4096, 0.01  # a download long enough for the second to start
+    got: List[object] = []
+
+    def run() -> None:
+        try:
+            got.append(download_model(server.url, cache, progress=False))
+        except Exception as e:  # noqa: BLE001 - the test reports whatever the race raised
+            got.append(e)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert got == [cache / FOLDER / FOLDER] * 2, got
+    assert server.ranges == [None]  # one whole download, no second or resumed request
+    assert (cache / f"{FOLDER}.tar.gz").read_bytes() == server.data
+    assert sorted(p.name for p in cache.iterdir()) == sorted(
+        [FOLDER, f"{FOLDER}.tar.gz", f"{FOLDER}.tar.gz.lock", "sha256.json"]
+    )
 
 
 @pytest.mark.parametrize("where", ["parent", "absolute", "link"])

@@ -10,6 +10,8 @@ archive is written to ``<name>.part`` and renamed when complete, so an interrupt
 resumes where it stopped (an HTTP range request) and never passes for a whole one. The
 SHA-256 of an archive is recorded beside it on its first download and checked on every later
 use, so a cache file that changed (a damaged disk, another file under the name) is refused.
+Two processes that ask for one model at once take turns (a lock file beside the archive, where
+the system has ``fcntl``): the second finds the archive and the model the first left.
 An archive with a member that is not a plain file or folder, or whose name is absolute or
 holds ``..``, is refused before anything is unpacked (the same rule on every Python; tarfile's
 ``data`` filter stands behind it where the Python has one).
@@ -17,6 +19,7 @@ holds ``..``, is refused before anything is unpacked (the same rule on every Pyt
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -28,9 +31,9 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Optional, Tuple, Union
+from typing import Dict, Iterator, Optional, Tuple, Union
 
-from wenet_lite.fileio import read_json, write_text_atomic
+from wenet_lite.fileio import read_json, temporary_path, write_text_atomic
 
 __all__ = ["PRETRAINED", "Pretrained", "cache_dir", "download_model", "guess_norm_eps"]
 
@@ -101,13 +104,32 @@ def download_model(
     root = Path(cache) if cache is not None else cache_dir()
     root.mkdir(parents=True, exist_ok=True)
     archive = root / _archive_name(url)
-    if not archive.is_file():
-        _fetch(url, archive, progress)
-    _check_sum(archive, url, root / "sha256.json")
-    unpacked = root / archive.name.split(".tar")[0]
-    if not unpacked.is_dir():
-        _unpack(archive, unpacked)
+    with _taking_turns(archive.with_name(archive.name + ".lock")):
+        if not archive.is_file():
+            _fetch(url, archive, progress)
+        _check_sum(archive, url, root / "sha256.json")
+        unpacked = root / archive.name.split(".tar")[0]
+        if not unpacked.is_dir():
+            _unpack(archive, unpacked)
     return _model_dir(unpacked, archive)
+
+
+@contextlib.contextmanager
+def _taking_turns(lock: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the file ``lock`` (created) for the block: one download,
+    check and unpack of an archive at a time, across processes; where the system has no
+    ``fcntl`` (Windows) nothing is locked."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    with open(lock, "a") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
 def _url(name_or_url: str) -> str:
@@ -216,8 +238,7 @@ def _check_sum(archive: Path, url: str, record: Path) -> None:
 def _unpack(archive: Path, target: Path) -> None:
     """Unpack into a temporary folder, then rename: an interrupted unpack leaves nothing
     that passes for a model."""
-    tmp = target.with_name(f".tmp-{target.name}")
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = temporary_path(target)
     try:
         with tarfile.open(archive) as tar:
             for member in tar.getmembers():  # our rule, the same on every Python
