@@ -5,6 +5,8 @@ and a damaged file cost only time; the onnxruntime engine of a model file uses i
 from __future__ import annotations
 
 import logging
+import os
+import time
 
 import pytest
 import torch
@@ -43,6 +45,21 @@ def test_a_graph_is_built_once_and_read_back(tmp_path, monkeypatch) -> None:
     assert first.data == second.data == b"graph"
     assert first.path == second.path and first.path.parent == tmp_path / "graphs"
     assert [p.name for p in first.path.parent.iterdir()] == [first.path.name]  # no parts left
+
+
+def test_a_killed_writers_temporary_file_is_swept_once_stale(tmp_path, monkeypatch) -> None:
+    """Every writer has a temporary name of its own, so one a killed export left is removed by a
+    later write once it is a day old; a fresh one (a writer still at work) is left alone."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    graphs = tmp_path / "graphs"
+    graphs.mkdir()
+    stale, fresh = graphs / ".tmp-1-aaaa-old.onnx", graphs / ".tmp-2-bbbb-new.onnx"
+    stale.write_bytes(b"half a graph")
+    fresh.write_bytes(b"half a graph")
+    old = time.time() - 2 * 24 * 3600
+    os.utime(stale, (old, old))
+    kept = cached_graph("onnx", _model(), "chunk 16", _Builds())
+    assert sorted(p.name for p in graphs.iterdir()) == sorted([kept.path.name, fresh.name])
 
 
 def test_whatever_the_graph_depends_on_makes_a_new_entry(tmp_path, monkeypatch) -> None:

@@ -11,7 +11,9 @@ the source of wenet_lite itself: a changed model or export code never meets an o
 The folder: ``$WENET_LITE_CACHE``, else ``$XDG_CACHE_HOME/wenet_lite``, else
 ``~/.cache/wenet_lite``; ``WENET_LITE_CACHE=off`` keeps nothing. Files are written whole (a
 temporary name renamed into place), so a run killed while writing leaves no half graph; one
-that does not load anyway is rebuilt and replaced (:meth:`Cached.forget`). A folder that cannot
+that does not load anyway is rebuilt and replaced (:meth:`Cached.forget`), and the temporary
+file a killed writer left is removed by the next write once it is a day old (a live writer's
+never is). A folder that cannot
 be written costs only the time: the graph is built as without a cache, with one warning.
 """
 
@@ -21,6 +23,7 @@ import functools
 import hashlib
 import logging
 import os
+import time
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -147,7 +150,24 @@ def cached_graph(
         )  # fmt: skip
         return Cached(data, None, reused=False)
     _log.info("the exported graph is kept for the next start: %s", path)
+    _sweep(path.parent)
     return Cached(data, path, reused=False)
+
+
+STALE_SECONDS = 24 * 3600
+"""a temporary file this old was left by a writer that was killed (an export takes minutes)"""
+
+
+def _sweep(folder: Path) -> None:
+    """Remove the temporary files (``.tmp-*``) in ``folder`` older than :data:`STALE_SECONDS`:
+    each writer's is a name of its own, so nothing else would ever remove a killed one's."""
+    now = time.time()
+    for stale in folder.glob(".tmp-*"):
+        try:
+            if now - stale.stat().st_mtime > STALE_SECONDS:
+                stale.unlink()
+        except OSError:  # gone meanwhile, or not ours to remove: the cache works without
+            pass
 
 
 def open_cached(
