@@ -11,8 +11,9 @@
 # measured by benchmarks/bench_train.py, docs/heads.md), then decoded on test-clean and
 # on test-other (the same sentences read by voices training never hears; full context and
 # simulated streaming at chunk 16) and tabled by recipes/common/heads_table.py into
-# $out/HEADS.md. --decode-only decodes and tables runs trained before; --dry-run prints each
-# run's steps and training command and runs nothing.
+# $out/HEADS<tag>.md (a run with --tag keeps a table of its own). --decode-only decodes and
+# tables runs trained before; --dry-run prints each run's steps and training command and runs
+# nothing.
 #
 #   recipes/synthetic/compare_heads.sh
 #       [--heads "ctc ctc-specaug cr-ctc cr-ctc-ctc cr-ctc-late hybrid hybrid-ctc hybrid-cr-ctc"]
@@ -145,7 +146,7 @@ for head in $heads; do
   done
 done
 if [ "$dry_run" = true ]; then exit 0; fi
-python3 recipes/common/heads_table.py --data "$data" --out "$out/HEADS.md" \
+python3 recipes/common/heads_table.py --data "$data" --out "$out/HEADS$tag.md" \
   $(for test in "${tests[@]}"; do echo "--test $test"; done) \
   $(for head in $heads; do echo "--exp $head$tag=$out/$head$tag"; done) \
   --note "Command: recipes/synthetic/compare_heads.sh --scale $scale${extra_all:+ --extra \"$extra_all\"} (config $config)."
