@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 import wenet_lite.export.batched as batched
+import wenet_lite.export.cache as cache
 from wenet_lite.export.cache import CACHE_ENV, cache_dir, cached_graph, open_cached
 from wenet_lite.model.chunking import Chunking
 from wenet_lite.recognizer import EngineSpec, make_engine
@@ -127,9 +128,12 @@ def test_a_damaged_graph_is_exported_again(tmp_path, monkeypatch, caplog) -> Non
     assert open_cached("onnx", model, "", build, open_engine) == "engine"
     (kept,) = (tmp_path / "graphs").iterdir()
     kept.write_bytes(b"damaged")
+    hashed, fingerprint = [], cache.model_fingerprint
+    monkeypatch.setattr(cache, "model_fingerprint", lambda m: hashed.append(m) or fingerprint(m))
     with caplog.at_level(logging.WARNING):
         assert open_cached("onnx", model, "", build, open_engine) == "engine"
     assert build.calls == 2 and kept.read_bytes() == b"graph"
+    assert len(hashed) == 1  # the retry keeps the entry's name: the weights are hashed once
     assert "does not open" in caplog.text and kept.name in caplog.text
     # a graph just built that does not open is the export's error, raised as it is
     with pytest.raises(ValueError, match="not a graph"):

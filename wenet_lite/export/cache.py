@@ -121,14 +121,25 @@ def cached_graph(
     Args:
         kind: the engine's name, the file's suffix (``onnx``, ``pte``).
     """
+    return _graph_at(_entry(kind, model, options, packages), build)
+
+
+def _entry(kind: str, model: nn.Module, options: str, packages: Iterable[str]) -> Optional[Path]:
+    """Where the cache keeps this graph (None: the cache is off)."""
     folder = cache_dir()
     if folder is None:
-        return Cached(build(), None, reused=False)
+        return None
     h = hashlib.sha256()
     for part in (kind, options, torch.__version__, _versions(packages), _source_digest(),
                  model_fingerprint(model)):  # fmt: skip
         h.update(part.encode() + b"\0")
-    path = folder / "graphs" / f"{h.hexdigest()[:32]}.{kind}"
+    return folder / "graphs" / f"{h.hexdigest()[:32]}.{kind}"
+
+
+def _graph_at(path: Optional[Path], build: Callable[[], bytes]) -> Cached:
+    """The graph kept at ``path``, else ``build()``'s, kept there (``path`` None: not kept)."""
+    if path is None:
+        return Cached(build(), None, reused=False)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -176,7 +187,7 @@ def open_cached(
 ) -> T:  # fmt: skip
     """``open_engine`` of the graph :func:`cached_graph` gives; a kept graph that does not open
     (damaged on disk) is dropped, exported again and kept anew."""
-    graph = cached_graph(kind, model, options, build, packages)
+    graph = _graph_at(_entry(kind, model, options, packages), build)  # the weights hashed once
     try:
         return open_engine(graph.data)
     except Exception as e:  # noqa: BLE001 - whatever the runtime raises for a damaged file
@@ -184,4 +195,4 @@ def open_cached(
             raise
         _log.warning("the cached graph %s does not open (%s): exporting again", graph.path, e)
         graph.forget()
-    return open_engine(cached_graph(kind, model, options, build, packages).data)
+    return open_engine(_graph_at(graph.path, build).data)
