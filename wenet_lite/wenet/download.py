@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterator, Optional, Tuple, Union
 
-from wenet_lite.fileio import read_json, temporary_path, write_text_atomic
+from wenet_lite.fileio import read_json, write_text_atomic
 
 __all__ = ["PRETRAINED", "Pretrained", "cache_dir", "download_model", "guess_norm_eps"]
 
@@ -237,8 +237,9 @@ def _check_sum(archive: Path, url: str, record: Path) -> None:
 
 def _unpack(archive: Path, target: Path) -> None:
     """Unpack into a temporary folder, then rename: an interrupted unpack leaves nothing
-    that passes for a model."""
-    tmp = temporary_path(target)
+    that passes for a model, and the next one (its caller holding the lock) clears it."""
+    tmp = target.with_name(f".tmp-{target.name}")
+    shutil.rmtree(tmp, ignore_errors=True)
     try:
         with tarfile.open(archive) as tar:
             for member in tar.getmembers():  # our rule, the same on every Python
