@@ -17,10 +17,13 @@ import secrets
 from pathlib import Path
 from typing import IO, Any, Dict, Iterator, TextIO, Union
 
-__all__ = ["atomic_open", "naming_text_errors", "open_text", "read_json", "read_text",
-           "temporary_path", "write_files_atomic", "write_text_atomic"]  # fmt: skip
+__all__ = ["TEMPORARY_PREFIX", "atomic_open", "naming_text_errors", "open_text", "read_json",
+           "read_text", "temporary_path", "write_files_atomic", "write_text_atomic"]  # fmt: skip
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+TEMPORARY_PREFIX = ".tmp-"
+"""how the name of every temporary file :func:`temporary_path` gives starts"""
 
 
 def temporary_path(path: PathLike) -> Path:
@@ -33,7 +36,7 @@ def temporary_path(path: PathLike) -> Path:
     ``.jsonl.gz``) write the right one.
     """
     path = Path(path)
-    return path.with_name(f".tmp-{os.getpid()}-{secrets.token_hex(4)}-{path.name}")
+    return path.with_name(f"{TEMPORARY_PREFIX}{os.getpid()}-{secrets.token_hex(4)}-{path.name}")
 
 
 @contextlib.contextmanager

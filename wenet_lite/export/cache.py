@@ -32,7 +32,7 @@ from typing import Callable, Iterable, Optional, TypeVar
 import torch
 from torch import nn
 
-from wenet_lite.fileio import atomic_open
+from wenet_lite.fileio import TEMPORARY_PREFIX, atomic_open
 
 __all__ = [
     "CACHE_ENV", "Cached", "cache_dir", "cached_graph", "model_fingerprint", "open_cached",
@@ -170,10 +170,11 @@ STALE_SECONDS = 24 * 3600
 
 
 def _sweep(folder: Path) -> None:
-    """Remove the temporary files (``.tmp-*``) in ``folder`` older than :data:`STALE_SECONDS`:
-    each writer's is a name of its own, so nothing else would ever remove a killed one's."""
+    """Remove the temporary files (:func:`~wenet_lite.fileio.temporary_path`'s) in ``folder``
+    older than :data:`STALE_SECONDS`: each writer's is a name of its own, so nothing else would
+    ever remove a killed one's."""
     now = time.time()
-    for stale in folder.glob(".tmp-*"):
+    for stale in folder.glob(f"{TEMPORARY_PREFIX}*"):
         try:
             if now - stale.stat().st_mtime > STALE_SECONDS:
                 stale.unlink()
