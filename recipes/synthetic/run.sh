@@ -90,7 +90,7 @@ punct=${punct:-true}              # stage 5 also trains a punctuation and casing
                                   # Python's and Linux's manuals where installed (prose_text.py; 5 %
                                   # held out), scores it on the licences' legal prose (never
                                   # trained on), and RESULTS.md reports both beside the baseline's
-punct_steps=${punct_steps:-"--max-steps 1200 --dim 128 --precision bf16"}  # its size (bf16 where native)
+punct_steps=${punct_steps:-"--max-steps 2400 --dim 128 --precision bf16"}  # its size (bf16 where native)
 transducer=${transducer:-auto}    # stage 5 also decodes with the transducer head (greedy and modified
                                   # beam, full context; greedy simulated at each chunk): auto when
                                   # the model has one (e.g. --overrides model.transducer_weight=0.75)

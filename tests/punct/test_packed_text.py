@@ -72,6 +72,45 @@ def test_packed_text_trains_on_what_the_lists_did(tmp_path) -> None:
     assert T.read_split_text([path], 0.05, 1)[1] != held
 
 
+def test_whole_line_windows_hold_one_line_from_bos_to_eos(tmp_path) -> None:
+    path = _text(tmp_path, 200)
+    train, _ = T._split(T.read_training_text([path]), 0.05, 0)
+    packed, _ = T.read_split_text([path], 0.05, 0)
+    lines = {tuple(w.word for w in ws) for ws in train}
+    text = T._RunningText(packed)
+    for window in (4, 64):
+        for words, marks, cases in text.windows(window, random.Random(1), 200, whole_lines=1.0):
+            assert words[0] == BOS and marks[0] == cases[0] == -100
+            inner = tuple(words[1:-1] if words[-1] == EOS else words[1:])
+            if words[-1] == EOS:  # the whole line, closed
+                assert inner in lines and len(inner) <= window
+            else:  # a line longer than the window: its first words
+                assert len(inner) == window and any(line[:window] == inner for line in lines)
+
+    # a share: about that many windows are one line alone; without it, few are by chance
+    def alone(share):
+        got = text.windows(64, random.Random(2), 1000, whole_lines=share)
+        return sum(w[0] == BOS and w[-1] == EOS and tuple(w[1:-1]) in lines for w, _, _ in got)
+
+    assert 350 < alone(0.4) < 460 and alone(0.0) < 50
+
+
+def test_hidden_words_are_known_words_made_unknown() -> None:
+    import torch
+
+    from wenet_lite.punct.model import EOS_ID, PAD, UNK
+
+    torch.manual_seed(0)
+    ids = torch.randint(0, 50, (64, 64))
+    hidden = T.hide_words(ids, 0.3)
+    changed = hidden != ids
+    assert (hidden[changed] == UNK).all() and (ids[changed] > EOS_ID).all()
+    share = changed.sum() / ((ids > EOS_ID).sum())
+    assert 0.27 < share < 0.33, share
+    assert (hidden[ids <= EOS_ID] == ids[ids <= EOS_ID]).all() and (ids == PAD).any()
+    assert T.hide_words(ids, 0.0) is ids
+
+
 def test_packed_text_holds_a_fraction_of_the_lists_memory(tmp_path) -> None:
     path = _text(tmp_path, 20_000)
 

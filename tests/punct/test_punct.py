@@ -168,13 +168,14 @@ def test_train_punct_cli_reports_scores(tmp_path: Path) -> None:
     text = write_text(tmp_path / "t.txt", 200, seed=3)
     run = subprocess.run(
         [sys.executable, "-m", "wenet_lite", "train-punct", "--text", str(text), "--out",
-         str(tmp_path / "m"), "--max-steps", "5", "--dim", "32", "--no-progress"],
-        capture_output=True, text=True,
+         str(tmp_path / "m"), "--max-steps", "5", "--dim", "32", "--no-progress",
+         "--whole-lines", "0.2", "--word-dropout", "0.1"], capture_output=True, text=True,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert "held out" in run.stdout and "baseline: f1 ," in run.stdout
     assert (tmp_path / "m" / "punct.pt").is_file()
-    assert json.loads((tmp_path / "m" / "metrics.json").read_text())["steps"] == 5
+    metrics = json.loads((tmp_path / "m" / "metrics.json").read_text())
+    assert (metrics["steps"], metrics["whole lines"], metrics["word dropout"]) == (5, 0.2, 0.1)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
@@ -250,7 +251,9 @@ def test_bad_flags_and_stdin_lines_are_one_line_each(tmp_path: Path, punct_model
            (["--dim", "0"], "--dim"), (["--epochs", "inf"], "--epochs inf"),
            (["--epochs", "nan"], "--epochs nan"), (["--max-steps", "-5"], "--max-steps -5"),
            (["--right", "100000"], "--right 100000"), (["--dim", "100000"], "--dim: dim 100000"),
-           (["--layers", "1000"], "--layers: num_layers 1000")]  # fmt: skip
+           (["--layers", "1000"], "--layers: num_layers 1000"),
+           (["--whole-lines", "1.5"], "--whole-lines 1.5"),
+           (["--word-dropout", "-0.1"], "--word-dropout -0.1")]  # fmt: skip
     for flags, said in bad:
         command = [*cli, "train-punct", "--text", str(text), "--out", str(tmp_path / "m"), *flags]
         run = subprocess.run(command, capture_output=True, text=True)

@@ -406,7 +406,7 @@ def test_tls_token_origins_methods_and_per_peer_limit(tiny, files, reference, ce
     s = start_server(
         tiny.path, "--chunk-size", "4", "--certfile", str(certificate / "cert.pem"),
         "--keyfile", str(certificate / "key.pem"), "--token-file", str(certificate / "token"),
-        "--allowed-origins", "https://app.example", "--max-connections-per-peer", "4",
+        "--allowed-origins", "https://app.example", "--max-connections-per-peer", "4", "-v",
     )  # fmt: skip
     tls = ssl.create_default_context(cafile=str(certificate / "cert.pem"))
     url = f"wss://127.0.0.1:{s.port}"
@@ -447,7 +447,9 @@ def test_tls_token_origins_methods_and_per_peer_limit(tiny, files, reference, ce
         assert b"page served by worker 0 of 1" in page.read()
         assert page.headers.get("Server") is None
         head = urllib.request.urlopen(
-            urllib.request.Request(f"https://127.0.0.1:{s.port}/", method="HEAD"), context=tls
+            urllib.request.Request(f"https://127.0.0.1:{s.port}/", method="HEAD"),
+            context=tls,
+            timeout=10,
         )
         assert head.status == 200 and head.read() == b"" and int(head.headers["Content-Length"])
         for method, path, code in (("POST", "/", 405), ("GET", "/<script>x", 404)):
@@ -455,8 +457,12 @@ def test_tls_token_origins_methods_and_per_peer_limit(tiny, files, reference, ce
                 urllib.request.urlopen(
                     urllib.request.Request(f"https://127.0.0.1:{s.port}{path}", method=method),
                     context=tls,
+                    timeout=10,
                 )
             assert e.value.code == code and b"script" not in e.value.read()
+    except BaseException:
+        print(f"the server's log so far:\n{s.log()}")  # shown with the failure
+        raise
     finally:
         assert s.stop() == 0, s.log()
 

@@ -34,6 +34,16 @@ def add_train_punct(sub: argparse._SubParsersAction) -> None:
         "--max-steps", type=int, default=0, help="stop after this many steps (0: --epochs)"
     )
     p.add_argument("--held-out", type=float, default=0.05, help="share of lines scored (0.05)")
+    p.add_argument(
+        "--whole-lines", type=float, default=0.4,
+        help="share of the training windows that hold one line alone, the rest running on "
+        "across lines (0.4)",
+    )  # fmt: skip
+    p.add_argument(
+        "--word-dropout", type=float, default=0.3,
+        help="share of the known words each step sees as unknown, so that spelling and "
+        "neighbours teach the marks too: what carries to text of another kind (0.3)",
+    )  # fmt: skip
     p.add_argument("--dim", type=positive_int, default=192, help="model width (192)")
     p.add_argument("--layers", type=positive_int, default=4, help="convolution layers (4)")
     p.add_argument(
@@ -60,6 +70,9 @@ def _run_train_punct(args: argparse.Namespace) -> int:
 
     if not 0 <= args.held_out < 1:
         raise UsageError(f"--held-out {args.held_out}: give a share in [0, 1)")
+    for flag, share in (("--whole-lines", args.whole_lines), ("--word-dropout", args.word_dropout)):
+        if not 0 <= share < 1:
+            raise UsageError(f"{flag} {share}: give a share in [0, 1)")
     if not 0 <= args.right <= 64:
         raise UsageError(f"--right {args.right}: give 0 to 64 words")
     if not 0 < args.epochs <= 10_000:  # inf and nan too
@@ -73,7 +86,9 @@ def _run_train_punct(args: argparse.Namespace) -> int:
         flag = {"dim": "--dim", "num_layers": "--layers"}.get(str(e).split()[0], "")
         raise UsageError(f"{flag or 'train-punct'}: {e}") from None
     options = PunctTrainOptions(epochs=args.epochs, held_out=args.held_out, seed=args.seed,
-                                max_steps=args.max_steps, precision=args.precision)  # fmt: skip
+                                max_steps=args.max_steps, precision=args.precision,
+                                whole_lines=args.whole_lines,
+                                word_dropout=args.word_dropout)  # fmt: skip
     metrics = train_punct(args.text, args.out, cfg, options, progress=not args.no_progress)
     print(f"{args.out}: {metrics['training words']} words trained in {metrics['minutes']} min")
     _print_scores(metrics, "held out")

@@ -27,7 +27,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import torch
 
 from wenet_lite.fileio import naming_text_errors, open_text, write_text_atomic
-from wenet_lite.punct.model import BOS, EOS, PunctConfig, PunctModel
+from wenet_lite.punct.model import BOS, EOS, EOS_ID, UNK, PunctConfig, PunctModel
 from wenet_lite.punct.punctuator import Punctuator
 from wenet_lite.punct.text import CASES, MARKS, Labelled, baseline, split_text
 
@@ -35,6 +35,7 @@ __all__ = [
     "PackedText",
     "PunctTrainOptions",
     "evaluate",
+    "hide_words",
     "read_split_text",
     "read_training_text",
     "score_labels",
@@ -53,6 +54,13 @@ class PunctTrainOptions:
     batch_words: int = 4096
     """words per step (windows of ``window`` words)"""
     window: int = 64
+    whole_lines: float = 0.4
+    """share of the windows that hold one line alone, BOS to EOS (as a recogniser's segment
+    holds one sentence or a paragraph); the rest run on across the lines' edges"""
+    word_dropout: float = 0.3
+    """share of the known words each step sees as unknown, so that the marks and capitals are
+    also learnt from the words' spelling and their neighbours (what carries to text of another
+    kind, whose words are often not the training text's)"""
     lr: float = 2e-3
     held_out: float = 0.05
     """share of the lines held out for the scores (at least one line)"""
@@ -235,15 +243,23 @@ class _RunningText:
         i = bisect.bisect_left(self.ends, k)
         return i < len(self.ends) and self.ends[i] == k
 
-    def windows(self, window: int, rng: random.Random, count: int):
+    def windows(self, window: int, rng: random.Random, count: int, whole_lines: float = 0.0):
         """``count`` windows: (words, marks, cases) each, a window that starts where a line
         does opening with BOS and one that ends where a line does closing with EOS (their
-        labels -100: not learnt). Two in five start at a line's start (as a recogniser's
-        segment starts a text), two in five end at a line's end, the rest anywhere."""
+        labels -100: not learnt). A share ``whole_lines`` hold one line alone (its first
+        ``window`` words); of the rest, two in five start at a line's start (as a recogniser's
+        segment starts a text), two in five end at a line's end, the rest anywhere, running
+        on into the next line."""
         text, ends = self.text, self.ends
         size = len(text)
         out = []
         for _ in range(count):
+            if whole_lines and rng.random() < whole_lines:
+                k = rng.randrange(len(ends))
+                start = ends[k - 1] if k else 0
+                stop = min(ends[k], start + window)
+                out.append(self._window(start, stop))
+                continue
             kind = rng.random()
             if kind < 0.4:
                 k = rng.randrange(len(ends))
@@ -255,14 +271,27 @@ class _RunningText:
             else:
                 start = rng.randrange(max(1, size - 1))
                 stop = min(size, start + window)
-            words = [text.table[i] for i in text.word[start:stop]]
-            marks, cases = list(text.mark[start:stop]), list(text.case[start:stop])
-            if self._at_line_edge(start):
-                words, marks, cases = [BOS, *words], [-100, *marks], [-100, *cases]
-            if self._at_line_edge(stop):
-                words, marks, cases = [*words, EOS], [*marks, -100], [*cases, -100]
-            out.append((words, marks, cases))
+            out.append(self._window(start, stop))
         return out
+
+    def _window(self, start: int, stop: int):
+        text = self.text
+        words = [text.table[i] for i in text.word[start:stop]]
+        marks, cases = list(text.mark[start:stop]), list(text.case[start:stop])
+        if self._at_line_edge(start):
+            words, marks, cases = [BOS, *words], [-100, *marks], [-100, *cases]
+        if self._at_line_edge(stop):
+            words, marks, cases = [*words, EOS], [*marks, -100], [*cases, -100]
+        return words, marks, cases
+
+
+def hide_words(ids: torch.Tensor, share: float) -> torch.Tensor:
+    """``ids`` with each known word (not PAD, UNK, BOS or EOS) made UNK with probability
+    ``share`` (torch's random numbers)."""
+    if share <= 0:
+        return ids
+    hidden = (torch.rand(ids.shape) < share) & (ids > EOS_ID)
+    return ids.masked_fill(hidden, UNK)
 
 
 RUN_LINES = 8
@@ -342,8 +371,9 @@ def train_punct(
     started = time.monotonic()
     model.train()
     for step in bar:
-        batch = text.windows(options.window, rng, per_step)
+        batch = text.windows(options.window, rng, per_step, options.whole_lines)
         ids, grams, offsets, mask = punctuator.features.batch([b[0] for b in batch])
+        ids = hide_words(ids, options.word_dropout)
         marks = torch.full_like(ids, -100)
         cases = torch.full_like(ids, -100)
         for i, (ws, m, c) in enumerate(batch):
@@ -373,6 +403,8 @@ def train_punct(
         "training words": words_total,
         "held-out lines": len(held),
         "steps": steps,
+        "whole lines": options.whole_lines,
+        "word dropout": options.word_dropout,
         "precision": "bf16" if isinstance(autocast, torch.autocast) else "fp32",
         "minutes": round((time.monotonic() - started) / 60, 2),
         "labels": {"marks": list(MARKS[1:]), "cases": list(CASES)},
